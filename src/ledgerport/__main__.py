@@ -1,0 +1,3 @@
+from ledgerport.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,388 @@
+"""Apps (OAuth clients) and their installations in businesses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from ledgerport import catalog
+from ledgerport.auth._secrets import Keyring, new_token
+from ledgerport.books import get_business, get_membership, get_user, record_event
+from ledgerport.errors import BadRequest, Conflict, InvalidInput, NotFound
+from ledgerport.ids import new_id
+from ledgerport.storage import Row, Transaction
+
+from ._uris import redirect_uri_problems
+
+AppType = Literal["CONFIDENTIAL", "PUBLIC"]
+AppStatus = Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
+APP_TYPES: tuple[AppType, ...] = ("CONFIDENTIAL", "PUBLIC")
+APP_STATUSES: tuple[AppStatus, ...] = ("ACTIVE", "SUSPENDED", "DEACTIVATED")
+CLIENT_SECRET_PREFIX = "lp_cs_"
+
+
+class AppNotFound(NotFound):
+    def __init__(self, app_id: str) -> None:
+        super().__init__("App {0} not found", code="APP_NOT_FOUND", params=[app_id])
+
+
+class InstallationNotFound(NotFound):
+    def __init__(self, installation_id: str) -> None:
+        super().__init__(
+            "Installation {0} not found", code="INSTALLATION_NOT_FOUND", params=[installation_id]
+        )
+
+
+class AppNotActive(Conflict):
+    def __init__(self, app_id: str) -> None:
+        super().__init__("App {0} is not active", code="APP_NOT_ACTIVE", params=[app_id])
+
+
+class NotAMember(Conflict):
+    def __init__(self, user_id: str, business_id: str) -> None:
+        super().__init__(
+            "User {0} is not an active member of business {1}",
+            code="NOT_AN_ACTIVE_MEMBER",
+            params=[user_id, business_id],
+        )
+
+
+class AppNotReviewed(BadRequest):
+    def __init__(self) -> None:
+        super().__init__(
+            "app has not completed review: it may connect only to sandbox businesses",
+            code="APP_NOT_REVIEWED",
+        )
+
+
+class ScopesNotRegistered(BadRequest):
+    def __init__(self, scopes: Sequence[str]) -> None:
+        super().__init__(
+            "Requested scopes not permitted for this client: {0}",
+            code="SCOPES_NOT_REGISTERED",
+            params=[" ".join(scopes)],
+        )
+
+
+@dataclass(frozen=True)
+class App:
+    id: str
+    client_id: str
+    name: str
+    type: AppType
+    client_secret_hash: str | None
+    redirect_uris: tuple[str, ...]
+    scopes: tuple[str, ...]
+    developer_user_id: str
+    reviewed: bool
+    status: AppStatus
+    app_url: str | None
+    pinned_version: str | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> App:
+        return cls(
+            id=row["id"],
+            client_id=row["client_id"],
+            name=row["name"],
+            type=row["type"],
+            client_secret_hash=row["client_secret_hash"],
+            redirect_uris=tuple(json.loads(row["redirect_uris"])),
+            scopes=tuple(json.loads(row["scopes"])),
+            developer_user_id=row["developer_user_id"],
+            reviewed=bool(row["reviewed"]),
+            status=row["status"],
+            app_url=row["app_url"],
+            pinned_version=row["pinned_version"],
+        )
+
+    @property
+    def active(self) -> bool:
+        return self.status == "ACTIVE"
+
+
+@dataclass(frozen=True)
+class Installation:
+    id: str
+    app_id: str
+    business_id: str
+    user_id: str
+    scopes: tuple[str, ...]
+    state: str
+
+    @classmethod
+    def from_row(cls, row: Row) -> Installation:
+        return cls(
+            row["id"],
+            row["app_id"],
+            row["business_id"],
+            row["user_id"],
+            tuple(json.loads(row["scopes"])),
+            row["state"],
+        )
+
+
+def ordered_scopes(scopes: Sequence[str]) -> tuple[str, ...]:
+    """Scopes deduplicated in the catalog's order."""
+    wanted = set(scopes)
+    return tuple(s for s in catalog.SCOPES if s in wanted)
+
+
+def _scope_problems(scopes: Sequence[str], field: str) -> list[str]:
+    return [f"{field} contains unknown scope {s}" for s in scopes if not catalog.is_scope(s)]
+
+
+async def create_app(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    name: str,
+    type: AppType,
+    redirect_uris: Sequence[str],
+    scopes: Sequence[str],
+    developer_user_id: str,
+    reviewed: bool = False,
+    app_url: str | None = None,
+) -> tuple[App, str | None]:
+    """Register an app; answers it and, for a CONFIDENTIAL app, its client secret (shown once)."""
+    problems = redirect_uri_problems(list(redirect_uris)) + _scope_problems(scopes, "scopes")
+    if type not in APP_TYPES:
+        problems.append("type must be CONFIDENTIAL or PUBLIC")
+    if not name.strip():
+        problems.append("name must not be empty")
+    if problems:
+        raise InvalidInput(problems)
+    await get_user(tx, developer_user_id)
+    secret = new_token(CLIENT_SECRET_PREFIX) if type == "CONFIDENTIAL" else None
+    app = App(
+        id=new_id("app"),
+        client_id=new_id("cid"),
+        name=name.strip(),
+        type=type,
+        client_secret_hash=keyring.hash_token(secret) if secret else None,
+        redirect_uris=tuple(redirect_uris),
+        scopes=ordered_scopes(scopes),
+        developer_user_id=developer_user_id,
+        reviewed=reviewed,
+        status="ACTIVE",
+        app_url=app_url,
+        pinned_version=None,
+    )
+    await tx.execute(
+        "INSERT INTO apps (id, client_id, name, type, client_secret_hash, redirect_uris, scopes,"
+        " developer_user_id, reviewed, status, app_url, created_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        app.id,
+        app.client_id,
+        app.name,
+        app.type,
+        app.client_secret_hash,
+        json.dumps(list(app.redirect_uris)),
+        json.dumps(list(app.scopes)),
+        app.developer_user_id,
+        app.reviewed,
+        app.status,
+        app.app_url,
+        now,
+    )
+    return app, secret
+
+
+async def get_app(tx: Transaction, app_id: str) -> App:
+    row = await tx.fetchrow("SELECT * FROM apps WHERE id = $1", app_id)
+    if row is None:
+        raise AppNotFound(app_id)
+    return App.from_row(row)
+
+
+async def find_app_by_client_id(tx: Transaction, client_id: str) -> App | None:
+    row = await tx.fetchrow("SELECT * FROM apps WHERE client_id = $1", client_id)
+    return None if row is None else App.from_row(row)
+
+
+async def set_app_status(tx: Transaction, app_id: str, status: str) -> App:
+    if status not in APP_STATUSES:
+        raise InvalidInput(["status must be one of ACTIVE, SUSPENDED, DEACTIVATED"])
+    changed = await tx.execute("UPDATE apps SET status = $1 WHERE id = $2", status, app_id)
+    if not changed:
+        raise AppNotFound(app_id)
+    return await get_app(tx, app_id)
+
+
+async def get_installation(tx: Transaction, installation_id: str) -> Installation:
+    row = await tx.fetchrow("SELECT * FROM installations WHERE id = $1", installation_id)
+    if row is None:
+        raise InstallationNotFound(installation_id)
+    return Installation.from_row(row)
+
+
+async def active_installation(
+    tx: Transaction, app_id: str, business_id: str
+) -> Installation | None:
+    row = await tx.fetchrow(
+        "SELECT * FROM installations WHERE app_id = $1 AND business_id = $2 AND state = 'ACTIVE'",
+        app_id,
+        business_id,
+    )
+    return None if row is None else Installation.from_row(row)
+
+
+async def install(
+    tx: Transaction,
+    *,
+    now: float,
+    app_id: str,
+    business_id: str,
+    user_id: str,
+    scopes: Sequence[str],
+) -> Installation:
+    """Install the app in the business, or widen an ACTIVE installation to the union of scopes.
+
+    Emits ``app.installed`` for a new (or renewed) installation and ``app.scopes_updated`` when
+    an ACTIVE one gains scopes.
+    """
+    problems = _scope_problems(scopes, "scopes")
+    if not scopes:
+        problems.append("scopes must name at least one scope")
+    if problems:
+        raise InvalidInput(problems)
+    app = await get_app(tx, app_id)
+    business = await get_business(tx, business_id)
+    if not app.active:
+        raise AppNotActive(app_id)
+    unregistered = [s for s in ordered_scopes(scopes) if s not in app.scopes]
+    if unregistered:
+        raise ScopesNotRegistered(unregistered)
+    if not app.reviewed and not business.sandbox:
+        raise AppNotReviewed()
+    membership = await get_membership(tx, business_id, user_id)
+    if membership is None or not membership.active:
+        await get_user(tx, user_id)
+        raise NotAMember(user_id, business_id)
+
+    row = await tx.fetchrow(
+        "SELECT * FROM installations WHERE app_id = $1 AND business_id = $2", app_id, business_id
+    )
+    if row is not None and row["state"] == "ACTIVE":
+        current = Installation.from_row(row)
+        widened = ordered_scopes([*current.scopes, *scopes])
+        if widened == current.scopes:
+            return current
+        await tx.execute(
+            "UPDATE installations SET scopes = $1, updated_at = $2 WHERE id = $3",
+            json.dumps(list(widened)),
+            now,
+            current.id,
+        )
+        await record_event(
+            tx,
+            now=now,
+            type="app.scopes_updated",
+            business_id=business_id,
+            app_id=app_id,
+            data={
+                "installationId": current.id,
+                "scopes": list(widened),
+                "previousScopes": list(current.scopes),
+            },
+        )
+        return Installation(current.id, app_id, business_id, current.user_id, widened, "ACTIVE")
+
+    granted = ordered_scopes(scopes)
+    if row is None:
+        installation = Installation(new_id("ins"), app_id, business_id, user_id, granted, "ACTIVE")
+        await tx.execute(
+            "INSERT INTO installations (id, app_id, business_id, user_id, scopes, state,"
+            " created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'ACTIVE', $6, $6)",
+            installation.id,
+            app_id,
+            business_id,
+            user_id,
+            json.dumps(list(granted)),
+            now,
+        )
+    else:
+        installation = Installation(row["id"], app_id, business_id, user_id, granted, "ACTIVE")
+        await tx.execute(
+            "UPDATE installations SET state = 'ACTIVE', user_id = $1, scopes = $2,"
+            " updated_at = $3 WHERE id = $4",
+            user_id,
+            json.dumps(list(granted)),
+            now,
+            installation.id,
+        )
+    await record_event(
+        tx,
+        now=now,
+        type="app.installed",
+        business_id=business_id,
+        app_id=app_id,
+        data={"installationId": installation.id, "state": "ACTIVE", "scopes": list(granted)},
+    )
+    return installation
+
+
+async def end_installation(
+    tx: Transaction, *, now: float, installation: Installation, state: str, reason: str
+) -> None:
+    """Move an ACTIVE installation out of ACTIVE and emit ``app.uninstalled``.
+
+    Token revocation and code cancellation of the installation run in the same transaction
+    (``ledgerport.auth``), registered through :data:`INSTALLATION_END_HOOKS`.
+    """
+    changed = await tx.execute(
+        "UPDATE installations SET state = $1, updated_at = $2 WHERE id = $3 AND state = 'ACTIVE'",
+        state,
+        now,
+        installation.id,
+    )
+    if not changed:
+        raise InstallationNotFound(installation.id)
+    for hook in INSTALLATION_END_HOOKS:
+        await hook(tx, now, installation)
+    await record_event(
+        tx,
+        now=now,
+        type="app.uninstalled",
+        business_id=installation.business_id,
+        app_id=installation.app_id,
+        data={
+            "installationId": installation.id,
+            "reason": reason,
+            "uninstalledAt": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
+        },
+    )
+
+
+async def uninstall(tx: Transaction, *, now: float, installation_id: str) -> None:
+    installation = await get_installation(tx, installation_id)
+    if installation.state != "ACTIVE":
+        raise InstallationNotFound(installation_id)
+    await end_installation(
+        tx, now=now, installation=installation, state="UNINSTALLED", reason="uninstalled"
+    )
+
+
+async def revoke_access(tx: Transaction, *, now: float, business_id: str, app_id: str) -> None:
+    """The business withdraws the app's access: the installation ends and its tokens die."""
+    await get_business(tx, business_id)
+    await get_app(tx, app_id)
+    installation = await active_installation(tx, app_id, business_id)
+    if installation is None:
+        raise NotFound(
+            "App {0} has no access to business {1}",
+            code="INSTALLATION_NOT_FOUND",
+            params=[app_id, business_id],
+        )
+    await end_installation(
+        tx, now=now, installation=installation, state="REVOKED", reason="access_revoked"
+    )
+
+
+InstallationEndHook = Callable[[Transaction, float, Installation], Awaitable[None]]
+# Filled at import by the packages whose records die with an installation (auth: tokens, codes).
+INSTALLATION_END_HOOKS: list[InstallationEndHook] = []

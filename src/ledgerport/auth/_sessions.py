@@ -1,0 +1,78 @@
+"""Who is calling: the operator's admin token, developer tokens and login (cookie) sessions."""
+
+from __future__ import annotations
+
+import hmac
+
+from ledgerport.books import get_user
+from ledgerport.storage import Transaction
+
+from ._secrets import Keyring, new_token
+
+LOGIN_SESSION_TTL = 12 * 3600
+DEVELOPER_TOKEN_PREFIX = "lp_dev_"
+LOGIN_SESSION_PREFIX = "lp_ses_"
+ADMIN_TOKEN_PREFIX = "lp_admin_"
+
+
+def admin_token_matches(keyring: Keyring, presented: str, stored_hash: str) -> bool:
+    """Constant-time check of a presented admin token against the stored keyed hash."""
+    return hmac.compare_digest(keyring.hash_token(presented), stored_hash)
+
+
+async def issue_developer_token(
+    tx: Transaction, keyring: Keyring, *, now: float, user_id: str
+) -> str:
+    await get_user(tx, user_id)
+    token = new_token(DEVELOPER_TOKEN_PREFIX)
+    await tx.execute(
+        "INSERT INTO developer_tokens (token_hash, user_id, created_at) VALUES ($1, $2, $3)",
+        keyring.hash_token(token),
+        user_id,
+        now,
+    )
+    return token
+
+
+async def developer_token_user(tx: Transaction, keyring: Keyring, token: str) -> str | None:
+    user_id: str | None = await tx.fetchval(
+        "SELECT user_id FROM developer_tokens WHERE token_hash = $1", keyring.hash_token(token)
+    )
+    return user_id
+
+
+async def start_login_session(
+    tx: Transaction, keyring: Keyring, *, now: float, user_id: str
+) -> str:
+    """A new cookie session for the user; answers the raw session id for the cookie."""
+    session = new_token(LOGIN_SESSION_PREFIX)
+    await tx.execute(
+        "INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at)"
+        " VALUES ($1, $2, $3, $4)",
+        keyring.hash_token(session),
+        user_id,
+        now,
+        now + LOGIN_SESSION_TTL,
+    )
+    return session
+
+
+async def login_session_user(
+    tx: Transaction, keyring: Keyring, *, now: float, session: str
+) -> str | None:
+    user_id: str | None = await tx.fetchval(
+        "SELECT user_id FROM login_sessions WHERE session_hash = $1 AND expires_at > $2",
+        keyring.hash_token(session),
+        now,
+    )
+    return user_id
+
+
+async def end_login_session(tx: Transaction, keyring: Keyring, session: str) -> None:
+    await tx.execute(
+        "DELETE FROM login_sessions WHERE session_hash = $1", keyring.hash_token(session)
+    )
+
+
+async def purge_expired_login_sessions(tx: Transaction, *, now: float) -> int:
+    return await tx.execute("DELETE FROM login_sessions WHERE expires_at <= $1", now)

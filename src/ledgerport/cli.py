@@ -1,0 +1,74 @@
+"""The ``ledgerport`` command: ``serve`` runs everything, ``migrate`` brings the schema up."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from ledgerport import __version__
+from ledgerport.config import Config, ConfigError, load
+from ledgerport.ops import configure_logging
+from ledgerport.storage import StorageError, open_store
+
+log = logging.getLogger("ledgerport")
+
+EXIT_CONFIG = 2
+EXIT_FAILURE = 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ledgerport",
+        description="The partner platform of a multi-business bookkeeping service.",
+        epilog="Configuration comes from LEDGERPORT_* environment variables (see README.md).",
+    )
+    parser.add_argument("--version", action="version", version=f"ledgerport {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve", help="run the HTTP front, engine, scheduler and runtime in one process"
+    )
+    serve.add_argument("--bind", help="listen address host:port (overrides LEDGERPORT_BIND)")
+    commands.add_parser("migrate", help="create or migrate the database schema, then exit")
+    return parser
+
+
+async def _migrate(config: Config) -> None:
+    async with open_store(config.database, migrate=False) as store:
+        applied = await store.migrate()
+        version = await store.schema_version()
+    if applied:
+        log.info("applied migrations %s; schema at version %d", applied, version)
+    else:
+        log.info("schema already at version %d", version)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging()
+    try:
+        config = load(bind=getattr(args, "bind", None))
+    except ConfigError as exc:
+        print(f"ledgerport: configuration error: {exc}", file=sys.stderr)  # noqa: T201
+        return EXIT_CONFIG
+    try:
+        if args.command == "migrate":
+            trio.run(_migrate, config)
+        else:
+            from ledgerport.engine import serve
+
+            trio.run(serve, config)
+    except StorageError as exc:
+        log.error("storage failure: %s", exc)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 0
+    except BaseException as exc:  # a crashed service: log it and exit non-zero, never hang
+        if isinstance(exc, SystemExit):
+            raise
+        log.critical("ledgerport stopped on an error", exc_info=exc)
+        return EXIT_FAILURE
+    return 0

@@ -1,0 +1,35 @@
+"""Periodic housekeeping: expired rows are purged on a fixed interval."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from ledgerport import auth
+from ledgerport.platform import Platform
+
+log = logging.getLogger("ledgerport.scheduler")
+
+CLEANUP_INTERVAL = 3600.0
+
+
+class Scheduler:
+    """Runs the hourly cleanup; later work (due retries, retention purges) joins it here."""
+
+    def __init__(self, platform: Platform, *, interval: float = CLEANUP_INTERVAL) -> None:
+        self._platform = platform
+        self._interval = interval
+
+    async def cleanup_once(self) -> int:
+        p = self._platform
+        async with p.store.transaction() as tx:
+            removed = await auth.purge_expired_login_sessions(tx, now=p.now())
+        p.metrics.cleanup_rows.labels("login_session").inc(removed)
+        return removed
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self.cleanup_once()
+            await trio.sleep(self._interval)

@@ -1,0 +1,104 @@
+"""The supervisor: one root nursery owns every long-running task of ``ledgerport serve``.
+
+Start order: storage (migrated), bootstrap, scheduler, then HTTP last, so no request arrives
+before the rest can take its work. SIGINT/SIGTERM stop intake, then give in-flight work a bounded
+grace before cancelling it. A crashing child cancels its siblings and the process exits non-zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Callable
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+from quart_trio import QuartTrio
+
+from ledgerport.clock import Clock, SystemClock
+from ledgerport.config import Config
+from ledgerport.http import create_app
+from ledgerport.platform import Platform, bootstrap
+from ledgerport.storage import open_store
+
+from ._scheduler import Scheduler
+
+log = logging.getLogger("ledgerport.supervisor")
+
+
+def _hypercorn_config(config: Config) -> HypercornConfig:
+    hc = HypercornConfig()
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    hc.bind = [f"{host}:{config.port}"]
+    hc.accesslog = logging.getLogger("ledgerport.access")
+    hc.errorlog = logging.getLogger("ledgerport.http.server")
+    hc.graceful_timeout = config.shutdown_grace
+    hc.include_server_header = False
+    return hc
+
+
+async def _watch_signals(stop: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s: shutting down", signal.Signals(signum).name)
+            stop.set()
+            return
+
+
+async def serve(
+    config: Config,
+    *,
+    clock: Clock | None = None,
+    on_ready: Callable[[list[str]], None] | None = None,
+    stop: trio.Event | None = None,
+) -> None:
+    """Run the whole service until a signal (or ``stop``) asks it to end."""
+    stop = stop or trio.Event()
+    async with open_store(config.database) as store:
+        boot = await bootstrap(store, config)
+        if boot.new_admin_token is not None:
+            print(  # noqa: T201 - shown once, on purpose, to the operator's terminal
+                f"ledgerport: generated admin token (shown once, store it now): "
+                f"{boot.new_admin_token}",
+                file=sys.stdout,
+                flush=True,
+            )
+        platform = Platform(
+            config=config,
+            store=store,
+            keyring=boot.keyring,
+            admin_token_hash=boot.admin_token_hash,
+            clock=clock or SystemClock(),
+        )
+        app = create_app(platform)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_signals, stop)
+            await nursery.start(Scheduler(platform).run)
+            http_done = trio.Event()
+            binds = await nursery.start(
+                _serve_http, app, _hypercorn_config(config), stop, http_done
+            )
+            log.info("serving on %s (database: %s)", ", ".join(binds), config.database.redacted())
+            if on_ready is not None:
+                on_ready(binds)
+            await stop.wait()
+            # Intake stops (hypercorn closes its listeners); in-flight work gets the grace period.
+            nursery.cancel_scope.deadline = trio.current_time() + config.shutdown_grace + 1.0
+            await http_done.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def _serve_http(
+    app: QuartTrio,
+    hc: HypercornConfig,
+    stop: trio.Event,
+    done: trio.Event,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    try:
+        await hypercorn_serve(app, hc, shutdown_trigger=stop.wait, task_status=task_status)
+    finally:
+        done.set()

@@ -1,0 +1,79 @@
+"""The quart-trio application: API host and application host routes, one error mapping."""
+
+from __future__ import annotations
+
+import time
+
+from quart import Response, g, request
+from quart_schema import QuartSchema
+from quart_trio import QuartTrio
+
+from ledgerport import __version__
+from ledgerport.platform import Platform
+
+from . import _ops, admin, pages
+from ._context import PLATFORM_KEY
+from ._errors import register_error_handlers
+
+MAX_BODY_BYTES = 1024 * 1024
+
+_SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+_PAGE_CSP = (
+    "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+_API_CSP = "default-src 'none'; frame-ancestors 'none'"
+
+
+def create_app(platform: Platform) -> QuartTrio:
+    """Build the HTTP application serving ``platform``."""
+    app = QuartTrio("ledgerport")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions[PLATFORM_KEY] = platform
+    QuartSchema(
+        app,
+        openapi_path="/openapi.json",
+        redoc_ui_path=None,
+        scalar_ui_path=None,
+        swagger_ui_path=None,
+        info={"title": "ledgerport", "version": __version__},
+        security_schemes={
+            "admin": {"type": "http", "scheme": "bearer"},
+            "oauth": {"type": "http", "scheme": "bearer"},
+        },
+    )
+    register_error_handlers(app)
+    app.register_blueprint(_ops.blueprint)
+    app.register_blueprint(admin.blueprint)
+    app.register_blueprint(pages.blueprint)
+
+    metrics = platform.metrics
+
+    @app.before_request
+    async def _start_timer() -> None:
+        g.started = time.perf_counter()
+        metrics.http_in_flight.inc()
+
+    @app.after_request
+    async def _finish(response: Response) -> Response:
+        for name, value in _SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        is_html = response.mimetype == "text/html"
+        response.headers.setdefault("Content-Security-Policy", _PAGE_CSP if is_html else _API_CSP)
+        started = g.get("started")
+        if started is not None:
+            route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
+            metrics.http_requests.labels(route, request.method, str(response.status_code)).inc()
+            metrics.http_latency.labels(route, request.method).observe(
+                time.perf_counter() - started
+            )
+            metrics.http_in_flight.dec()
+            g.started = None
+        return response
+
+    return app

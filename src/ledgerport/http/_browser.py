@@ -1,0 +1,85 @@
+"""Browser sessions on the application host: the login cookie and CSRF tokens for forms.
+
+CSRF uses a double-submit token bound to a random cookie: the form carries HMAC(cookie), which a
+page on another origin can neither read nor compute.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import TypeVar
+
+from quart import request
+from werkzeug.sansio.response import Response
+
+from ledgerport import auth
+
+from ._context import platform, unit_of_work
+
+_R = TypeVar("_R", bound=Response)
+
+SESSION_COOKIE = "lp_session"
+CSRF_COOKIE = "lp_csrf"
+
+
+def _cookie_flags() -> dict[str, object]:
+    return {
+        "httponly": True,
+        "samesite": "Lax",
+        "secure": not platform().config.development,
+        "path": "/",
+    }
+
+
+def csrf_token(response_cookies: dict[str, str]) -> str:
+    """The token to embed in a form; sets the CSRF cookie (via ``response_cookies``) if absent."""
+    seed = request.cookies.get(CSRF_COOKIE) or response_cookies.get(CSRF_COOKIE)
+    if not seed:
+        seed = secrets.token_urlsafe(32)
+        response_cookies[CSRF_COOKIE] = seed
+    return platform().keyring.mac(f"csrf:{seed}")
+
+
+def csrf_valid(submitted: str | None) -> bool:
+    seed = request.cookies.get(CSRF_COOKIE)
+    if not seed or not submitted:
+        return False
+    return hmac.compare_digest(platform().keyring.mac(f"csrf:{seed}"), submitted)
+
+
+def apply_cookies(response: _R, cookies: dict[str, str]) -> _R:
+    for name, value in cookies.items():
+        response.set_cookie(name, value, **_cookie_flags())  # type: ignore[arg-type]
+    return response
+
+
+def set_session_cookie(response: Response, session: str) -> None:
+    response.set_cookie(SESSION_COOKIE, session, **_cookie_flags())  # type: ignore[arg-type]
+
+
+def clear_session_cookie(response: Response) -> None:
+    response.delete_cookie(SESSION_COOKIE, path="/")
+
+
+async def current_user_id() -> str | None:
+    """The signed-in user of this browser, or None."""
+    session = request.cookies.get(SESSION_COOKIE)
+    if not session:
+        return None
+    p = platform()
+    async with unit_of_work() as tx:
+        return await auth.login_session_user(tx, p.keyring, now=p.now(), session=session)
+
+
+def safe_next(value: str | None) -> str:
+    """A same-site path to return to; anything else (absolute URLs, ``//host``) becomes ``/``."""
+    if (
+        not value
+        or not value.startswith("/")
+        or value.startswith("//")
+        or "\\" in value
+        or any(ord(ch) < 0x20 for ch in value)
+    ):
+        return "/"
+    return value

@@ -1,0 +1,45 @@
+"""Request-scoped helpers: the platform, the client address, one unit of work."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import cast
+
+from quart import current_app, request
+
+from ledgerport.platform import Platform
+from ledgerport.storage import Transaction
+
+PLATFORM_KEY = "ledgerport.platform"
+
+
+def platform() -> Platform:
+    return cast(Platform, current_app.extensions[PLATFORM_KEY])
+
+
+@asynccontextmanager
+async def unit_of_work() -> AsyncIterator[Transaction]:
+    """The request's one transaction: commits when the block ends normally."""
+    async with platform().store.transaction() as tx:
+        yield tx
+
+
+def client_ip() -> str:
+    """The connecting address; X-Forwarded-For is believed only from a trusted proxy."""
+    remote = request.remote_addr or ""
+    proxies = platform().config.trusted_proxies
+    if not proxies:
+        return remote
+    forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",")]
+    chain = [hop for hop in forwarded if hop] + [remote]
+    # Walk from the nearest hop back while the hop is a trusted proxy.
+    for hop in reversed(chain):
+        try:
+            address = ipaddress.ip_address(hop)
+        except ValueError:
+            return hop
+        if not any(address in network for network in proxies):
+            return hop
+    return chain[0]

@@ -1,0 +1,43 @@
+"""The Prometheus metrics of one service instance, in a registry of its own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.http_requests = Counter(
+            "ledgerport_http_requests_total",
+            "HTTP requests answered, by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.http_latency = Histogram(
+            "ledgerport_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route template and method.",
+            ["route", "method"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.http_in_flight = Gauge(
+            "ledgerport_http_requests_in_flight",
+            "HTTP requests being answered now.",
+            registry=self.registry,
+        )
+        self.task_crashes = Counter(
+            "ledgerport_task_crashes_total",
+            "Supervised background tasks that ended with an error.",
+            ["task"],
+            registry=self.registry,
+        )
+        self.cleanup_rows = Counter(
+            "ledgerport_cleanup_rows_total",
+            "Expired rows removed by the scheduler, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,1 @@
+"""Hosted-function runtime: sandbox worker processes running V8."""

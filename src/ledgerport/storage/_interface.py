@@ -1,0 +1,60 @@
+"""The storage interface: one unit of work per request, the same SQL on both backends.
+
+SQL is written once with PostgreSQL-style numbered parameters (``$1``, ``$2``); the SQLite backend
+rewrites them to SQLite's numbered form (``?1``). Rows come back as plain dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol
+
+Row = dict[str, Any]
+
+
+class StorageError(Exception):
+    """Root of the storage errors."""
+
+
+class Conflict(StorageError):
+    """A uniqueness or foreign-key constraint refused the write."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached or refused to work."""
+
+
+class MigrationError(StorageError):
+    """The schema could not be brought up to date."""
+
+
+class Transaction(Protocol):
+    """One open transaction: everything done through it commits together or not at all."""
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        """Run a statement; answers the number of rows it changed."""
+        ...
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
+
+    async def fetchval(self, sql: str, *args: Any) -> Any: ...
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+class Store(Protocol):
+    """A database. ``transaction()`` commits on normal exit and rolls back on any exception."""
+
+    @property
+    def kind(self) -> Literal["sqlite", "postgresql"]: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
+
+    async def schema_version(self) -> int: ...
+
+    async def migrate(self) -> list[int]:
+        """Apply the migrations this database lacks; answers the versions applied."""
+        ...

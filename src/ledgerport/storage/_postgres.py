@@ -1,0 +1,168 @@
+"""The PostgreSQL backend: asyncpg, driven from trio through trio_asyncio.
+
+asyncpg is asyncio-only. This module opens its own trio_asyncio loop for the store's lifetime and
+passes it explicitly to every call, so nothing outside ``storage/`` sees asyncio.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TypeVar
+
+import asyncpg
+import trio
+import trio_asyncio
+
+from ._interface import Conflict, MigrationError, Row, StorageError, StorageUnavailable
+from ._migrations import load_migrations
+
+_T = TypeVar("_T")
+# Serializes concurrent migrators (two processes starting at once) on one database.
+_MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"ledgerport.migrate").digest()[:7], "big")
+_CLEANUP_TIMEOUT = 5.0
+
+
+def _convert(exc: BaseException) -> StorageError:
+    if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
+        return Conflict(str(exc))
+    return StorageUnavailable(f"postgresql: {type(exc).__name__}: {exc}")
+
+
+_DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+
+
+class _PostgresTransaction:
+    def __init__(self, store: PostgresStore, conn: Any) -> None:
+        self._store = store
+        self._conn = conn
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        status: str = await self._store._call(self._conn.execute, sql, *args)
+        tail = status.rsplit(" ", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._store._call(self._conn.executemany, sql, rows)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        records = await self._store._call(self._conn.fetch, sql, *args)
+        return [dict(r) for r in records]
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        record = await self._store._call(self._conn.fetchrow, sql, *args)
+        return None if record is None else dict(record)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self._store._call(self._conn.fetchval, sql, *args)
+
+
+class PostgresStore:
+    """A PostgreSQL database; open it with :func:`open_postgres`."""
+
+    kind: Literal["postgresql"] = "postgresql"
+
+    def __init__(self, pool: Any, loop: Any) -> None:
+        self._pool = pool
+        self._loop = loop
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return await trio_asyncio.aio_as_trio(fn, loop=self._loop)(*args)
+        except _DATABASE_ERRORS as exc:
+            raise _convert(exc) from exc
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        conn = await self._call(self._pool.acquire)
+        try:
+            yield conn
+        finally:
+            with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+                scope.shield = True
+                try:
+                    await self._call(self._pool.release, conn)
+                except StorageError:
+                    conn.terminate()
+            if scope.cancelled_caught:
+                conn.terminate()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_PostgresTransaction]:
+        async with self._connection() as conn:
+            tx = conn.transaction()
+            await self._call(tx.start)
+            try:
+                yield _PostgresTransaction(self, conn)
+            except BaseException:
+                with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+                    scope.shield = True
+                    try:
+                        await self._call(tx.rollback)
+                    except StorageError:
+                        conn.terminate()
+                if scope.cancelled_caught:
+                    conn.terminate()
+                raise
+            else:
+                await self._call(tx.commit)
+
+    async def schema_version(self) -> int:
+        async with self._connection() as conn:
+            exists = await self._call(conn.fetchval, "SELECT to_regclass('schema_migrations')")
+            if exists is None:
+                return 0
+            version = await self._call(
+                conn.fetchval, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
+            )
+            return int(version)
+
+    async def migrate(self) -> list[int]:
+        """Apply the migrations this database lacks; answers the versions applied."""
+        applied: list[int] = []
+        try:
+            async with self.transaction() as tx:
+                await tx.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK_KEY)
+                await tx.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                    " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                )
+                current = int(
+                    await tx.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+                )
+                for migration in load_migrations("postgres"):
+                    if migration.version <= current:
+                        continue
+                    for statement in migration.statements():
+                        await tx.execute(statement)
+                    await tx.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                        migration.version,
+                        migration.name,
+                    )
+                    applied.append(migration.version)
+        except StorageUnavailable as exc:
+            raise MigrationError(f"postgresql migration failed: {exc}") from exc
+        return applied
+
+
+@asynccontextmanager
+async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[PostgresStore]:
+    """Connect a pool to the database at ``url`` for the lifetime of the context."""
+    async with trio_asyncio.open_loop() as loop:
+        try:
+            pool = await trio_asyncio.aio_as_trio(asyncpg.create_pool, loop=loop)(
+                url, min_size=1, max_size=max_size, command_timeout=30
+            )
+        except (*_DATABASE_ERRORS, ValueError) as exc:
+            raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
+        try:
+            yield PostgresStore(pool, loop)
+        finally:
+            with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+                scope.shield = True
+                await trio_asyncio.aio_as_trio(pool.close, loop=loop)()
+            if scope.cancelled_caught:
+                pool.terminate()

@@ -1,0 +1,180 @@
+"""The embedded SQLite backend: one connection, WAL, every call on a worker thread.
+
+sqlite3 blocks, so each statement runs through ``trio.to_thread.run_sync`` with a capacity limiter
+of one; a trio lock keeps a transaction's statements together on the one connection.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TypeVar
+
+import trio
+
+from ._interface import Conflict, MigrationError, Row, StorageUnavailable
+from ._migrations import load_migrations
+
+_PARAM = re.compile(r"\$(\d+)")
+_T = TypeVar("_T")
+
+
+def _translate(sql: str) -> str:
+    return _PARAM.sub(r"?\1", sql)
+
+
+def _convert(exc: sqlite3.Error) -> Exception:
+    if isinstance(exc, sqlite3.IntegrityError):
+        return Conflict(str(exc))
+    return StorageUnavailable(f"sqlite: {exc}")
+
+
+class _SqliteTransaction:
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        cursor = await self._store._call(self._store._conn.execute, _translate(sql), args)
+        return int(cursor.rowcount)
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._store._call(self._store._conn.executemany, _translate(sql), rows)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        def run() -> list[Row]:
+            return [dict(r) for r in self._store._conn.execute(_translate(sql), args).fetchall()]
+
+        return await self._store._call(run)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        def run() -> Row | None:
+            row = self._store._conn.execute(_translate(sql), args).fetchone()
+            return None if row is None else dict(row)
+
+        return await self._store._call(run)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        row = await self.fetchrow(sql, *args)
+        return None if row is None else next(iter(row.values()))
+
+
+class SqliteStore:
+    """A SQLite database file; open it with :func:`open_sqlite`."""
+
+    kind: Literal["sqlite"] = "sqlite"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._limiter = trio.CapacityLimiter(1)
+        self._lock = trio.Lock()
+
+    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        try:
+            return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            raise _convert(exc) from exc
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_SqliteTransaction]:
+        async with self._lock:
+            await self._call(self._conn.execute, "BEGIN IMMEDIATE")
+            try:
+                yield _SqliteTransaction(self)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self._call(self._conn.execute, "ROLLBACK")
+                raise
+            else:
+                try:
+                    await self._call(self._conn.execute, "COMMIT")
+                except BaseException:
+                    with trio.CancelScope(shield=True):
+                        await self._call(self._rollback_if_open)
+                    raise
+
+    def _rollback_if_open(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    async def schema_version(self) -> int:
+        async with self._lock:
+            return int(await self._call(_current_version, self._conn))
+
+    async def migrate(self) -> list[int]:
+        """Apply the migrations this database lacks; answers the versions applied."""
+        async with self._lock:
+            return await self._call(_migrate, self._conn)
+
+
+def _current_version(conn: sqlite3.Connection) -> int:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    return int(
+        conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+    )
+
+
+def _migrate(conn: sqlite3.Connection) -> list[int]:
+    applied: list[int] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        current = _current_version(conn)
+        for migration in load_migrations("sqlite"):
+            if migration.version <= current:
+                continue
+            for statement in migration.statements():
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at)"
+                " VALUES (?, ?, datetime('now'))",
+                (migration.version, migration.name),
+            )
+            applied.append(migration.version)
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        raise MigrationError(f"sqlite migration failed: {exc}") from exc
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return applied
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise StorageUnavailable(f"sqlite: directory {directory} does not exist")
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode = WAL")
+    # FULL: a committed transaction survives a power cut, not only a crash of the process.
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+@asynccontextmanager
+async def open_sqlite(path: str) -> AsyncIterator[SqliteStore]:
+    """Open (creating if needed) the SQLite file at ``path``."""
+    try:
+        conn = await trio.to_thread.run_sync(_connect, path)
+    except sqlite3.Error as exc:
+        raise StorageUnavailable(f"sqlite: cannot open {path}: {exc}") from exc
+    try:
+        yield SqliteStore(conn)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(conn.close)
+
+
+__all__ = ["MigrationError", "SqliteStore", "open_sqlite"]
