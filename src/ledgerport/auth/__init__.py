@@ -1,5 +1,37 @@
 """Authentication and authorization: secrets, passwords, sessions, OAuth grants and tokens."""
 
+from ledgerport.apps import INSTALLATION_END_HOOKS as _HOOKS
+
+from ._authorize import MSG_NOT_REVIEWED as MSG_NOT_REVIEWED
+from ._authorize import MSG_REQUEST_EXPIRED as MSG_REQUEST_EXPIRED
+from ._authorize import AuthorizeParams as AuthorizeParams
+from ._authorize import AuthorizeProblem as AuthorizeProblem
+from ._authorize import TargetProblem as TargetProblem
+from ._authorize import check_authorize_request as check_authorize_request
+from ._authorize import check_resource as check_resource
+from ._authorize import hold_request as hold_request
+from ._authorize import purge_expired_requests as purge_expired_requests
+from ._authorize import take_request as take_request
+from ._clients import ClientCredentials as ClientCredentials
+from ._clients import authenticate_client as authenticate_client
+from ._clients import parse_credentials as parse_credentials
+from ._grants import AccessGrant as AccessGrant
+from ._grants import Outcome as Outcome
+from ._grants import TokenPair as TokenPair
+from ._grants import end_installation_grants as end_installation_grants
+from ._grants import introspect as introspect
+from ._grants import issue_code as issue_code
+from ._grants import redeem_code as redeem_code
+from ._grants import resolve_access_token as resolve_access_token
+from ._grants import revoke_family as revoke_family
+from ._grants import revoke_token as revoke_token
+from ._grants import rotate_refresh_token as rotate_refresh_token
+from ._grants import start_family as start_family
+from ._limits import Lockout as Lockout
+from ._limits import SlidingWindow as SlidingWindow
+from ._oauth_errors import InvalidClient as InvalidClient
+from ._oauth_errors import OAuthError as OAuthError
+from ._oauth_errors import too_many_requests as too_many_requests
 from ._passwords import hash_password as hash_password
 from ._passwords import verify_password as verify_password
 from ._secrets import DecryptionError as DecryptionError
@@ -14,3 +46,6 @@ from ._sessions import issue_developer_token as issue_developer_token
 from ._sessions import login_session_user as login_session_user
 from ._sessions import purge_expired_login_sessions as purge_expired_login_sessions
 from ._sessions import start_login_session as start_login_session
+
+if end_installation_grants not in _HOOKS:
+    _HOOKS.append(end_installation_grants)

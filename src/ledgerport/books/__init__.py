@@ -4,6 +4,7 @@ from ._events import Event as Event
 from ._events import UnknownEventType as UnknownEventType
 from ._events import events_after as events_after
 from ._events import record_event as record_event
+from ._invoices import list_invoices as list_invoices
 from ._tenancy import Business as Business
 from ._tenancy import BusinessNotFound as BusinessNotFound
 from ._tenancy import EmailTaken as EmailTaken

@@ -11,9 +11,10 @@ from quart_trio import QuartTrio
 from ledgerport import __version__
 from ledgerport.platform import Platform
 
-from . import _ops, admin, pages
+from . import _ops, admin, authorize, oauth, pages
 from ._context import PLATFORM_KEY
 from ._errors import register_error_handlers
+from .api import blueprint as api_blueprint
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -51,6 +52,9 @@ def create_app(platform: Platform) -> QuartTrio:
     app.register_blueprint(_ops.blueprint)
     app.register_blueprint(admin.blueprint)
     app.register_blueprint(pages.blueprint)
+    app.register_blueprint(oauth.blueprint)
+    app.register_blueprint(authorize.blueprint)
+    app.register_blueprint(api_blueprint)
 
     metrics = platform.metrics
 
@@ -65,6 +69,8 @@ def create_app(platform: Platform) -> QuartTrio:
             response.headers.setdefault(name, value)
         is_html = response.mimetype == "text/html"
         response.headers.setdefault("Content-Security-Policy", _PAGE_CSP if is_html else _API_CSP)
+        for name, value in (g.get("rate_limit_headers") or {}).items():
+            response.headers[name] = value
         started = g.get("started")
         if started is not None:
             route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"

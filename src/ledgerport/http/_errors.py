@@ -99,9 +99,12 @@ def validation_messages(error: ValidationError) -> list[str]:
 def register_error_handlers(app: Quart) -> None:
     @app.errorhandler(ApiError)
     async def _api_error(error: ApiError) -> Response:
+        message = error.message
+        if isinstance(message, str) and error.params:
+            message = message.format(*error.params)
         return envelope_response(
             error.status,
-            error.message,
+            message,
             code=error.code,
             params=error.params,
             headers=error.headers,

@@ -39,5 +39,30 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.oauth_grants = Counter(
+            "ledgerport_oauth_grants_total",
+            "Token endpoint requests, by grant type and outcome (ok or the OAuth error code).",
+            ["grant_type", "outcome"],
+            registry=self.registry,
+        )
+        self.oauth_client_auth_failures = Counter(
+            "ledgerport_oauth_client_auth_failures_total",
+            "Failed client authentications, by endpoint.",
+            ["endpoint"],
+            registry=self.registry,
+        )
+        self.oauth_lockouts = Counter(
+            "ledgerport_oauth_lockouts_total",
+            "(IP, client) pairs locked after repeated failed client authentication, by endpoint.",
+            ["endpoint"],
+            registry=self.registry,
+        )
+        self.rate_limited = Counter(
+            "ledgerport_rate_limited_total",
+            "Requests refused with 429, by limit name.",
+            ["limit"],
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,0 +1,462 @@
+"""Authorization codes, token families, rotation, revocation and introspection.
+
+Every state change is one conditional write inside the caller's transaction: a code is consumed
+only where still unused, a refresh token is marked used only where still unused (the new pair is
+issued in the same transaction), so concurrent redemptions cannot both succeed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledgerport import catalog
+from ledgerport.apps import App, Installation
+from ledgerport.ids import new_id
+from ledgerport.storage import Row, Transaction
+
+from ._oauth_errors import OAuthError, invalid_grant, invalid_request
+from ._secrets import Keyring, new_token
+
+ACCESS_TOKEN_PREFIX = "lp_at_"
+REFRESH_TOKEN_PREFIX = "lp_rt_"
+CODE_PREFIX = "lp_code_"
+
+
+@dataclass(frozen=True)
+class TokenPair:
+    access_token: str
+    refresh_token: str
+    expires_in: int
+    scopes: tuple[str, ...]
+
+    def response(self) -> dict[str, Any]:
+        return {
+            "access_token": self.access_token,
+            "token_type": "Bearer",
+            "expires_in": self.expires_in,
+            "refresh_token": self.refresh_token,
+            "scope": " ".join(self.scopes),
+        }
+
+
+@dataclass(frozen=True)
+class AccessGrant:
+    """What a live access token proves: the (user, business, app) triple and its scopes."""
+
+    family_id: str
+    app_id: str
+    client_id: str
+    installation_id: str
+    business_id: str
+    user_id: str
+    scopes: frozenset[str]
+    expires_at: float
+
+
+def pkce_matches(verifier: str, challenge: str, method: str) -> bool:
+    if method == "S256":
+        digest = hashlib.sha256(verifier.encode("ascii", "replace")).digest()
+        computed = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    else:
+        computed = verifier
+    return hmac.compare_digest(computed, challenge)
+
+
+def is_valid_pkce_value(value: str) -> bool:
+    """RFC 7636: 43 to 128 characters of [A-Z a-z 0-9 - . _ ~]."""
+    allowed = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    return 43 <= len(value) <= 128 and set(value) <= allowed
+
+
+async def issue_code(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    app: App,
+    installation: Installation,
+    user_id: str,
+    redirect_uri: str,
+    scopes: Sequence[str],
+    code_challenge: str | None,
+    code_challenge_method: str | None,
+    resource: str | None,
+) -> str:
+    code = new_token(CODE_PREFIX)
+    await tx.execute(
+        "INSERT INTO authorization_codes (code_hash, app_id, installation_id, business_id,"
+        " user_id, redirect_uri, scopes, code_challenge, code_challenge_method, resource,"
+        " created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        keyring.hash_token(code),
+        app.id,
+        installation.id,
+        installation.business_id,
+        user_id,
+        redirect_uri,
+        json.dumps(list(scopes)),
+        code_challenge,
+        code_challenge_method,
+        resource,
+        now,
+        now + catalog.AUTHORIZATION_CODE_TTL,
+    )
+    return code
+
+
+async def _issue_pair(
+    tx: Transaction, keyring: Keyring, *, now: float, family_id: str, scopes: tuple[str, ...]
+) -> TokenPair:
+    access, refresh = new_token(ACCESS_TOKEN_PREFIX), new_token(REFRESH_TOKEN_PREFIX)
+    refresh_hash = keyring.hash_token(refresh)
+    await tx.execute(
+        "INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at)"
+        " VALUES ($1, $2, $3, $4)",
+        refresh_hash,
+        family_id,
+        now,
+        now + catalog.REFRESH_TOKEN_TTL,
+    )
+    await tx.execute(
+        "INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
+        " expires_at) VALUES ($1, $2, $3, $4, $5)",
+        keyring.hash_token(access),
+        family_id,
+        refresh_hash,
+        now,
+        now + catalog.ACCESS_TOKEN_TTL,
+    )
+    return TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes)
+
+
+async def start_family(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    app_id: str,
+    installation_id: str,
+    business_id: str,
+    user_id: str,
+    scopes: Sequence[str],
+    resource: str | None,
+    grant_type: str,
+) -> tuple[str, TokenPair]:
+    """A new token family (one consent) and its first access and refresh tokens."""
+    family_id = new_id("fam")
+    await tx.execute(
+        "INSERT INTO token_families (id, app_id, installation_id, business_id, user_id, scopes,"
+        " resource, grant_type, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        family_id,
+        app_id,
+        installation_id,
+        business_id,
+        user_id,
+        json.dumps(list(scopes)),
+        resource,
+        grant_type,
+        now,
+    )
+    pair = await _issue_pair(tx, keyring, now=now, family_id=family_id, scopes=tuple(scopes))
+    return family_id, pair
+
+
+async def revoke_family(tx: Transaction, *, now: float, family_id: str, reason: str) -> None:
+    await tx.execute(
+        "UPDATE token_families SET revoked_at = $1, revoked_reason = $2"
+        " WHERE id = $3 AND revoked_at IS NULL",
+        now,
+        reason,
+        family_id,
+    )
+    await tx.execute(
+        "UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL",
+        now,
+        family_id,
+    )
+    await tx.execute(
+        "UPDATE access_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL",
+        now,
+        family_id,
+    )
+
+
+async def _installation_active(tx: Transaction, installation_id: str) -> bool:
+    state = await tx.fetchval("SELECT state FROM installations WHERE id = $1", installation_id)
+    return bool(state == "ACTIVE")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A grant's result: tokens, or an error to answer after the transaction commits.
+
+    Some failures must still write (a replayed code or refresh token burns its family), so the
+    grant functions return the error instead of raising, and the caller raises after commit.
+    """
+
+    pair: TokenPair | None = None
+    error: OAuthError | None = None
+
+    def unwrap(self) -> TokenPair:
+        if self.error is not None:
+            raise self.error
+        assert self.pair is not None
+        return self.pair
+
+
+async def redeem_code(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    app: App,
+    code: str,
+    redirect_uri: str,
+    code_verifier: str | None,
+    resource: str | None,
+) -> Outcome:
+    row = await tx.fetchrow(
+        "SELECT * FROM authorization_codes WHERE code_hash = $1", keyring.hash_token(code)
+    )
+    if row is None or row["app_id"] != app.id:
+        return Outcome(error=invalid_grant())
+    if row["used_at"] is not None:
+        # RFC 6749 10.5 / RFC 9700: a replayed code revokes what it issued.
+        if row["family_id"]:
+            await revoke_family(tx, now=now, family_id=row["family_id"], reason="code_replayed")
+        return Outcome(error=invalid_grant("code already used"))
+    if row["cancelled_at"] is not None:
+        return Outcome(error=invalid_grant())
+    if now >= row["expires_at"]:
+        return Outcome(error=invalid_grant("expired"))
+    if redirect_uri != row["redirect_uri"]:
+        return Outcome(error=invalid_grant("redirect_uri mismatch"))
+    challenge = row["code_challenge"]
+    if challenge is not None:
+        if not code_verifier:
+            return Outcome(error=invalid_request("code_verifier is required for this code"))
+        if not pkce_matches(code_verifier, challenge, row["code_challenge_method"]):
+            return Outcome(error=invalid_grant("PKCE verification failed"))
+    elif code_verifier:
+        # Downgrade protection: a verifier for a code issued without a challenge is refused.
+        return Outcome(error=invalid_grant("PKCE verification failed"))
+    if resource is not None and row["resource"] is not None and resource != row["resource"]:
+        return Outcome(
+            error=OAuthError("invalid_target", "resource differs from the authorization")
+        )
+    if not await _installation_active(tx, row["installation_id"]):
+        return Outcome(error=invalid_grant())
+    claimed = await tx.execute(
+        "UPDATE authorization_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL",
+        now,
+        row["code_hash"],
+    )
+    if not claimed:
+        return Outcome(error=invalid_grant("code already used"))
+    family_id, pair = await start_family(
+        tx,
+        keyring,
+        now=now,
+        app_id=app.id,
+        installation_id=row["installation_id"],
+        business_id=row["business_id"],
+        user_id=row["user_id"],
+        scopes=json.loads(row["scopes"]),
+        resource=row["resource"],
+        grant_type=catalog.GRANT_AUTHORIZATION_CODE,
+    )
+    await tx.execute(
+        "UPDATE authorization_codes SET family_id = $1 WHERE code_hash = $2",
+        family_id,
+        row["code_hash"],
+    )
+    return Outcome(pair=pair)
+
+
+async def rotate_refresh_token(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    app: App,
+    refresh_token: str,
+    resource: str | None,
+) -> Outcome:
+    token_hash = keyring.hash_token(refresh_token)
+    row = await tx.fetchrow(
+        "SELECT r.*, f.app_id, f.installation_id, f.scopes, f.resource AS family_resource,"
+        " f.revoked_at AS family_revoked_at"
+        " FROM refresh_tokens r JOIN token_families f ON f.id = r.family_id"
+        " WHERE r.token_hash = $1",
+        token_hash,
+    )
+    if row is None or row["app_id"] != app.id:
+        return Outcome(error=invalid_grant())
+    if row["revoked_at"] is not None or row["family_revoked_at"] is not None:
+        return Outcome(error=invalid_grant("revoked"))
+    if row["used_at"] is not None:
+        await revoke_family(tx, now=now, family_id=row["family_id"], reason="refresh_reuse")
+        return Outcome(error=invalid_grant("refresh token reuse detected"))
+    if now >= row["expires_at"]:
+        return Outcome(error=invalid_grant("expired"))
+    family_resource = row["family_resource"]
+    if resource is not None and family_resource is not None and resource != family_resource:
+        return Outcome(error=OAuthError("invalid_target", "resource differs from the grant"))
+    if not await _installation_active(tx, row["installation_id"]):
+        return Outcome(error=invalid_grant())
+    # The one atomic step: mark used only where still unused and unrevoked.
+    claimed = await tx.execute(
+        "UPDATE refresh_tokens SET used_at = $1"
+        " WHERE token_hash = $2 AND used_at IS NULL AND revoked_at IS NULL",
+        now,
+        token_hash,
+    )
+    if not claimed:
+        await revoke_family(tx, now=now, family_id=row["family_id"], reason="refresh_reuse")
+        return Outcome(error=invalid_grant("refresh token reuse detected"))
+    await tx.execute(
+        "UPDATE access_tokens SET revoked_at = $1"
+        " WHERE refresh_token_hash = $2 AND revoked_at IS NULL",
+        now,
+        token_hash,
+    )
+    pair = await _issue_pair(
+        tx,
+        keyring,
+        now=now,
+        family_id=row["family_id"],
+        scopes=tuple(json.loads(row["scopes"])),
+    )
+    return Outcome(pair=pair)
+
+
+_GRANT_COLUMNS = (
+    "f.id AS family_id, f.app_id, a.client_id, a.status AS app_status, f.installation_id,"
+    " i.state AS installation_state, f.business_id, f.user_id, f.scopes,"
+    " f.revoked_at AS family_revoked_at"
+)
+
+
+def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
+    if (
+        row["revoked_at"] is not None
+        or row["family_revoked_at"] is not None
+        or row["app_status"] != "ACTIVE"
+        or row["installation_state"] != "ACTIVE"
+    ):
+        return None
+    return AccessGrant(
+        family_id=row["family_id"],
+        app_id=row["app_id"],
+        client_id=row["client_id"],
+        installation_id=row["installation_id"],
+        business_id=row["business_id"],
+        user_id=row["user_id"],
+        scopes=frozenset(json.loads(row["scopes"])),
+        expires_at=expires_at,
+    )
+
+
+async def resolve_access_token(
+    tx: Transaction, keyring: Keyring, *, now: float, token: str
+) -> AccessGrant | None:
+    """The live grant behind a bearer token, or None (unknown, expired, revoked, app stopped)."""
+    row = await tx.fetchrow(
+        f"SELECT t.revoked_at, t.expires_at, {_GRANT_COLUMNS}"
+        " FROM access_tokens t JOIN token_families f ON f.id = t.family_id"
+        " JOIN apps a ON a.id = f.app_id JOIN installations i ON i.id = f.installation_id"
+        " WHERE t.token_hash = $1",
+        keyring.hash_token(token),
+    )
+    if row is None or now >= row["expires_at"]:
+        return None
+    return _grant_from_row(row, float(row["expires_at"]))
+
+
+async def _resolve_refresh_token(
+    tx: Transaction, keyring: Keyring, *, now: float, token: str
+) -> AccessGrant | None:
+    row = await tx.fetchrow(
+        f"SELECT t.revoked_at, t.used_at, t.expires_at, {_GRANT_COLUMNS}"
+        " FROM refresh_tokens t JOIN token_families f ON f.id = t.family_id"
+        " JOIN apps a ON a.id = f.app_id JOIN installations i ON i.id = f.installation_id"
+        " WHERE t.token_hash = $1",
+        keyring.hash_token(token),
+    )
+    if row is None or now >= row["expires_at"] or row["used_at"] is not None:
+        return None
+    return _grant_from_row(row, float(row["expires_at"]))
+
+
+async def introspect(
+    tx: Transaction, keyring: Keyring, *, now: float, app: App, token: str, hint: str | None
+) -> dict[str, Any]:
+    """RFC 7662: the caller's own live token is described; anything else is inactive."""
+    resolvers = [resolve_access_token, _resolve_refresh_token]
+    if hint == "refresh_token":
+        resolvers.reverse()
+    for resolve in resolvers:
+        grant = await resolve(tx, keyring, now=now, token=token)
+        if grant is not None:
+            if grant.app_id != app.id:
+                return {"active": False}
+            return {
+                "active": True,
+                "scope": " ".join(s for s in catalog.SCOPES if s in grant.scopes),
+                "exp": int(grant.expires_at),
+                "client_id": grant.client_id,
+                "sub": grant.user_id,
+                "token_type": "Bearer" if resolve is resolve_access_token else "refresh_token",
+            }
+    return {"active": False}
+
+
+async def revoke_token(
+    tx: Transaction, keyring: Keyring, *, now: float, app: App, token: str, hint: str | None
+) -> None:
+    """RFC 7009: revoke the caller's token; a refresh token takes its whole family with it."""
+    token_hash = keyring.hash_token(token)
+    lookups = ["access_tokens", "refresh_tokens"]
+    if hint == "refresh_token":
+        lookups.reverse()
+    for table in lookups:
+        row = await tx.fetchrow(
+            f"SELECT t.family_id, f.app_id FROM {table} t"
+            " JOIN token_families f ON f.id = t.family_id WHERE t.token_hash = $1",
+            token_hash,
+        )
+        if row is None:
+            continue
+        if row["app_id"] != app.id:
+            return
+        if table == "refresh_tokens":
+            await revoke_family(tx, now=now, family_id=row["family_id"], reason="client_revoked")
+        else:
+            await tx.execute(
+                "UPDATE access_tokens SET revoked_at = $1 WHERE token_hash = $2"
+                " AND revoked_at IS NULL",
+                now,
+                token_hash,
+            )
+        return
+
+
+async def end_installation_grants(tx: Transaction, now: float, installation: Installation) -> None:
+    """Uninstall or revoked access: every token family dies and unredeemed codes are cancelled."""
+    families = await tx.fetch(
+        "SELECT id FROM token_families WHERE installation_id = $1 AND revoked_at IS NULL",
+        installation.id,
+    )
+    for family in families:
+        await revoke_family(tx, now=now, family_id=family["id"], reason="installation_ended")
+    await tx.execute(
+        "UPDATE authorization_codes SET cancelled_at = $1"
+        " WHERE installation_id = $2 AND used_at IS NULL AND cancelled_at IS NULL",
+        now,
+        installation.id,
+    )

@@ -1,0 +1,83 @@
+"""The OAuth endpoints' limits read as one scheme (contract.md, Details fixed for consistency).
+
+Requests that authenticate no client count against 30 per minute per IP and endpoint; requests
+whose client authenticates count against the (IP, client) pair (600 with a secret, 300 without),
+the IP's ceiling of 1,200, and at the token endpoint the confidential client's 600 across IPs.
+Ten failed authentications of an (IP, client) pair within 60 s lock it for 60 s.
+"""
+
+from __future__ import annotations
+
+from ledgerport import catalog
+from ledgerport.auth import Lockout, SlidingWindow, too_many_requests
+from ledgerport.clock import Clock
+from ledgerport.ops import Metrics
+
+_UNAUTHENTICATED = {
+    "token": catalog.RATE_LIMIT_TOKEN_UNAUTHENTICATED_PER_IP,
+    "revoke": catalog.RATE_LIMIT_REVOKE_UNAUTHENTICATED_PER_IP,
+    "introspect": catalog.RATE_LIMIT_INTROSPECT_UNAUTHENTICATED_PER_IP,
+}
+
+
+def _window(clock: Clock, limit: catalog.RateLimit) -> SlidingWindow:
+    return SlidingWindow(clock, limit.limit, limit.window_seconds)
+
+
+class OAuthGuard:
+    def __init__(self, clock: Clock, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._unauthenticated = {
+            endpoint: _window(clock, limit) for endpoint, limit in _UNAUTHENTICATED.items()
+        }
+        self._with_secret = _window(clock, catalog.RATE_LIMIT_OAUTH_CLIENT_WITH_SECRET)
+        self._without_secret = _window(clock, catalog.RATE_LIMIT_OAUTH_CLIENT_WITHOUT_SECRET)
+        self._ip_ceiling = _window(clock, catalog.RATE_LIMIT_OAUTH_IP_CEILING)
+        self._confidential = _window(clock, catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT)
+        self.lockout = Lockout(clock)
+        self.device_lockout = Lockout(clock)
+
+    def _refuse(self, name: str, wait: int) -> None:
+        self._metrics.rate_limited.labels(name).inc()
+        raise too_many_requests(wait)
+
+    def check_lock(self, endpoint: str, ip: str, client_id: str | None) -> None:
+        if not client_id:
+            return
+        lockout = self.device_lockout if endpoint == "device" else self.lockout
+        wait = lockout.locked_for((ip, client_id))
+        if wait is not None:
+            self._refuse("oauth-lockout", wait)
+
+    def failed_authentication(self, endpoint: str, ip: str, client_id: str | None) -> None:
+        """Count a failure; raises 429 when the IP is past its unauthenticated budget."""
+        self._metrics.oauth_client_auth_failures.labels(endpoint).inc()
+        lockout = self.device_lockout if endpoint == "device" else self.lockout
+        if lockout.failed((ip, client_id or "")):
+            self._metrics.oauth_lockouts.labels(endpoint).inc()
+        self.unauthenticated(endpoint, ip)
+
+    def unauthenticated(self, endpoint: str, ip: str) -> None:
+        window = self._unauthenticated.get(endpoint)
+        if window is None:
+            return
+        wait = window.take(ip)
+        if wait is not None:
+            self._refuse(f"{endpoint}-unauthenticated-per-ip", wait)
+
+    def authenticated(
+        self, endpoint: str, ip: str, client_id: str, *, with_secret: bool, confidential: bool
+    ) -> None:
+        pair = self._with_secret if with_secret else self._without_secret
+        checks: list[tuple[str, SlidingWindow, object]] = [
+            ("oauth-ip-client", pair, (ip, client_id)),
+            ("oauth-ip-ceiling", self._ip_ceiling, ip),
+        ]
+        if endpoint == "token" and confidential:
+            checks.append(("token-confidential-client", self._confidential, client_id))
+        for name, window, key in checks:
+            wait = window.retry_after(key)
+            if wait is not None:
+                self._refuse(name, wait)
+        for _, window, key in checks:
+            window.hit(key)

@@ -1,0 +1,139 @@
+"""Bearer authentication of the data API: limits, token, then scope, then role permission."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import ParamSpec, TypeVar
+
+from quart import current_app, g, request
+
+from ledgerport import auth, books, catalog
+from ledgerport.clock import Clock
+
+from .._context import client_ip, platform, unit_of_work
+from .._errors import ApiError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_BEARER_CHALLENGE = 'Bearer realm="ledgerport"'
+_GUARD_KEY = "ledgerport.api_guard"
+
+
+class ApiGuard:
+    """The data API's limits: 600/min per IP, 300/min per app and business, 10,000/min per app."""
+
+    def __init__(self, clock: Clock) -> None:
+        def window(limit: catalog.RateLimit) -> auth.SlidingWindow:
+            return auth.SlidingWindow(clock, limit.limit, limit.window_seconds)
+
+        self.per_ip = window(catalog.RATE_LIMIT_API_PER_IP)
+        self.per_app_business = window(catalog.RATE_LIMIT_APP_PER_BUSINESS)
+        self.per_app = window(catalog.RATE_LIMIT_APP)
+
+
+def _guard() -> ApiGuard:
+    existing = current_app.extensions.get(_GUARD_KEY)
+    if existing is None:
+        existing = current_app.extensions[_GUARD_KEY] = ApiGuard(platform().clock)
+    assert isinstance(existing, ApiGuard)
+    return existing
+
+
+def _rate_limited(name: str, wait: int) -> ApiError:
+    platform().metrics.rate_limited.labels(name).inc()
+    return ApiError(
+        429,
+        "Too many requests: retry after {0} seconds",
+        code="APP_RATE_LIMITED",
+        params=[wait],
+        headers={"Retry-After": str(wait)},
+    )
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(
+        401, message, code="INVALID_TOKEN", headers={"WWW-Authenticate": _BEARER_CHALLENGE}
+    )
+
+
+def current_grant() -> auth.AccessGrant:
+    grant: auth.AccessGrant = g.grant
+    return grant
+
+
+async def authenticate_bearer() -> auth.AccessGrant:
+    """The live grant behind the request's bearer token, counted against the API's limits."""
+    guard = _guard()
+    wait = guard.per_ip.take(client_ip())
+    if wait is not None:
+        raise _rate_limited(catalog.RATE_LIMIT_API_PER_IP.name, wait)
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized("A bearer access token is required")
+    p = platform()
+    async with unit_of_work() as tx:
+        grant = await auth.resolve_access_token(tx, p.keyring, now=p.now(), token=token.strip())
+    if grant is None:
+        raise _unauthorized("The access token is expired, revoked or malformed")
+    pair = (grant.app_id, grant.business_id)
+    for limit, window, key in (
+        (catalog.RATE_LIMIT_APP_PER_BUSINESS, guard.per_app_business, pair),
+        (catalog.RATE_LIMIT_APP, guard.per_app, grant.app_id),
+    ):
+        wait = window.retry_after(key)
+        if wait is not None:
+            raise _rate_limited(limit.name, wait)
+    guard.per_app_business.hit(pair)
+    guard.per_app.hit(grant.app_id)
+    g.grant = grant
+    g.rate_limit_headers = {
+        "RateLimit-Limit": str(guard.per_app_business.limit),
+        "RateLimit-Remaining": str(guard.per_app_business.remaining(pair)),
+        "RateLimit-Reset": str(guard.per_app_business.reset_in(pair)),
+    }
+    return grant
+
+
+def requires(
+    scope: str, permission: str | None = None
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Deny by default: a live token holding ``scope`` of a user whose role holds ``permission``.
+
+    ``permission`` defaults to the scope's name (area scopes and role permissions share names).
+    """
+    needed = permission if permission is not None else scope
+
+    def decorate(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @wraps(handler)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            grant = await authenticate_bearer()
+            if scope not in grant.scopes:
+                raise ApiError(
+                    403,
+                    "Insufficient scope: this endpoint requires {0}",
+                    code="INSUFFICIENT_SCOPE",
+                    params=[scope],
+                )
+            if needed in catalog.PERMISSIONS:
+                async with unit_of_work() as tx:
+                    membership = await books.get_membership(tx, grant.business_id, grant.user_id)
+                    held = (
+                        await books.role_permissions(tx, grant.business_id, membership.role)
+                        if membership is not None and membership.active
+                        else frozenset()
+                    )
+                if needed not in held:
+                    raise ApiError(
+                        403,
+                        "Your role in this business does not allow {0}",
+                        code="PERMISSION_DENIED",
+                        params=[needed],
+                    )
+            return await handler(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

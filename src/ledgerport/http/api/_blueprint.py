@@ -1,0 +1,3 @@
+from quart import Blueprint
+
+blueprint = Blueprint("api", __name__)

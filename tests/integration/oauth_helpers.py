@@ -1,0 +1,166 @@
+"""Helpers to drive the OAuth flows through the test client."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+REDIRECT_URI = "https://app.example.com/callback"
+
+
+def pkce_pair() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+    return verifier, challenge.rstrip(b"=").decode()
+
+
+def basic(client_id: str, secret: str) -> dict[str, str]:
+    raw = base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+    return {"Authorization": f"Basic {raw}"}
+
+
+@dataclass
+class World:
+    business_id: str
+    user_id: str
+    email: str
+    password: str
+    app_id: str
+    client_id: str
+    client_secret: str | None
+
+
+async def make_world(
+    client: Any,
+    admin_headers: dict[str, str],
+    *,
+    app_type: str = "CONFIDENTIAL",
+    role: str = "owner",
+    reviewed: bool = True,
+    sandbox: bool = False,
+    scopes: tuple[str, ...] = ("invoices:read", "invoices:write", "customers:read"),
+) -> World:
+    business = await (
+        await client.post(
+            "/admin/businesses", json={"name": "Acme", "sandbox": sandbox}, headers=admin_headers
+        )
+    ).get_json()
+    email, password = f"{secrets.token_hex(4)}@example.com", "correct horse battery"
+    user = await (
+        await client.post(
+            "/admin/users", json={"email": email, "password": password}, headers=admin_headers
+        )
+    ).get_json()
+    response = await client.put(
+        f"/admin/businesses/{business['id']}/members/{user['id']}",
+        json={"role": role},
+        headers=admin_headers,
+    )
+    assert response.status_code == 200
+    app = await (
+        await client.post(
+            "/admin/apps",
+            json={
+                "name": "Books Sync",
+                "type": app_type,
+                "redirectUris": [REDIRECT_URI],
+                "scopes": list(scopes),
+                "developerUserId": user["id"],
+                "reviewed": reviewed,
+            },
+            headers=admin_headers,
+        )
+    ).get_json()
+    return World(
+        business["id"], user["id"], email, password, app["id"], app["clientId"],
+        app.get("clientSecret"),
+    )
+
+
+async def login(client: Any, world: World) -> None:
+    page = await (await client.get("/login")).get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert csrf is not None
+    response = await client.post(
+        "/login",
+        form={"email": world.email, "password": world.password, "csrf_token": csrf[1], "next": "/"},
+    )
+    assert response.status_code == 303
+
+
+async def authorize(
+    client: Any,
+    world: World,
+    *,
+    scope: str = "invoices:read",
+    challenge: str | None = None,
+    method: str = "S256",
+    decision: str = "approve",
+    state: str = "xyz",
+    extra: dict[str, str] | None = None,
+) -> dict[str, list[str]]:
+    """Consent through the pages; answers the callback's query parameters."""
+    query = {
+        "response_type": "code",
+        "client_id": world.client_id,
+        "redirect_uri": REDIRECT_URI,
+        "scope": scope,
+        "state": state,
+        **(extra or {}),
+    }
+    if challenge is not None:
+        query |= {"code_challenge": challenge, "code_challenge_method": method}
+    response = await client.get(f"/oauth/authorize?{urlencode(query)}")
+    page = await response.get_data(as_text=True)
+    assert response.status_code == 200, page
+    request_id = re.search(r'name="request_id" value="([^"]+)"', page)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert request_id is not None and csrf is not None
+    response = await client.post(
+        "/oauth/authorize",
+        form={
+            "request_id": request_id[1],
+            "csrf_token": csrf[1],
+            "business_id": world.business_id,
+            "decision": decision,
+        },
+    )
+    assert response.status_code == 303, await response.get_data(as_text=True)
+    location = response.headers["Location"]
+    assert location.startswith(REDIRECT_URI + "?")
+    return parse_qs(urlsplit(location).query)
+
+
+async def token_request(
+    client: Any, world: World, form: dict[str, str], *, use_basic: bool = True
+) -> Any:
+    headers: dict[str, str] = {}
+    if world.client_secret is not None and use_basic:
+        headers = basic(world.client_id, world.client_secret)
+    else:
+        form = {"client_id": world.client_id, **form}
+    return await client.post("/oauth/token", form=form, headers=headers)
+
+
+async def full_grant(client: Any, world: World, scope: str = "invoices:read") -> dict[str, Any]:
+    verifier, challenge = pkce_pair()
+    await login(client, world)
+    callback = await authorize(client, world, scope=scope, challenge=challenge)
+    response = await token_request(
+        client,
+        world,
+        {
+            "grant_type": "authorization_code",
+            "code": callback["code"][0],
+            "redirect_uri": REDIRECT_URI,
+            "code_verifier": verifier,
+        },
+    )
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    body: dict[str, Any] = await response.get_json()
+    return body
