@@ -15,12 +15,14 @@ from ._authorize import take_request as take_request
 from ._clients import ClientCredentials as ClientCredentials
 from ._clients import authenticate_client as authenticate_client
 from ._clients import parse_credentials as parse_credentials
+from ._grants import PURGE_GRACE as PURGE_GRACE
 from ._grants import AccessGrant as AccessGrant
 from ._grants import Outcome as Outcome
 from ._grants import TokenPair as TokenPair
 from ._grants import end_installation_grants as end_installation_grants
 from ._grants import introspect as introspect
 from ._grants import issue_code as issue_code
+from ._grants import purge_expired_grants as purge_expired_grants
 from ._grants import redeem_code as redeem_code
 from ._grants import resolve_access_token as resolve_access_token
 from ._grants import revoke_family as revoke_family

@@ -21,11 +21,18 @@ class Scheduler:
         self._platform = platform
         self._interval = interval
 
-    async def cleanup_once(self) -> int:
+    async def cleanup_once(self) -> dict[str, int]:
+        """Purge what has expired; answers the rows removed by kind."""
         p = self._platform
+        now = p.now()
         async with p.store.transaction() as tx:
-            removed = await auth.purge_expired_login_sessions(tx, now=p.now())
-        p.metrics.cleanup_rows.labels("login_session").inc(removed)
+            removed = {
+                "login_session": await auth.purge_expired_login_sessions(tx, now=now),
+                "authorization_request": await auth.purge_expired_requests(tx, now=now),
+                **await auth.purge_expired_grants(tx, now=now),
+            }
+        for kind, count in removed.items():
+            p.metrics.cleanup_rows.labels(kind).inc(count)
         return removed
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
