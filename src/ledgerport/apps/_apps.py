@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from ledgerport import catalog
-from ledgerport.auth._secrets import Keyring, new_token
 from ledgerport.books import get_business, get_membership, get_user, record_event
 from ledgerport.errors import BadRequest, Conflict, InvalidInput, NotFound
 from ledgerport.ids import new_id
+from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Row, Transaction
 
 from ._uris import redirect_uri_problems

@@ -1,6 +1,10 @@
 """Authentication and authorization: secrets, passwords, sessions, OAuth grants and tokens."""
 
 from ledgerport.apps import INSTALLATION_END_HOOKS as _HOOKS
+from ledgerport.keys import DecryptionError as DecryptionError
+from ledgerport.keys import Keyring as Keyring
+from ledgerport.keys import new_root_key as new_root_key
+from ledgerport.keys import new_token as new_token
 
 from ._authorize import MSG_NOT_REVIEWED as MSG_NOT_REVIEWED
 from ._authorize import MSG_REQUEST_EXPIRED as MSG_REQUEST_EXPIRED
@@ -36,10 +40,6 @@ from ._oauth_errors import OAuthError as OAuthError
 from ._oauth_errors import too_many_requests as too_many_requests
 from ._passwords import hash_password as hash_password
 from ._passwords import verify_password as verify_password
-from ._secrets import DecryptionError as DecryptionError
-from ._secrets import Keyring as Keyring
-from ._secrets import new_root_key as new_root_key
-from ._secrets import new_token as new_token
 from ._sessions import ADMIN_TOKEN_PREFIX as ADMIN_TOKEN_PREFIX
 from ._sessions import admin_token_matches as admin_token_matches
 from ._sessions import developer_token_user as developer_token_user
@@ -49,5 +49,6 @@ from ._sessions import login_session_user as login_session_user
 from ._sessions import purge_expired_login_sessions as purge_expired_login_sessions
 from ._sessions import start_login_session as start_login_session
 
+# Tokens and codes of an installation die in the same transaction as the installation.
 if end_installation_grants not in _HOOKS:
     _HOOKS.append(end_installation_grants)

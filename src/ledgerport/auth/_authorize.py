@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 
 from ledgerport import catalog
 from ledgerport.apps import App, find_app_by_client_id, get_app
+from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
 from ._grants import is_valid_pkce_value
-from ._secrets import Keyring, new_token
 
 MSG_INVALID_CLIENT = "Invalid client_id"
 MSG_REDIRECT_MISMATCH = "redirect_uri does not match any registered URI"

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from ledgerport.apps import App, find_app_by_client_id
+from ledgerport.keys import Keyring
 from ledgerport.storage import Transaction
 
 from ._oauth_errors import InvalidClient, OAuthError, invalid_request
-from ._secrets import Keyring
 
 
 @dataclass(frozen=True)

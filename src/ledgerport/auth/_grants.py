@@ -18,10 +18,10 @@ from typing import Any
 from ledgerport import catalog
 from ledgerport.apps import App, Installation
 from ledgerport.ids import new_id
+from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Row, Transaction
 
 from ._oauth_errors import OAuthError, invalid_grant, invalid_request
-from ._secrets import Keyring, new_token
 
 ACCESS_TOKEN_PREFIX = "lp_at_"
 REFRESH_TOKEN_PREFIX = "lp_rt_"

@@ -5,9 +5,8 @@ from __future__ import annotations
 import hmac
 
 from ledgerport.books import get_user
+from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
-
-from ._secrets import Keyring, new_token
 
 LOGIN_SESSION_TTL = 12 * 3600
 DEVELOPER_TOKEN_PREFIX = "lp_dev_"
