@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -31,10 +32,11 @@ class DatabaseURL:
         if self.kind == "sqlite":
             return self.url
         parts = urlsplit(self.url)
-        if parts.password is None:
-            return self.url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return parts._replace(netloc=netloc).geturl()
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+        query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+        return parts._replace(netloc=netloc, query=query).geturl()
 
 
 @dataclass(frozen=True)

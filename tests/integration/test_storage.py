@@ -1,0 +1,580 @@
+"""The Store interface, run over both backends by the ``store`` fixture.
+
+Every test bounds its I/O with ``trio.fail_after`` so a hung database fails the test instead of the
+run.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.lowlevel
+
+from ledgerport.storage import Conflict, Store, Transaction, open_postgres
+
+TIMEOUT = 30
+
+COUNTERS_DDL = "CREATE TABLE test_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+GRANTS_DDL = (
+    "CREATE TABLE test_grants (id TEXT PRIMARY KEY, used BOOLEAN NOT NULL, owner TEXT NOT NULL)"
+)
+
+
+async def _create(store: Store, ddl: str) -> None:
+    async with store.transaction() as tx:
+        await tx.execute(ddl)
+
+
+async def _insert_business(tx: Transaction, business_id: str, **overrides: object) -> None:
+    values = {
+        "name": f"Business {business_id}",
+        "sandbox": False,
+        "plan": "paid",
+        "invoice_limit": None,
+        "created_at": 1_700_000_000.0,
+    } | overrides
+    await tx.execute(
+        "INSERT INTO businesses (id, name, sandbox, plan, invoice_limit, created_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6)",
+        business_id,
+        values["name"],
+        values["sandbox"],
+        values["plan"],
+        values["invoice_limit"],
+        values["created_at"],
+    )
+
+
+async def _settings(store: Store) -> dict[str, str]:
+    async with store.transaction() as tx:
+        rows = await tx.fetch("SELECT key, value FROM settings ORDER BY key")
+    return {row["key"]: row["value"] for row in rows}
+
+
+async def _business_ids(store: Store) -> list[str]:
+    async with store.transaction() as tx:
+        rows = await tx.fetch("SELECT id FROM businesses ORDER BY id")
+    return [row["id"] for row in rows]
+
+
+async def test_insert_and_fetch(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            inserted = await tx.execute(
+                "INSERT INTO settings (key, value) VALUES ($1, $2)", "alpha", "1"
+            )
+            await tx.execute("INSERT INTO settings (key, value) VALUES ($1, $2)", "beta", "2")
+
+            rows = await tx.fetch("SELECT key, value FROM settings ORDER BY key")
+            row = await tx.fetchrow("SELECT key, value FROM settings WHERE key = $1", "beta")
+            missing = await tx.fetchrow("SELECT key, value FROM settings WHERE key = $1", "nope")
+            value = await tx.fetchval("SELECT value FROM settings WHERE key = $1", "alpha")
+            absent = await tx.fetchval("SELECT value FROM settings WHERE key = $1", "nope")
+            count = await tx.fetchval("SELECT COUNT(*) FROM settings")
+            none = await tx.fetch("SELECT key FROM settings WHERE key = $1", "nope")
+
+    assert inserted == 1
+    assert rows == [{"key": "alpha", "value": "1"}, {"key": "beta", "value": "2"}]
+    assert all(type(r) is dict for r in rows)
+    assert row == {"key": "beta", "value": "2"}
+    assert type(row) is dict
+    assert missing is None
+    assert value == "1"
+    assert absent is None
+    assert count == 2
+    assert none == []
+
+
+async def test_a_parameter_may_be_used_twice_and_out_of_order(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ($2, $1)", "v", "k")
+            found = await tx.fetchval(
+                "SELECT COUNT(*) FROM settings WHERE key = $1 OR value = $1 OR key = $2", "k", "x"
+            )
+            row = await tx.fetchrow("SELECT key, value FROM settings")
+
+    assert row == {"key": "k", "value": "v"}
+    assert found == 1
+
+
+async def test_execute_answers_the_rows_changed(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            for key in ("a", "b", "c", "d"):
+                await tx.execute("INSERT INTO settings (key, value) VALUES ($1, 'old')", key)
+
+            updated = await tx.execute(
+                "UPDATE settings SET value = 'new' WHERE key IN ($1, $2, $3)", "a", "b", "c"
+            )
+            unchanged = await tx.execute("UPDATE settings SET value = 'x' WHERE key = 'zzz'")
+            deleted = await tx.execute("DELETE FROM settings WHERE value = 'new'")
+            deleted_none = await tx.execute("DELETE FROM settings WHERE key = 'zzz'")
+
+    assert updated == 3
+    assert unchanged == 0
+    assert deleted == 3
+    assert deleted_none == 0
+    assert await _settings(store) == {"d": "old"}
+
+
+async def test_executemany(store: Store) -> None:
+    rows = [(f"key-{i:02d}", f"value-{i}") for i in range(25)]
+
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.executemany("INSERT INTO settings (key, value) VALUES ($1, $2)", rows)
+        async with store.transaction() as tx:
+            await tx.executemany(
+                "UPDATE settings SET value = $2 WHERE key = $1",
+                [("key-00", "changed"), ("key-24", "also")],
+            )
+
+        settings = await _settings(store)
+
+    assert len(settings) == 25
+    assert settings["key-00"] == "changed"
+    assert settings["key-24"] == "also"
+    assert settings["key-13"] == "value-13"
+
+
+async def test_executemany_failure_rolls_back_the_batch(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        with pytest.raises(Conflict):
+            async with store.transaction() as tx:
+                await tx.executemany(
+                    "INSERT INTO settings (key, value) VALUES ($1, $2)",
+                    [("one", "1"), ("two", "2"), ("one", "again")],
+                )
+
+        assert await _settings(store) == {}
+
+
+async def test_commit_makes_rows_visible_to_a_later_transaction(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await _insert_business(tx, "biz_1")
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('committed', 'yes')")
+
+        async with store.transaction() as tx:
+            name = await tx.fetchval("SELECT name FROM businesses WHERE id = $1", "biz_1")
+            value = await tx.fetchval("SELECT value FROM settings WHERE key = 'committed'")
+
+    assert name == "Business biz_1"
+    assert value == "yes"
+
+
+class _Boom(Exception):
+    pass
+
+
+async def test_a_raising_transaction_rolls_back_everything(store: Store) -> None:
+    async def write_then_fail() -> None:
+        async with store.transaction() as tx:
+            await _insert_business(tx, "biz_rolled_back")
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('lost', 'x')")
+            await tx.execute("UPDATE settings SET value = 'during' WHERE key = 'kept'")
+            assert await tx.fetchval("SELECT COUNT(*) FROM settings") == 2
+            raise _Boom
+
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('kept', 'before')")
+
+        with pytest.raises(_Boom):
+            await write_then_fail()
+
+        assert await _settings(store) == {"kept": "before"}
+        assert await _business_ids(store) == []
+
+
+async def test_cancellation_inside_a_transaction_rolls_back(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        with trio.CancelScope() as scope:
+            async with store.transaction() as tx:
+                await _insert_business(tx, "biz_cancelled")
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('cancelled', 'x')")
+                scope.cancel()
+                await trio.sleep(1)
+                pytest.fail("the cancelled transaction went on")
+        assert scope.cancelled_caught
+
+        assert await _settings(store) == {}
+        assert await _business_ids(store) == []
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('after', 'ok')")
+        assert await _settings(store) == {"after": "ok"}
+
+
+async def test_cancellation_from_outside_while_a_transaction_waits(store: Store) -> None:
+    inside = trio.Event()
+
+    async def writer() -> None:
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('outside', 'x')")
+            inside.set()
+            await trio.sleep_forever()
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer)
+            await inside.wait()
+            nursery.cancel_scope.cancel()
+
+        assert await _settings(store) == {}
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('after', 'ok')")
+        assert await _settings(store) == {"after": "ok"}
+
+
+async def test_deadline_expiring_in_a_transaction_rolls_back(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        with trio.move_on_after(0.2) as scope:
+            async with store.transaction() as tx:
+                for i in range(1_000_000):
+                    await tx.execute(
+                        "INSERT INTO settings (key, value) VALUES ($1, 'x')", f"k{i:07d}"
+                    )
+        assert scope.cancelled_caught
+
+        assert await _settings(store) == {}
+        async with store.transaction() as tx:
+            assert await tx.execute("INSERT INTO settings (key, value) VALUES ('a', 'b')") == 1
+
+
+@pytest.mark.postgres
+async def test_cancelling_a_running_postgres_statement_rolls_back(postgres_url: str) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with open_postgres(postgres_url, max_size=2) as store:
+            await store.migrate()
+            with trio.move_on_after(0.3) as scope:
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ('sleepy', 'x')")
+                    await tx.execute("SELECT pg_sleep(20)")
+            assert scope.cancelled_caught
+
+            assert await _settings(store) == {}
+            for i in range(6):
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ($1, 'ok')", f"k{i}")
+            assert len(await _settings(store)) == 6
+
+
+async def test_unique_violation_is_a_conflict_and_the_store_stays_usable(store: Store) -> None:
+    async def write_then_duplicate() -> None:
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('other', 'x')")
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('dup', 'second')")
+
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('dup', 'first')")
+
+        with pytest.raises(Conflict):
+            await write_then_duplicate()
+
+        assert await _settings(store) == {"dup": "first"}
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('after', 'ok')")
+        assert await _settings(store) == {"after": "ok", "dup": "first"}
+
+
+async def test_unique_column_violation_is_a_conflict(store: Store) -> None:
+    insert_user = (
+        "INSERT INTO users (id, email, password_hash, name, created_at)"
+        " VALUES ($1, $2, 'hash', NULL, 0)"
+    )
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute(insert_user, "usr_1", "a@example.com")
+
+        with pytest.raises(Conflict):
+            async with store.transaction() as tx:
+                await tx.execute(insert_user, "usr_2", "a@example.com")
+
+        async with store.transaction() as tx:
+            assert await tx.fetchval("SELECT COUNT(*) FROM users") == 1
+
+
+async def test_foreign_key_violation_is_a_conflict(store: Store) -> None:
+    insert_user = (
+        "INSERT INTO users (id, email, password_hash, name, created_at)"
+        " VALUES ('usr_1', 'a@example.com', 'hash', NULL, 0)"
+    )
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute(insert_user)
+
+        with pytest.raises(Conflict):
+            async with store.transaction() as tx:
+                await tx.execute(
+                    "INSERT INTO memberships (business_id, user_id, role, active, updated_at)"
+                    " VALUES ($1, $2, 'owner', $3, 0)",
+                    "biz_missing",
+                    "usr_1",
+                    True,
+                )
+
+        async with store.transaction() as tx:
+            assert await tx.fetchval("SELECT COUNT(*) FROM memberships") == 0
+            await _insert_business(tx, "biz_1")
+            await tx.execute(
+                "INSERT INTO memberships (business_id, user_id, role, active, updated_at)"
+                " VALUES ('biz_1', 'usr_1', 'owner', $1, 0)",
+                True,
+            )
+
+        with pytest.raises(Conflict):
+            async with store.transaction() as tx:
+                await tx.execute("DELETE FROM businesses WHERE id = 'biz_1'")
+
+        assert await _business_ids(store) == ["biz_1"]
+
+
+async def test_on_conflict_upsert(store: Store) -> None:
+    upsert = (
+        "INSERT INTO settings (key, value) VALUES ($1, $2)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    )
+    insert_if_absent = "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            first = await tx.execute(upsert, "k", "1")
+        async with store.transaction() as tx:
+            second = await tx.execute(upsert, "k", "2")
+            kept = await tx.execute(insert_if_absent, "k", "3")
+            added = await tx.execute(insert_if_absent, "new", "4")
+
+        settings = await _settings(store)
+
+    assert (first, second) == (1, 1)
+    assert (kept, added) == (0, 1)
+    assert settings == {"k": "2", "new": "4"}
+
+
+@pytest.mark.parametrize("flag", [True, False])
+async def test_booleans_round_trip(store: Store, flag: bool) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await _insert_business(tx, "biz_1", sandbox=flag)
+        async with store.transaction() as tx:
+            row = await tx.fetchrow("SELECT sandbox FROM businesses WHERE id = 'biz_1'")
+            matching = await tx.fetchval("SELECT COUNT(*) FROM businesses WHERE sandbox = $1", flag)
+            literal = await tx.fetchval(
+                "SELECT COUNT(*) FROM businesses WHERE sandbox = " + ("true" if flag else "false")
+            )
+
+    assert row is not None
+    assert bool(row["sandbox"]) is flag
+    assert matching == 1
+    assert literal == 1
+
+
+@pytest.mark.parametrize(
+    "value", [1_712_345_678.123456, 0.1, -2.5e-9, 1e300, 0.0], ids=lambda v: repr(v)
+)
+async def test_floats_round_trip(store: Store, value: float) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await _insert_business(tx, "biz_1", created_at=value)
+        async with store.transaction() as tx:
+            stored = await tx.fetchval("SELECT created_at FROM businesses WHERE id = 'biz_1'")
+            earlier = await tx.fetchval(
+                "SELECT COUNT(*) FROM businesses WHERE created_at < $1", value + abs(value) + 1
+            )
+
+    assert isinstance(stored, float)
+    assert stored == value
+    assert earlier == 1
+
+
+async def test_integers_and_nulls_round_trip(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await _insert_business(tx, "biz_big", invoice_limit=2**40)
+            await _insert_business(tx, "biz_none", invoice_limit=None)
+        async with store.transaction() as tx:
+            rows = await tx.fetch("SELECT id, invoice_limit FROM businesses ORDER BY id")
+
+    assert rows == [
+        {"id": "biz_big", "invoice_limit": 2**40},
+        {"id": "biz_none", "invoice_limit": None},
+    ]
+
+
+async def test_concurrent_transactions_lose_no_update(store: Store) -> None:
+    tasks = 20
+    rounds = 3
+
+    async def increment() -> None:
+        for _ in range(rounds):
+            async with store.transaction() as tx:
+                current = await tx.fetchval("SELECT value FROM test_counters WHERE name = 'c'")
+                assert current is not None
+                await trio.lowlevel.checkpoint()
+                changed = await tx.execute(
+                    "UPDATE test_counters SET value = value + 1 WHERE name = 'c'"
+                )
+                assert changed == 1
+
+    with trio.fail_after(TIMEOUT):
+        await _create(store, COUNTERS_DDL)
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO test_counters (name, value) VALUES ('c', 0)")
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(tasks):
+                nursery.start_soon(increment)
+
+        async with store.transaction() as tx:
+            total = await tx.fetchval("SELECT value FROM test_counters WHERE name = 'c'")
+
+    assert total == tasks * rounds
+
+
+async def test_concurrent_transactions_all_commit(store: Store) -> None:
+    async def write(i: int) -> None:
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ($1, $2)", f"k{i:02d}", "v")
+            await trio.sleep(0.01)
+            await tx.execute("UPDATE settings SET value = 'done' WHERE key = $1", f"k{i:02d}")
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            for i in range(20):
+                nursery.start_soon(write, i)
+
+        settings = await _settings(store)
+
+    assert settings == {f"k{i:02d}": "done" for i in range(20)}
+
+
+CLAIM = "UPDATE test_grants SET used = true, owner = $2 WHERE id = $1 AND used = false"
+
+
+async def test_conditional_update_has_one_winner_among_racers(store: Store) -> None:
+    racers = 8
+    won: dict[str, int] = {}
+    start = trio.Event()
+
+    async def claim(name: str) -> None:
+        await start.wait()
+        async with store.transaction() as tx:
+            won[name] = await tx.execute(CLAIM, "grant_1", name)
+
+    with trio.fail_after(TIMEOUT):
+        await _create(store, GRANTS_DDL)
+        async with store.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO test_grants (id, used, owner) VALUES ('grant_1', $1, '')", False
+            )
+
+        async with trio.open_nursery() as nursery:
+            for i in range(racers):
+                nursery.start_soon(claim, f"racer-{i}")
+            await trio.sleep(0.05)
+            start.set()
+
+        async with store.transaction() as tx:
+            row = await tx.fetchrow("SELECT used, owner FROM test_grants WHERE id = 'grant_1'")
+
+    assert sorted(won.values()) == [0] * (racers - 1) + [1]
+    winners = [name for name, changed in won.items() if changed == 1]
+    assert row is not None
+    assert bool(row["used"]) is True
+    assert row["owner"] == winners[0]
+
+
+async def test_conditional_update_waits_for_the_first_claimer_to_commit(store: Store) -> None:
+    first_claimed = trio.Event()
+    results: dict[str, int] = {}
+
+    async def first() -> None:
+        async with store.transaction() as tx:
+            results["first"] = await tx.execute(CLAIM, "grant_1", "first")
+            first_claimed.set()
+            await trio.sleep(0.3)
+
+    async def second() -> None:
+        await first_claimed.wait()
+        async with store.transaction() as tx:
+            results["second"] = await tx.execute(CLAIM, "grant_1", "second")
+
+    with trio.fail_after(TIMEOUT):
+        await _create(store, GRANTS_DDL)
+        async with store.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO test_grants (id, used, owner) VALUES ('grant_1', $1, '')", False
+            )
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            nursery.start_soon(second)
+
+        async with store.transaction() as tx:
+            owner = await tx.fetchval("SELECT owner FROM test_grants WHERE id = 'grant_1'")
+
+    assert results == {"first": 1, "second": 0}
+    assert owner == "first"
+
+
+async def test_conditional_update_is_free_again_after_the_claimer_rolls_back(
+    store: Store,
+) -> None:
+    first_claimed = trio.Event()
+    results: dict[str, int] = {}
+
+    async def claim_then_fail() -> None:
+        async with store.transaction() as tx:
+            results["first"] = await tx.execute(CLAIM, "grant_1", "first")
+            first_claimed.set()
+            await trio.sleep(0.3)
+            raise _Boom
+
+    async def first() -> None:
+        with pytest.raises(_Boom):
+            await claim_then_fail()
+
+    async def second() -> None:
+        await first_claimed.wait()
+        async with store.transaction() as tx:
+            results["second"] = await tx.execute(CLAIM, "grant_1", "second")
+
+    with trio.fail_after(TIMEOUT):
+        await _create(store, GRANTS_DDL)
+        async with store.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO test_grants (id, used, owner) VALUES ('grant_1', $1, '')", False
+            )
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            nursery.start_soon(second)
+
+        async with store.transaction() as tx:
+            owner = await tx.fetchval("SELECT owner FROM test_grants WHERE id = 'grant_1'")
+
+    assert results == {"first": 1, "second": 1}
+    assert owner == "second"
+
+
+async def test_settings_claim_by_conditional_where(store: Store) -> None:
+    results: list[int] = []
+
+    async def claim() -> None:
+        async with store.transaction() as tx:
+            results.append(
+                await tx.execute(
+                    "UPDATE settings SET value = 'used' WHERE key = 'token' AND value = 'unused'"
+                )
+            )
+
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('token', 'unused')")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(claim)
+            nursery.start_soon(claim)
+
+    assert sorted(results) == [0, 1]
+    assert await _settings(store) == {"token": "used"}
