@@ -77,7 +77,12 @@ async def make_world(
         )
     ).get_json()
     return World(
-        business["id"], user["id"], email, password, app["id"], app["clientId"],
+        business["id"],
+        user["id"],
+        email,
+        password,
+        app["id"],
+        app["clientId"],
         app.get("clientSecret"),
     )
 
@@ -120,7 +125,8 @@ async def authorize(
     assert response.status_code == 200, page
     request_id = re.search(r'name="request_id" value="([^"]+)"', page)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
-    assert request_id is not None and csrf is not None
+    assert request_id is not None
+    assert csrf is not None
     response = await client.post(
         "/oauth/authorize",
         form={

@@ -70,8 +70,9 @@ async def test_revoke_and_introspect(client, admin_headers) -> None:
     assert world.client_secret is not None
     headers = basic(world.client_id, world.client_secret)
     active = await (
-        await client.post("/oauth/introspect", form={"token": tokens["access_token"]},
-                          headers=headers)
+        await client.post(
+            "/oauth/introspect", form={"token": tokens["access_token"]}, headers=headers
+        )
     ).get_json()
     assert active["active"] is True
     assert active["client_id"] == world.client_id
@@ -82,8 +83,9 @@ async def test_revoke_and_introspect(client, admin_headers) -> None:
     assert response.status_code == 200
     assert response.headers["Cache-Control"] == "no-store"
     gone = await (
-        await client.post("/oauth/introspect", form={"token": tokens["access_token"]},
-                          headers=headers)
+        await client.post(
+            "/oauth/introspect", form={"token": tokens["access_token"]}, headers=headers
+        )
     ).get_json()
     assert gone == {"active": False}
 
