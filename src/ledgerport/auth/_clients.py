@@ -62,9 +62,17 @@ def parse_credentials(
 
 
 async def authenticate_client(
-    tx: Transaction, keyring: Keyring, credentials: ClientCredentials
+    tx: Transaction,
+    keyring: Keyring,
+    credentials: ClientCredentials,
+    *,
+    allow_inactive: bool = False,
 ) -> App:
-    """The app the credentials prove, or InvalidClient."""
+    """The app the credentials prove, or InvalidClient.
+
+    A suspended or deactivated app fails unless ``allow_inactive`` (introspection answers such an
+    app ``{"active": false}`` instead).
+    """
     basic = credentials.basic
     if not credentials.client_id:
         raise InvalidClient("client_id is missing", basic=basic)
@@ -78,7 +86,7 @@ async def authenticate_client(
             raise InvalidClient("client authentication failed", basic=basic)
     elif app.type == "CONFIDENTIAL":
         raise InvalidClient("client secret is missing", basic=basic)
-    if not app.active:
+    if not app.active and not allow_inactive:
         raise InvalidClient("client is suspended or deactivated", basic=basic)
     return app
 

@@ -297,6 +297,9 @@ async def rotate_refresh_token(
     )
     if row is None or row["app_id"] != app.id:
         return Outcome(error=invalid_grant())
+    # Authorization gone (uninstalled, access revoked) answers with no description.
+    if not await _installation_active(tx, row["installation_id"]):
+        return Outcome(error=invalid_grant())
     if row["revoked_at"] is not None or row["family_revoked_at"] is not None:
         return Outcome(error=invalid_grant("revoked"))
     if row["used_at"] is not None:
@@ -307,8 +310,6 @@ async def rotate_refresh_token(
     family_resource = row["family_resource"]
     if resource is not None and family_resource is not None and resource != family_resource:
         return Outcome(error=OAuthError("invalid_target", "resource differs from the grant"))
-    if not await _installation_active(tx, row["installation_id"]):
-        return Outcome(error=invalid_grant())
     # The one atomic step: mark used only where still unused and unrevoked.
     claimed = await tx.execute(
         "UPDATE refresh_tokens SET used_at = $1"

@@ -84,7 +84,11 @@ def _single_form(form: MultiDict[str, str]) -> dict[str, str]:
 
 
 async def authenticated_client(
-    endpoint: str, form: MultiDict[str, str], *, allow_body: bool = True
+    endpoint: str,
+    form: MultiDict[str, str],
+    *,
+    allow_body: bool = True,
+    allow_inactive: bool = False,
 ) -> tuple[auth.ClientCredentials, Any]:
     """Authenticate the caller with the lockout and the limits around it."""
     ip = client_ip()
@@ -103,7 +107,9 @@ async def authenticated_client(
     p = platform()
     try:
         async with unit_of_work() as tx:
-            app = await auth.authenticate_client(tx, p.keyring, credentials)
+            app = await auth.authenticate_client(
+                tx, p.keyring, credentials, allow_inactive=allow_inactive
+            )
     except auth.InvalidClient:
         g.failed_authentication(endpoint, ip, credentials.client_id)
         raise
@@ -227,8 +233,10 @@ async def revoke() -> Response:
 async def introspect() -> Response:
     """RFC 7662; client credentials in the Authorization header only."""
     form = await read_form()
-    _, app = await authenticated_client("introspect", form, allow_body=False)
+    _, app = await authenticated_client("introspect", form, allow_body=False, allow_inactive=True)
     token_value = _required(form, "token")
+    if not app.active:
+        return oauth_response({"active": False})
     p = platform()
     async with unit_of_work() as tx:
         answer = await auth.introspect(

@@ -1,0 +1,343 @@
+"""The consent page: every message of the spec's table is shown and never redirected.
+
+Spec: Authentication > Authorization code flow (step 5), Errors > Consent page messages;
+contract.md: Application host pages, approving creates or widens the installation.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+
+from ledgerport import catalog
+
+from .oauth_helpers import REDIRECT_URI, World, authorize, login, make_world, pkce_pair
+
+API = "http://api.ledgerport.test"
+INVALID_CLIENT = "Invalid client_id"
+REDIRECT_MISMATCH = "redirect_uri does not match any registered URI"
+SCOPES_NOT_PERMITTED = "Requested scopes not permitted for this client"
+PKCE_REQUIRED = "PKCE is required for public clients"
+NOT_REVIEWED = "app has not completed review"
+EXPIRED = "invalid_request: authorization request not found or expired"
+
+
+def query(world: World, **overrides: Any) -> str:
+    params: dict[str, Any] = {
+        "response_type": "code",
+        "client_id": world.client_id,
+        "redirect_uri": REDIRECT_URI,
+        "scope": "invoices:read",
+        "state": "st4te",
+    }
+    for key, value in overrides.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return "/oauth/authorize?" + urlencode(params, doseq=True)
+
+
+async def problem_message(response: Any) -> str:
+    """The page's alert text; the response must be a page, never a redirect."""
+    page = await response.get_data(as_text=True)
+    assert not 300 <= response.status_code < 400, response.headers.get("Location")
+    assert "Location" not in response.headers
+    assert 'name="decision"' not in page
+    match = re.search(r'role="alert">(.*?)</p>', page, re.S)
+    assert match is not None, page
+    return html.unescape(match[1]).strip()
+
+
+async def consent_form(client: Any, url: str) -> tuple[str, str, str]:
+    response = await client.get(url)
+    page = await response.get_data(as_text=True)
+    assert response.status_code == 200, page
+    request_id = re.search(r'name="request_id" value="([^"]+)"', page)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert request_id is not None
+    assert csrf is not None
+    return page, request_id[1], csrf[1]
+
+
+async def set_status(client: Any, admin_headers: dict[str, str], world: World, status: str) -> None:
+    response = await client.post(
+        f"/admin/apps/{world.app_id}/status", json={"status": status}, headers=admin_headers
+    )
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("unknown_client", INVALID_CLIENT),
+        ("missing_client", INVALID_CLIENT),
+        ("suspended", INVALID_CLIENT),
+        ("deactivated", INVALID_CLIENT),
+        ("redirect_trailing_slash", REDIRECT_MISMATCH),
+        ("redirect_other_port", REDIRECT_MISMATCH),
+        ("redirect_other_path", REDIRECT_MISMATCH),
+        ("redirect_other_scheme", REDIRECT_MISMATCH),
+        ("scope_not_registered", SCOPES_NOT_PERMITTED),
+        ("scope_partly_registered", SCOPES_NOT_PERMITTED),
+        ("public_without_pkce", PKCE_REQUIRED),
+        ("resource_relative", "invalid_target"),
+        ("resource_other_origin", "invalid_target"),
+    ],
+)
+async def test_consent_problem_messages(client, admin_headers, case: str, expected: str) -> None:
+    world = await make_world(
+        client, admin_headers, app_type="PUBLIC" if case.startswith("public") else "CONFIDENTIAL"
+    )
+    await login(client, world)
+    overrides: dict[str, Any] = {
+        "unknown_client": {"client_id": "no-such-client"},
+        "missing_client": {"client_id": None},
+        "redirect_trailing_slash": {"redirect_uri": REDIRECT_URI + "/"},
+        "redirect_other_port": {"redirect_uri": "https://app.example.com:8443/callback"},
+        "redirect_other_path": {"redirect_uri": "https://app.example.com/callback2"},
+        "redirect_other_scheme": {"redirect_uri": "http://app.example.com/callback"},
+        "scope_not_registered": {"scope": "journal:write"},
+        "scope_partly_registered": {"scope": "invoices:read journal:write"},
+        "resource_relative": {"resource": "/invoices"},
+        "resource_other_origin": {"resource": "https://evil.example.com/"},
+    }.get(case, {})
+    if case in ("suspended", "deactivated"):
+        await set_status(client, admin_headers, world, case.upper())
+    response = await client.get(query(world, **overrides))
+    assert await problem_message(response) == expected
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param([API + "/", API + "/invoices"], id="sent-twice"),
+        pytest.param([API + "/" + "a" * (catalog.URI_MAX_LENGTH - len(API))], id="513-chars"),
+    ],
+)
+async def test_invalid_target_long_form(client, admin_headers, resources: list[str]) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    message = await problem_message(await client.get(query(world, resource=resources)))
+    assert message.startswith("invalid_target")
+    assert len(message) > len("invalid_target")
+
+
+async def test_valid_resource_reaches_consent(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    resource = API + "/" + "a" * (catalog.URI_MAX_LENGTH - len(API) - 1)
+    await consent_form(client, query(world, resource=resource))
+
+
+async def test_unreviewed_app_against_non_sandbox_business(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers, reviewed=False, sandbox=False)
+    await login(client, world)
+    assert await problem_message(await client.get(query(world))) == NOT_REVIEWED
+
+
+async def test_unreviewed_app_lists_only_sandbox_businesses(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers, reviewed=False, sandbox=True)
+    real = await (
+        await client.post("/admin/businesses", json={"name": "RealCo"}, headers=admin_headers)
+    ).get_json()
+    await client.put(
+        f"/admin/businesses/{real['id']}/members/{world.user_id}",
+        json={"role": "owner"},
+        headers=admin_headers,
+    )
+    await login(client, world)
+    page, request_id, csrf = await consent_form(client, query(world))
+    options = re.findall(r'<option value="([^"]+)"', page)
+    assert options == [world.business_id]
+    # Forcing the non-sandbox business in the POST is refused on the page, no redirect.
+    response = await client.post(
+        "/oauth/authorize",
+        form={
+            "request_id": request_id,
+            "csrf_token": csrf,
+            "business_id": real["id"],
+            "decision": "approve",
+        },
+    )
+    assert await problem_message(response) == NOT_REVIEWED
+
+
+async def test_request_expires_after_five_minutes(client, admin_headers, clock) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    _, request_id, csrf = await consent_form(client, query(world))
+    clock.advance(catalog.AUTHORIZATION_REQUEST_TTL)
+    response = await client.post(
+        "/oauth/authorize",
+        form={
+            "request_id": request_id,
+            "csrf_token": csrf,
+            "business_id": world.business_id,
+            "decision": "approve",
+        },
+    )
+    assert await problem_message(response) == EXPIRED
+
+
+async def test_request_just_inside_five_minutes_and_single_use(
+    client, admin_headers, clock
+) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    _, request_id, csrf = await consent_form(client, query(world))
+    clock.advance(catalog.AUTHORIZATION_REQUEST_TTL - 1)
+    form = {
+        "request_id": request_id,
+        "csrf_token": csrf,
+        "business_id": world.business_id,
+        "decision": "approve",
+    }
+    response = await client.post("/oauth/authorize", form=form)
+    assert response.status_code == 303
+    again = await client.post("/oauth/authorize", form=form)
+    assert await problem_message(again) == EXPIRED
+
+
+async def test_anonymous_visitor_is_sent_to_login(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    url = query(world)
+    response = await client.get(url)
+    assert response.status_code in (302, 303)
+    location = urlsplit(response.headers["Location"])
+    assert location.path == "/login"
+    assert not location.netloc or location.netloc == "app.ledgerport.test"
+    assert parse_qs(location.query)["next"] == [url]
+
+
+async def test_anonymous_visitor_with_bad_request_sees_problem(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    response = await client.get(query(world, redirect_uri="https://evil.example.com/cb"))
+    assert await problem_message(response) == REDIRECT_MISMATCH
+
+
+async def test_deny_redirects_with_access_denied_and_state(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    callback = await authorize(client, world, decision="deny", state="s-123")
+    assert callback["error"] == ["access_denied"]
+    assert callback["state"] == ["s-123"]
+    assert "code" not in callback
+
+
+async def test_approve_redirects_with_code_and_state(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    _, challenge = pkce_pair()
+    callback = await authorize(client, world, challenge=challenge, state="s-456")
+    assert callback["state"] == ["s-456"]
+    assert len(callback["code"]) == 1
+    assert callback["code"][0]
+    assert "error" not in callback
+
+
+async def test_select_lists_only_active_businesses(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    second = await (
+        await client.post("/admin/businesses", json={"name": "Second"}, headers=admin_headers)
+    ).get_json()
+    inactive = await (
+        await client.post("/admin/businesses", json={"name": "Gone"}, headers=admin_headers)
+    ).get_json()
+    stranger = await (
+        await client.post("/admin/businesses", json={"name": "Other"}, headers=admin_headers)
+    ).get_json()
+    for business, active in ((second, True), (inactive, False)):
+        response = await client.put(
+            f"/admin/businesses/{business['id']}/members/{world.user_id}",
+            json={"role": "viewer", "active": active},
+            headers=admin_headers,
+        )
+        assert response.status_code == 200
+    await login(client, world)
+    page, request_id, csrf = await consent_form(client, query(world))
+    options = set(re.findall(r'<option value="([^"]+)"', page))
+    assert options == {world.business_id, second["id"]}
+    assert "Books Sync" in page
+    assert "invoices:read" in page
+    # Posting a business the user is not active in is refused.
+    response = await client.post(
+        "/oauth/authorize",
+        form={
+            "request_id": request_id,
+            "csrf_token": csrf,
+            "business_id": inactive["id"],
+            "decision": "approve",
+        },
+    )
+    assert "Location" not in response.headers
+    assert response.status_code >= 400
+    assert stranger["id"] not in page
+
+
+async def _events(platform: Any, world: World) -> list[tuple[str, dict[str, Any]]]:
+    async with platform.store.transaction() as tx:
+        rows = await tx.fetch(
+            "SELECT type, data FROM events WHERE app_id = $1 AND business_id = $2 ORDER BY seq",
+            world.app_id,
+            world.business_id,
+        )
+    return [(row["type"], json.loads(row["data"])) for row in rows]
+
+
+async def test_approve_installs_then_widens(client, admin_headers, platform) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    await authorize(client, world, scope="invoices:read")
+    events = await _events(platform, world)
+    assert [t for t, _ in events] == ["app.installed"]
+    assert events[0][1]["scopes"] == ["invoices:read"]
+    # Same scopes again: nothing new.
+    await authorize(client, world, scope="invoices:read")
+    assert len(await _events(platform, world)) == 1
+    await authorize(client, world, scope="customers:read")
+    events = await _events(platform, world)
+    assert [t for t, _ in events] == ["app.installed", "app.scopes_updated"]
+    assert set(events[1][1]["scopes"]) == {"invoices:read", "customers:read"}
+    async with platform.store.transaction() as tx:
+        row = await tx.fetchrow(
+            "SELECT state, scopes FROM installations WHERE app_id = $1", world.app_id
+        )
+    assert row["state"] == "ACTIVE"
+    assert set(json.loads(row["scopes"])) == {"invoices:read", "customers:read"}
+
+
+async def test_consent_page_forbids_framing(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    for url in (query(world), query(world, client_id="nope")):
+        response = await client.get(url)
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize("csrf_case", ["wrong", "missing", "no-cookie"])
+async def test_post_without_valid_csrf_is_refused(client, app, admin_headers, csrf_case) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    _, request_id, csrf = await consent_form(client, query(world))
+    form = {"request_id": request_id, "business_id": world.business_id, "decision": "approve"}
+    poster = client
+    if csrf_case == "wrong":
+        form["csrf_token"] = csrf[:-2] + ("AA" if not csrf.endswith("AA") else "BB")
+    elif csrf_case == "no-cookie":
+        form["csrf_token"] = csrf
+        poster = app.test_client()  # a forged cross-site post carries neither cookie
+    response = await poster.post("/oauth/authorize", form=form)
+    assert "Location" not in response.headers
+    assert response.status_code != 303
+    assert "code=" not in (await response.get_data(as_text=True))
+    # The legitimate decision still works afterwards.
+    response = await client.post("/oauth/authorize", form={**form, "csrf_token": csrf})
+    assert response.status_code == 303
+    assert "code=" in response.headers["Location"]
