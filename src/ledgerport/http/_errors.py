@@ -17,7 +17,7 @@ from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
 from ledgerport.errors import DomainError, InvalidInput
-from ledgerport.storage import StorageUnavailable
+from ledgerport.storage import BadValue, StorageUnavailable
 
 log = logging.getLogger("ledgerport.http")
 
@@ -144,6 +144,18 @@ def register_error_handlers(app: Quart) -> None:
             params = (request.method, request.path)
             message = message.format(*params)
         return envelope_response(status, message, params=params, headers=headers)
+
+    @app.errorhandler(BadValue)
+    async def _bad_value(error: BadValue) -> Response:
+        return envelope_response(400, ["request holds a value that cannot be stored"])
+
+    @app.errorhandler(UnicodeDecodeError)
+    async def _not_utf8(error: UnicodeDecodeError) -> Response:
+        return envelope_response(400, ["request body must be UTF-8 encoded JSON"])
+
+    @app.errorhandler(RecursionError)
+    async def _too_deep(error: RecursionError) -> Response:
+        return envelope_response(400, ["request body is nested too deeply"])
 
     @app.errorhandler(StorageUnavailable)
     async def _storage(error: StorageUnavailable) -> Response:

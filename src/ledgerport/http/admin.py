@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from quart import Blueprint, request
 from quart_schema import validate_request
 
@@ -19,12 +19,21 @@ blueprint = Blueprint("admin", __name__, url_prefix="/admin")
 class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        # PostgreSQL TEXT cannot hold NUL; refuse it on every backend alike.
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(text, str) and "\x00" in text for text in texts):
+            raise ValueError("must not contain NUL characters")
+        return value
+
 
 class BusinessIn(_Body):
     name: str = Field(min_length=1, max_length=200)
     sandbox: bool = False
     plan: Literal["free", "paid"] = "paid"
-    invoiceLimit: int | None = Field(default=None, ge=0)
+    invoiceLimit: int | None = Field(default=None, ge=0, le=1_000_000_000)
 
 
 class UserIn(_Body):

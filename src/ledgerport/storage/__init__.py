@@ -5,6 +5,7 @@ from contextlib import asynccontextmanager
 
 from ledgerport.config import DatabaseURL
 
+from ._interface import BadValue as BadValue
 from ._interface import Conflict as Conflict
 from ._interface import MigrationError as MigrationError
 from ._interface import Row as Row

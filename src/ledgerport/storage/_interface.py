@@ -21,6 +21,10 @@ class Conflict(StorageError):
     """A uniqueness or foreign-key constraint refused the write."""
 
 
+class BadValue(StorageError):
+    """The database cannot store a value it was given (out of range, forbidden character)."""
+
+
 class StorageUnavailable(StorageError):
     """The database cannot be reached or refused to work."""
 

@@ -15,7 +15,7 @@ import asyncpg
 import trio
 import trio_asyncio
 
-from ._interface import Conflict, MigrationError, Row, StorageError, StorageUnavailable
+from ._interface import BadValue, Conflict, MigrationError, Row, StorageError, StorageUnavailable
 from ._migrations import load_migrations
 
 _T = TypeVar("_T")
@@ -27,6 +27,8 @@ _CLEANUP_TIMEOUT = 5.0
 def _convert(exc: BaseException) -> StorageError:
     if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
         return Conflict(str(exc))
+    if isinstance(exc, asyncpg.DataError):
+        return BadValue(str(exc))
     return StorageUnavailable(f"postgresql: {type(exc).__name__}: {exc}")
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 
 import trio
 
-from ._interface import Conflict, MigrationError, Row, StorageUnavailable
+from ._interface import BadValue, Conflict, MigrationError, Row, StorageUnavailable
 from ._migrations import load_migrations
 
 _PARAM = re.compile(r"\$(\d+)")
@@ -76,6 +76,8 @@ class SqliteStore:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
             raise _convert(exc) from exc
+        except OverflowError as exc:
+            raise BadValue(f"sqlite: {exc}") from exc
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[_SqliteTransaction]:

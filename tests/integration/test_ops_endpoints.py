@@ -1,0 +1,218 @@
+"""Operational endpoints: health, Prometheus metrics and the served OpenAPI document."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ledgerport.http import create_app
+from ledgerport.platform import Platform
+from ledgerport.storage import StorageUnavailable
+
+REQUESTS_TOTAL = "ledgerport_http_requests_total"
+IN_FLIGHT = "ledgerport_http_requests_in_flight"
+NOT_DOCUMENTED = {
+    "static",  # Quart's static files route
+    "openapi",  # the document itself: contract.md fixes GET /openapi.json
+}
+
+
+async def _samples(client: Any) -> list[tuple[str, dict[str, str], float]]:
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    text = await response.get_data(as_text=True)
+    return [
+        (sample.name, dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def _requests_total(
+    samples: list[tuple[str, dict[str, str], float]], **labels: str
+) -> float | None:
+    for name, sample_labels, value in samples:
+        if name == REQUESTS_TOTAL and sample_labels == labels:
+            return value
+    return None
+
+
+# --- Health --------------------------------------------------------------------------------------
+
+
+async def test_healthz_answers_ok(client: Any) -> None:
+    response = await client.get("/healthz")
+
+    assert response.status_code == 200
+    assert await response.get_json() == {"status": "ok"}
+
+
+class _UnreachableStore:
+    """A store whose database does not answer."""
+
+    kind = "sqlite"
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        raise StorageUnavailable("database is down")
+        yield  # pragma: no cover
+
+
+async def test_healthz_fails_when_the_database_does_not_answer(platform: Platform) -> None:
+    broken = replace(platform, store=_UnreachableStore())  # type: ignore[arg-type]
+    client = create_app(broken).test_client()
+
+    response = await client.get("/healthz")
+
+    assert response.status_code >= 500
+    body = await response.get_json()
+    assert body["statusCode"] == response.status_code
+
+
+# --- Metrics -------------------------------------------------------------------------------------
+
+
+async def test_metrics_is_prometheus_text(client: Any) -> None:
+    response = await client.get("/metrics")
+
+    assert response.status_code == 200
+    assert response.mimetype == "text/plain"
+    text = await response.get_data(as_text=True)
+    assert re.search(r"^# TYPE ledgerport_http_requests(_total)? counter$", text, re.MULTILINE)
+    assert re.search(rf"^# TYPE {IN_FLIGHT} gauge$", text, re.MULTILINE)
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    assert any(sample.name == IN_FLIGHT for sample in samples)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "route", "status"),
+    [
+        ("POST", "/admin/businesses", {"name": "Acme"}, "/admin/businesses", "201"),
+        ("POST", "/admin/businesses", {"name": 5}, "/admin/businesses", "400"),
+        ("GET", "/healthz", None, "/healthz", "200"),
+        (
+            "PUT",
+            "/admin/businesses/bus_concrete-1/members/usr_concrete-2",
+            {"role": "owner"},
+            "/admin/businesses/<business_id>/members/<user_id>",
+            "404",
+        ),
+        (
+            "DELETE",
+            "/admin/installations/ins_concrete-3",
+            None,
+            "/admin/installations/<installation_id>",
+            "404",
+        ),
+    ],
+    ids=["created", "invalid", "health", "two-ids", "one-id"],
+)
+async def test_requests_are_counted_by_route_rule_method_and_status(
+    client: Any,
+    admin_headers: dict[str, str],
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    route: str,
+    status: str,
+) -> None:
+    for expected in (1.0, 2.0):
+        response = await client.open(path, method=method, json=body, headers=admin_headers)
+        assert str(response.status_code) == status
+
+        samples = await _samples(client)
+
+        assert _requests_total(samples, route=route, method=method, status=status) == expected
+    assert all("concrete" not in value for _, labels, _ in samples for value in labels.values())
+
+
+async def test_unmatched_paths_do_not_become_route_labels(client: Any) -> None:
+    for i in range(3):
+        assert (await client.get(f"/no/such/page-{i}")).status_code == 404
+
+    samples = await _samples(client)
+
+    routes = {labels.get("route") for name, labels, _ in samples if name == REQUESTS_TOTAL}
+    assert not any(route and "no/such" in route for route in routes)
+    unmatched = [
+        value
+        for name, labels, value in samples
+        if name == REQUESTS_TOTAL and labels.get("status") == "404"
+    ]
+    assert sum(unmatched) == 3
+
+
+async def test_in_flight_gauge_returns_to_rest_after_errors(app: Any) -> None:
+    async def crash() -> str:
+        raise RuntimeError("boom")
+
+    app.add_url_rule("/test-only/crash", "test_crash", crash)
+    client = app.test_client()
+    await client.get("/test-only/crash")  # 500
+    await client.get("/no/such/page")  # 404
+    await client.delete("/healthz")  # 405
+    await client.post("/admin/businesses", json={"name": "Acme"})  # 401
+    await client.get("/healthz")  # 200
+
+    samples = await _samples(client)
+
+    in_flight = [value for name, _, value in samples if name == IN_FLIGHT]
+    assert in_flight == [1.0]  # only the /metrics request being answered
+
+
+# --- OpenAPI -------------------------------------------------------------------------------------
+
+
+def _openapi_path(rule: str) -> str:
+    """``/a/<b>/<int:c>`` as OpenAPI writes it: ``/a/{b}/{c}``."""
+    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
+
+
+async def test_openapi_document_is_3_1(client: Any) -> None:
+    response = await client.get("/openapi.json")
+
+    assert response.status_code == 200
+    document = await response.get_json()
+    assert document["openapi"] == "3.1.0"
+    assert document["info"]["title"]
+    assert document["info"]["version"]
+
+
+async def test_openapi_lists_every_route_and_method(app: Any, client: Any) -> None:
+    document = await (await client.get("/openapi.json")).get_json()
+    paths = document["paths"]
+
+    expected = {
+        (_openapi_path(rule.rule), method.lower())
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint not in NOT_DOCUMENTED
+        for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}
+    }
+    documented = {(path, method) for path, item in paths.items() for method in item}
+
+    assert expected, "no routes found"
+    assert expected - documented == set()
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        ("/admin/businesses", "post"),
+        ("/admin/businesses/{business_id}/members/{user_id}", "put"),
+        ("/admin/installations/{installation_id}", "delete"),
+        ("/healthz", "get"),
+        ("/metrics", "get"),
+        ("/login", "get"),
+        ("/login", "post"),
+    ],
+)
+async def test_openapi_names_known_operations(client: Any, path: str, method: str) -> None:
+    document = await (await client.get("/openapi.json")).get_json()
+
+    assert method in document["paths"][path]
