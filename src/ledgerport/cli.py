@@ -46,6 +46,12 @@ async def _migrate(config: Config) -> None:
         log.info("schema already at version %d", version)
 
 
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging()
@@ -63,6 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             trio.run(serve, config)
     except StorageError as exc:
         log.error("storage failure: %s", exc)
+        return EXIT_FAILURE
+    except BaseExceptionGroup as group:
+        storage, _ = group.split(StorageError)
+        if storage is None:
+            log.critical("ledgerport stopped on an error", exc_info=group)
+            return EXIT_FAILURE
+        log.error("storage failure: %s", _first_leaf(storage))
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return 0
