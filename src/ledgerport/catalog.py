@@ -439,6 +439,12 @@ SESSION_TOKEN_TTL: Final = 50
 """A session token is usable for about 50 seconds."""
 SESSION_TOKEN_SKEW: Final = 30
 """Clock-skew tolerance on a session token's expiry and not-before."""
+DEVICE_POLL_INTERVAL: Final = 5
+"""Seconds a device client waits between polls; each slow_down adds DEVICE_SLOW_DOWN_STEP."""
+DEVICE_SLOW_DOWN_STEP: Final = 5
+USER_CODE_ALPHABET: Final = "BCDFGHJKLMNPQRSTVWXZ"
+"""Consonants only (RFC 8628 section 6.1): no vowels to spell words, no 0/O or 1/I to confuse."""
+USER_CODE_LENGTH: Final = 8
 
 # --- Size limits (counts, characters) ------------------------------------------------------------
 
@@ -489,7 +495,7 @@ LOCKOUT_DURATION: Final = 60
 
 # --- Rate limits ---------------------------------------------------------------------------------
 
-RateLimitKey: TypeAlias = Literal["ip", "ip+client", "client", "app+business", "app"]
+RateLimitKey: TypeAlias = Literal["ip", "ip+client", "client", "app+business", "app", "user"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,6 +545,19 @@ RATE_LIMIT_APP_PER_BUSINESS: Final = RateLimit("app-per-business", 300, _MINUTE,
 RATE_LIMIT_APP: Final = RateLimit("app", 10_000, _MINUTE, "app")
 """OAuth-authenticated API calls of one app across all businesses."""
 
+# The spec leaves the limits of device authorization and registration open ("not shown"); these
+# are ledgerport's own, documented in docs/catalog.md.
+RATE_LIMIT_DEVICE_UNAUTHENTICATED_PER_IP: Final = RateLimit(
+    "device-unauthenticated-per-ip", 30, _MINUTE, "ip"
+)
+"""POST /oauth/device/authorize requests that authenticate no client."""
+RATE_LIMIT_REGISTER_PER_IP: Final = RateLimit("register-per-ip", 10, _MINUTE, "ip")
+"""POST /oauth/register, per connecting IP (open registration creates a client each time)."""
+RATE_LIMIT_USER_CODE_PER_IP: Final = RateLimit("user-code-per-ip", 10, 5 * _MINUTE, "ip")
+"""Wrong user codes entered on the device verification page, per IP (guessing defence)."""
+RATE_LIMIT_USER_CODE_PER_USER: Final = RateLimit("user-code-per-user", 10, 5 * _MINUTE, "user")
+"""Wrong user codes entered on the device verification page, per signed-in user."""
+
 RATE_LIMITS: Final[Mapping[str, RateLimit]] = MappingProxyType(
     {
         rate_limit.name: rate_limit
@@ -553,6 +572,10 @@ RATE_LIMITS: Final[Mapping[str, RateLimit]] = MappingProxyType(
             RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT,
             RATE_LIMIT_APP_PER_BUSINESS,
             RATE_LIMIT_APP,
+            RATE_LIMIT_DEVICE_UNAUTHENTICATED_PER_IP,
+            RATE_LIMIT_REGISTER_PER_IP,
+            RATE_LIMIT_USER_CODE_PER_IP,
+            RATE_LIMIT_USER_CODE_PER_USER,
         )
     }
 )

@@ -170,3 +170,140 @@ async def full_grant(client: Any, world: World, scope: str = "invoices:read") ->
     assert response.status_code == 200, await response.get_data(as_text=True)
     body: dict[str, Any] = await response.get_json()
     return body
+
+
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
+JWT_TYPE = "urn:ietf:params:oauth:token-type:jwt"
+
+
+async def install(
+    client: Any,
+    admin_headers: dict[str, str],
+    world: World,
+    scopes: tuple[str, ...] = ("invoices:read",),
+    *,
+    user_id: str | None = None,
+) -> dict[str, Any]:
+    """A managed install of the world's app in its business (operator API)."""
+    response = await client.post(
+        "/admin/installations",
+        json={
+            "appId": world.app_id,
+            "businessId": world.business_id,
+            "userId": user_id or world.user_id,
+            "scopes": list(scopes),
+        },
+        headers=admin_headers,
+    )
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    body: dict[str, Any] = await response.get_json()
+    return body
+
+
+async def add_member(
+    client: Any, admin_headers: dict[str, str], world: World, role: str
+) -> tuple[str, str, str]:
+    """A new user with ``role`` in the world's business; answers (user id, email, password)."""
+    email, password = f"{secrets.token_hex(4)}@example.com", "correct horse battery"
+    user = await (
+        await client.post(
+            "/admin/users", json={"email": email, "password": password}, headers=admin_headers
+        )
+    ).get_json()
+    response = await client.put(
+        f"/admin/businesses/{world.business_id}/members/{user['id']}",
+        json={"role": role},
+        headers=admin_headers,
+    )
+    assert response.status_code == 200
+    return user["id"], email, password
+
+
+async def session_token(
+    client: Any, admin_headers: dict[str, str], world: World, *, user_id: str | None = None
+) -> str:
+    """A session token from the operator endpoint, as the app bridge would hand it."""
+    response = await client.post(
+        "/admin/session-tokens",
+        json={
+            "appId": world.app_id,
+            "businessId": world.business_id,
+            "userId": user_id or world.user_id,
+        },
+        headers=admin_headers,
+    )
+    assert response.status_code == 201, await response.get_data(as_text=True)
+    token: str = (await response.get_json())["sessionToken"]
+    return token
+
+
+async def exchange(
+    client: Any,
+    world: World,
+    subject_token: str,
+    *,
+    as_json: bool = False,
+    extra: dict[str, str] | None = None,
+) -> Any:
+    """POST a token exchange with the world's client authenticated by HTTP Basic."""
+    assert world.client_secret is not None
+    params = {
+        "grant_type": TOKEN_EXCHANGE,
+        "subject_token": subject_token,
+        "subject_token_type": JWT_TYPE,
+        **(extra or {}),
+    }
+    headers = basic(world.client_id, world.client_secret)
+    if as_json:
+        return await client.post("/oauth/token", json=params, headers=headers)
+    return await client.post("/oauth/token", form=params, headers=headers)
+
+
+async def device_authorize(
+    client: Any, world: World, *, scope: str = "invoices:read", extra: dict[str, str] | None = None
+) -> Any:
+    """POST /oauth/device/authorize as the world's client (Basic, or client_id for PUBLIC)."""
+    form = {"scope": scope, **(extra or {})}
+    headers: dict[str, str] = {}
+    if world.client_secret is not None:
+        headers = basic(world.client_id, world.client_secret)
+    else:
+        form["client_id"] = world.client_id
+    return await client.post("/oauth/device/authorize", form=form, headers=headers)
+
+
+async def poll(client: Any, world: World, device_code: str) -> Any:
+    return await token_request(
+        client, world, {"grant_type": DEVICE_CODE, "device_code": device_code}
+    )
+
+
+async def enter_user_code(client: Any, user_code: str) -> Any:
+    """Submit a user code on the verification page of a signed-in browser."""
+    page = await (await client.get("/device")).get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert csrf is not None, page
+    return await client.post("/device", form={"user_code": user_code, "csrf_token": csrf[1]})
+
+
+async def device_decide(
+    client: Any, world: World, user_code: str, *, decision: str = "approve"
+) -> Any:
+    """Enter the code, then approve or deny on the consent form for the world's business."""
+    response = await enter_user_code(client, user_code)
+    page = await response.get_data(as_text=True)
+    assert response.status_code == 200, page
+    hidden = re.search(r'name="user_code" value="([^"]+)"', page)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert hidden is not None, page
+    assert csrf is not None
+    return await client.post(
+        "/device/decision",
+        form={
+            "user_code": hidden[1],
+            "csrf_token": csrf[1],
+            "decision": decision,
+            "business_id": world.business_id,
+        },
+    )

@@ -76,11 +76,13 @@ class App:
     client_secret_hash: str | None
     redirect_uris: tuple[str, ...]
     scopes: tuple[str, ...]
-    developer_user_id: str
+    developer_user_id: str | None
     reviewed: bool
     status: AppStatus
     app_url: str | None
     pinned_version: str | None
+    registration: dict[str, object] | None = None
+    """Client metadata as registered at ``/oauth/register`` (RFC 7591); None otherwise."""
 
     @classmethod
     def from_row(cls, row: Row) -> App:
@@ -97,6 +99,7 @@ class App:
             status=row["status"],
             app_url=row["app_url"],
             pinned_version=row["pinned_version"],
+            registration=json.loads(row["registration"]) if row["registration"] else None,
         )
 
     @property
@@ -144,11 +147,16 @@ async def create_app(
     type: AppType,
     redirect_uris: Sequence[str],
     scopes: Sequence[str],
-    developer_user_id: str,
+    developer_user_id: str | None,
     reviewed: bool = False,
     app_url: str | None = None,
+    registration: dict[str, object] | None = None,
 ) -> tuple[App, str | None]:
-    """Register an app; answers it and, for a CONFIDENTIAL app, its client secret (shown once)."""
+    """Register an app; answers it and, for a CONFIDENTIAL app, its client secret (shown once).
+
+    ``developer_user_id`` is None only for a client registered dynamically (RFC 7591), which no
+    developer owns in the console.
+    """
     problems = redirect_uri_problems(list(redirect_uris)) + _scope_problems(scopes, "scopes")
     if type not in APP_TYPES:
         problems.append("type must be CONFIDENTIAL or PUBLIC")
@@ -156,7 +164,8 @@ async def create_app(
         problems.append("name must not be empty")
     if problems:
         raise InvalidInput(problems)
-    await get_user(tx, developer_user_id)
+    if developer_user_id is not None:
+        await get_user(tx, developer_user_id)
     secret = new_token(CLIENT_SECRET_PREFIX) if type == "CONFIDENTIAL" else None
     app = App(
         id=new_id("app"),
@@ -171,11 +180,12 @@ async def create_app(
         status="ACTIVE",
         app_url=app_url,
         pinned_version=None,
+        registration=registration,
     )
     await tx.execute(
         "INSERT INTO apps (id, client_id, name, type, client_secret_hash, redirect_uris, scopes,"
-        " developer_user_id, reviewed, status, app_url, created_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        " developer_user_id, reviewed, status, app_url, created_at, registration)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         app.id,
         app.client_id,
         app.name,
@@ -188,6 +198,7 @@ async def create_app(
         app.status,
         app.app_url,
         now,
+        json.dumps(registration) if registration is not None else None,
     )
     return app, secret
 

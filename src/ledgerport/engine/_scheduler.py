@@ -30,7 +30,12 @@ class Scheduler:
                 "login_session": await auth.purge_expired_login_sessions(tx, now=now),
                 "authorization_request": await auth.purge_expired_requests(tx, now=now),
                 **await auth.purge_expired_grants(tx, now=now),
+                "device_code": await auth.purge_expired_device_codes(tx, now=now),
+                "spent_session_token": await auth.purge_spent_session_tokens(tx, now=now),
+                "signing_key": await auth.purge_expired_signing_keys(tx, now=now),
             }
+            # The next session-token signing key is published ahead of its first use.
+            await auth.rotate_signing_keys(tx, p.keyring, now=now)
         for kind, count in removed.items():
             p.metrics.cleanup_rows.labels(kind).inc(count)
         return removed

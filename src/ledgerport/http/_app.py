@@ -11,7 +11,7 @@ from quart_trio import QuartTrio
 from ledgerport import __version__
 from ledgerport.platform import Platform
 
-from . import _ops, admin, authorize, oauth, pages
+from . import _ops, admin, authorize, bridge, device, oauth, pages
 from ._context import PLATFORM_KEY
 from ._errors import register_error_handlers
 from .api import blueprint as api_blueprint
@@ -54,6 +54,8 @@ def create_app(platform: Platform) -> QuartTrio:
     app.register_blueprint(pages.blueprint)
     app.register_blueprint(oauth.blueprint)
     app.register_blueprint(authorize.blueprint)
+    app.register_blueprint(device.blueprint)
+    app.register_blueprint(bridge.blueprint)
     app.register_blueprint(api_blueprint)
 
     metrics = platform.metrics

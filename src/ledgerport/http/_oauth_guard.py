@@ -3,7 +3,9 @@
 Requests that authenticate no client count against 30 per minute per IP and endpoint; requests
 whose client authenticates count against the (IP, client) pair (600 with a secret, 300 without),
 the IP's ceiling of 1,200, and at the token endpoint the confidential client's 600 across IPs.
-Ten failed authentications of an (IP, client) pair within 60 s lock it for 60 s.
+Ten failed authentications of an (IP, client) pair within 60 s lock it for 60 s; device
+authorization keeps its own count and lock. Registration is limited per IP, and wrong user codes
+on the device verification page per IP and per user.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ _UNAUTHENTICATED = {
     "token": catalog.RATE_LIMIT_TOKEN_UNAUTHENTICATED_PER_IP,
     "revoke": catalog.RATE_LIMIT_REVOKE_UNAUTHENTICATED_PER_IP,
     "introspect": catalog.RATE_LIMIT_INTROSPECT_UNAUTHENTICATED_PER_IP,
+    "device": catalog.RATE_LIMIT_DEVICE_UNAUTHENTICATED_PER_IP,
 }
 
 
@@ -36,6 +39,9 @@ class OAuthGuard:
         self._confidential = _window(clock, catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT)
         self.lockout = Lockout(clock)
         self.device_lockout = Lockout(clock)
+        self._registration = _window(clock, catalog.RATE_LIMIT_REGISTER_PER_IP)
+        self._user_code_ip = _window(clock, catalog.RATE_LIMIT_USER_CODE_PER_IP)
+        self._user_code_user = _window(clock, catalog.RATE_LIMIT_USER_CODE_PER_USER)
 
     def _refuse(self, name: str, wait: int) -> None:
         self._metrics.rate_limited.labels(name).inc()
@@ -81,3 +87,20 @@ class OAuthGuard:
                 self._refuse(name, wait)
         for _, window, key in checks:
             window.hit(key)
+
+    def registration(self, ip: str) -> None:
+        wait = self._registration.take(ip)
+        if wait is not None:
+            self._refuse("register-per-ip", wait)
+
+    def user_code_wait(self, ip: str, user_id: str) -> int | None:
+        """Seconds before this IP or user may try another user code, or None."""
+        waits = [self._user_code_ip.retry_after(ip), self._user_code_user.retry_after(user_id)]
+        known = [w for w in waits if w is not None]
+        if known:
+            self._metrics.rate_limited.labels("user-code").inc()
+        return max(known) if known else None
+
+    def wrong_user_code(self, ip: str, user_id: str) -> None:
+        self._user_code_ip.hit(ip)
+        self._user_code_user.hit(user_id)

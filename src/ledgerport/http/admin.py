@@ -72,6 +72,12 @@ class InstallationIn(_Body):
     scopes: list[str]
 
 
+class SessionTokenIn(_Body):
+    appId: str
+    businessId: str
+    userId: str
+
+
 class DeveloperTokenIn(_Body):
     userId: str
 
@@ -252,6 +258,30 @@ async def revoke_access(business_id: str, app_id: str) -> tuple[str, int]:
     async with unit_of_work() as tx:
         await apps.revoke_access(tx, now=platform().now(), business_id=business_id, app_id=app_id)
     return "", 204
+
+
+@blueprint.post("/session-tokens")
+@validate_request(SessionTokenIn)
+async def session_token(data: SessionTokenIn) -> tuple[dict[str, Any], int]:
+    """What the app bridge hands an embedded page: a session token for (app, business, user).
+
+    409 when the app is stopped, has no ACTIVE installation in the business, or the user is not
+    an active member there.
+    """
+    p = platform()
+    async with unit_of_work() as tx:
+        app = await apps.get_app(tx, data.appId)
+        issued = await auth.issue_session_token(
+            tx,
+            p.keyring,
+            now=p.now(),
+            issuer=p.config.base_url,
+            app=app,
+            business_id=data.businessId,
+            user_id=data.userId,
+        )
+    p.metrics.session_tokens.labels("admin").inc()
+    return {"sessionToken": issued.token, "expiresAt": issued.expires_at}, 201
 
 
 @blueprint.post("/developer-tokens")

@@ -6,6 +6,7 @@ decision redirects (303) to its registered redirect URI with code (or error) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import urlencode
 
 from quart import Blueprint, Response, redirect, render_template, request
@@ -13,6 +14,7 @@ from quart.typing import ResponseReturnValue
 
 from ledgerport import apps, auth, books
 from ledgerport.errors import DomainError
+from ledgerport.storage import Transaction
 
 from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
 from ._context import platform, unit_of_work
@@ -25,6 +27,82 @@ async def problem_page(message: str, status: int = 400) -> Response:
     response = Response(html, status=status, content_type="text/html; charset=utf-8")
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+async def notice_page(title: str, message: str, status: int = 200) -> Response:
+    html = await render_template("notice.html", title=title, message=message)
+    response = Response(html, status=status, content_type="text/html; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def login_redirect() -> Response:
+    return redirect(f"/login?{urlencode({'next': request.full_path})}", 303)  # type: ignore[return-value]
+
+
+async def consent_businesses(
+    tx: Transaction, app: apps.App, user_id: str
+) -> list[books.Business] | str:
+    """The businesses the user may connect the app to, or the problem to show instead."""
+    businesses = [b for b, _ in await books.businesses_of_user(tx, user_id)]
+    if not app.reviewed:
+        businesses = [b for b in businesses if b.sandbox]
+    if businesses:
+        return businesses
+    if not app.reviewed:
+        return auth.MSG_NOT_REVIEWED
+    return "You are not an active member of any business"
+
+
+async def consent_page(
+    *,
+    action: str,
+    app: apps.App,
+    scopes: Sequence[str],
+    businesses: Sequence[books.Business],
+    hidden: dict[str, str],
+) -> Response:
+    cookies: dict[str, str] = {}
+    html = await render_template(
+        "consent.html",
+        action=action,
+        app_name=app.name,
+        scopes=scopes,
+        businesses=businesses,
+        hidden=hidden,
+        csrf_token=csrf_token(cookies),
+    )
+    response = Response(html, content_type="text/html; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    return apply_cookies(response, cookies)
+
+
+async def install_on_approval(
+    tx: Transaction,
+    *,
+    now: float,
+    app: apps.App,
+    business_id: str,
+    user_id: str,
+    scopes: Sequence[str],
+) -> apps.Installation | Response:
+    """Install the app (or widen its installation) in the business the user picked.
+
+    Answers the problem page when the user may not: not an active member there, or an
+    unreviewed app and a business that is not a sandbox.
+    """
+    membership = await books.get_membership(tx, business_id, user_id)
+    if membership is None or not membership.active:
+        return await problem_page("You are not an active member of that business", 403)
+    business = await books.get_business(tx, business_id)
+    if not app.reviewed and not business.sandbox:
+        return await problem_page(auth.MSG_NOT_REVIEWED)
+    try:
+        return await apps.install(
+            tx, now=now, app_id=app.id, business_id=business_id, user_id=user_id, scopes=scopes
+        )
+    except DomainError as error:
+        return await problem_page(error.rendered)
 
 
 def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:
@@ -46,33 +124,21 @@ async def authorize() -> ResponseReturnValue:
         return await problem_page(problem.message)
     user_id = await current_user_id()
     if user_id is None:
-        return redirect(f"/login?{urlencode({'next': request.full_path})}", 303)
+        return login_redirect()
     async with unit_of_work() as tx:
-        businesses = [b for b, _ in await books.businesses_of_user(tx, user_id)]
-        if not params.app.reviewed:
-            businesses = [b for b in businesses if b.sandbox]
-        if not businesses:
-            return await problem_page(
-                auth.MSG_NOT_REVIEWED
-                if not params.app.reviewed
-                else "You are not an active member of any business"
-            )
+        businesses = await consent_businesses(tx, params.app, user_id)
+        if isinstance(businesses, str):
+            return await problem_page(businesses)
         request_id = await auth.hold_request(
             tx, p.keyring, now=p.now(), user_id=user_id, params=params
         )
-    cookies: dict[str, str] = {}
-    html = await render_template(
-        "consent.html",
+    return await consent_page(
         action="/oauth/authorize",
-        app_name=params.app.name,
+        app=params.app,
         scopes=params.scopes,
         businesses=businesses,
-        request_id=request_id,
-        csrf_token=csrf_token(cookies),
+        hidden={"request_id": request_id},
     )
-    response = Response(html, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    return apply_cookies(response, cookies)
 
 
 @blueprint.post("/oauth/authorize")
@@ -100,24 +166,16 @@ async def decide() -> ResponseReturnValue:
                 params.redirect_uri,
                 {"error": "access_denied", "state": params.state, "iss": issuer},
             )
-        business_id = form.get("business_id", "")
-        membership = await books.get_membership(tx, business_id, user_id)
-        if membership is None or not membership.active:
-            return await problem_page("You are not an active member of that business", 403)
-        business = await books.get_business(tx, business_id)
-        if not params.app.reviewed and not business.sandbox:
-            return await problem_page(auth.MSG_NOT_REVIEWED)
-        try:
-            installation = await apps.install(
-                tx,
-                now=now,
-                app_id=params.app.id,
-                business_id=business_id,
-                user_id=user_id,
-                scopes=params.scopes,
-            )
-        except DomainError as error:
-            return await problem_page(error.rendered)
+        installation = await install_on_approval(
+            tx,
+            now=now,
+            app=params.app,
+            business_id=form.get("business_id", ""),
+            user_id=user_id,
+            scopes=params.scopes,
+        )
+        if isinstance(installation, Response):
+            return installation
         code = await auth.issue_code(
             tx,
             p.keyring,

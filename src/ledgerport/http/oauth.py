@@ -1,4 +1,5 @@
-"""OAuth 2.0 endpoints on the API host: discovery, token, revocation, introspection.
+"""OAuth 2.0 endpoints on the API host: discovery, JWKS, token, revocation, introspection,
+device authorization and dynamic registration.
 
 Errors use the OAuth shape ``{error, error_description?, message}`` (``message`` is deprecated)
 and every answer carries ``Cache-Control: no-store`` and ``Pragma: no-cache``.
@@ -6,14 +7,18 @@ and every answer carries ``Cache-Control: no-store`` and ``Pragma: no-cache``.
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
 
 from quart import Blueprint, Response, current_app, jsonify, request
 from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import HTTPException
 
 from ledgerport import auth, catalog
+from ledgerport.storage import StorageUnavailable
 
 from ._context import client_ip, platform, unit_of_work
 from ._oauth_guard import OAuthGuard
@@ -22,7 +27,13 @@ blueprint = Blueprint("oauth", __name__)
 GUARD_KEY = "ledgerport.oauth_guard"
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
-GRANTS_AVAILABLE = (catalog.GRANT_AUTHORIZATION_CODE, catalog.GRANT_REFRESH_TOKEN)
+GRANTS_AVAILABLE = catalog.GRANT_TYPES
+JSON_MAX_BYTES = 64 * 1024
+"""Largest JSON body of /oauth/register and of a token exchange sent as JSON."""
+JWKS_MAX_AGE = 300
+"""Seconds a verifier may cache the JWKS; a new key is published hours before it signs."""
+
+log = logging.getLogger("ledgerport.oauth")
 
 
 def guard() -> OAuthGuard:
@@ -61,6 +72,22 @@ def oauth_endpoint(
             return await handler()
         except auth.OAuthError as error:
             return oauth_error_response(error)
+        except HTTPException as error:
+            if error.code == 413:
+                return oauth_error_response(auth.OAuthError("invalid_request", "body too large"))
+            return oauth_error_response(auth.OAuthError("invalid_request", "unreadable request"))
+        except (UnicodeDecodeError, RecursionError):
+            return oauth_error_response(auth.OAuthError("invalid_request", "unreadable body"))
+        except StorageUnavailable as error:
+            log.error("storage unavailable: %s", error)
+            return oauth_error_response(
+                auth.OAuthError(
+                    "server_error",
+                    "service temporarily unavailable",
+                    status=503,
+                    headers={"Retry-After": "5"},
+                )
+            )
 
     return wrapper
 
@@ -76,6 +103,44 @@ async def read_form() -> MultiDict[str, str]:
     for key in form:
         if len(form.getlist(key)) > 1 and key != "resource":
             raise auth.OAuthError("invalid_request", f"{key} must be sent once")
+    return form
+
+
+async def read_json_object() -> dict[str, Any]:
+    """A JSON object body of at most JSON_MAX_BYTES; anything else is invalid_request."""
+    if request.mimetype != "application/json":
+        raise auth.OAuthError("invalid_request", "the body must be application/json")
+    length = request.content_length
+    if length is not None and length > JSON_MAX_BYTES:
+        raise auth.OAuthError("invalid_request", f"the body exceeds {JSON_MAX_BYTES} bytes")
+    raw = await request.get_data(as_text=False)
+    if len(raw) > JSON_MAX_BYTES:
+        raise auth.OAuthError("invalid_request", f"the body exceeds {JSON_MAX_BYTES} bytes")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise auth.OAuthError("invalid_request", "the body is not valid JSON") from exc
+    if not isinstance(body, dict):
+        raise auth.OAuthError("invalid_request", "the body must be a JSON object")
+    return body
+
+
+async def read_token_request() -> MultiDict[str, str]:
+    """The token endpoint's parameters: a form, or for token exchange also a JSON object."""
+    if request.mimetype != "application/json":
+        return await read_form()
+    body = await read_json_object()
+    if body.get("grant_type") != catalog.GRANT_TOKEN_EXCHANGE:
+        raise auth.OAuthError(
+            "invalid_request", "a JSON body is accepted for token exchange only; send a form"
+        )
+    form: MultiDict[str, str] = MultiDict()
+    for key, value in body.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise auth.OAuthError("invalid_request", f"{key} must be a string")
+        form.add(key, value)
     return form
 
 
@@ -135,6 +200,9 @@ async def discovery() -> Response:
             "token_endpoint": f"{base}/oauth/token",
             "revocation_endpoint": f"{base}/oauth/revoke",
             "introspection_endpoint": f"{base}/oauth/introspect",
+            "device_authorization_endpoint": f"{base}/oauth/device/authorize",
+            "registration_endpoint": f"{base}/oauth/register",
+            "jwks_uri": f"{base}/.well-known/jwks.json",
             "api_base_url": base,
             "scopes_supported": list(catalog.SCOPES),
             "response_types_supported": ["code"],
@@ -146,6 +214,17 @@ async def discovery() -> Response:
             "authorization_response_iss_parameter_supported": True,
         }
     )
+
+
+@blueprint.get("/.well-known/jwks.json")
+async def jwks() -> Response:
+    """Public keys (RFC 7517) that verify session tokens, including the next and retired ones."""
+    p = platform()
+    async with unit_of_work() as tx:
+        keys = await auth.published_keys(tx, now=p.now())
+    response = jsonify(auth.jwks(keys))
+    response.headers["Cache-Control"] = f"public, max-age={JWKS_MAX_AGE}"
+    return response
 
 
 def _required(form: MultiDict[str, str], name: str) -> str:
@@ -162,50 +241,107 @@ def _resource(form: MultiDict[str, str]) -> str | None:
         raise auth.OAuthError("invalid_target", str(exc)) from exc
 
 
+def _scopes(form: MultiDict[str, str]) -> tuple[str, ...] | None:
+    value = form.get("scope")
+    if value is None:
+        return None
+    scopes = tuple(dict.fromkeys(value.split()))
+    if not scopes:
+        raise auth.OAuthError("invalid_scope", "scope must name at least one scope")
+    return scopes
+
+
+async def _token_exchange(
+    form: MultiDict[str, str], app: Any, credentials: auth.ClientCredentials
+) -> auth.Outcome:
+    if app.type != "CONFIDENTIAL":
+        raise auth.InvalidClient(
+            "token exchange is for confidential clients only", basic=credentials.basic
+        )
+    subject_token = _required(form, "subject_token")
+    subject_type = _required(form, "subject_token_type")
+    if subject_type not in catalog.SUBJECT_TOKEN_TYPES:
+        raise auth.OAuthError(
+            "invalid_request", f"subject_token_type must be {catalog.TOKEN_TYPE_JWT}"
+        )
+    requested = form.get("requested_token_type")
+    if requested is not None and requested != catalog.TOKEN_TYPE_ACCESS:
+        raise auth.OAuthError(
+            "invalid_request", f"requested_token_type must be {catalog.TOKEN_TYPE_ACCESS}"
+        )
+    resource, scopes = _resource(form), _scopes(form)
+    p = platform()
+    async with unit_of_work() as tx:
+        return await auth.exchange_session_token(
+            tx,
+            p.keyring,
+            now=p.now(),
+            issuer=p.config.base_url,
+            app=app,
+            subject_token=subject_token,
+            scopes=scopes,
+            resource=resource,
+        )
+
+
 @blueprint.post("/oauth/token")
 @oauth_endpoint
 async def token() -> Response:
-    """Token endpoint: authorization_code and refresh_token grants."""
+    """Token endpoint: authorization_code, refresh_token, device_code and token-exchange."""
     grant_type = "unknown"
     metrics = platform().metrics
     try:
-        form = await read_form()
+        form = await read_token_request()
         grant_type = form.get("grant_type") or "missing"
         if grant_type == "missing":
             raise auth.OAuthError("invalid_request", "grant_type is required")
-        _, app = await authenticated_client("token", form)
+        credentials, app = await authenticated_client("token", form)
         if grant_type not in GRANTS_AVAILABLE:
             grant_type = "unsupported"
             raise auth.OAuthError("unsupported_grant_type", "grant_type is not supported")
-        resource = _resource(form)
         p = platform()
-        async with unit_of_work() as tx:
-            if grant_type == catalog.GRANT_AUTHORIZATION_CODE:
-                outcome = await auth.redeem_code(
-                    tx,
-                    p.keyring,
-                    now=p.now(),
-                    app=app,
-                    code=_required(form, "code"),
-                    redirect_uri=_required(form, "redirect_uri"),
-                    code_verifier=form.get("code_verifier") or None,
-                    resource=resource,
-                )
-            else:
-                outcome = await auth.rotate_refresh_token(
-                    tx,
-                    p.keyring,
-                    now=p.now(),
-                    app=app,
-                    refresh_token=_required(form, "refresh_token"),
-                    resource=resource,
-                )
+        if grant_type == catalog.GRANT_TOKEN_EXCHANGE:
+            outcome = await _token_exchange(form, app, credentials)
+        else:
+            resource = _resource(form)
+            async with unit_of_work() as tx:
+                if grant_type == catalog.GRANT_AUTHORIZATION_CODE:
+                    outcome = await auth.redeem_code(
+                        tx,
+                        p.keyring,
+                        now=p.now(),
+                        app=app,
+                        code=_required(form, "code"),
+                        redirect_uri=_required(form, "redirect_uri"),
+                        code_verifier=form.get("code_verifier") or None,
+                        resource=resource,
+                    )
+                elif grant_type == catalog.GRANT_REFRESH_TOKEN:
+                    outcome = await auth.rotate_refresh_token(
+                        tx,
+                        p.keyring,
+                        now=p.now(),
+                        app=app,
+                        refresh_token=_required(form, "refresh_token"),
+                        resource=resource,
+                    )
+                else:
+                    outcome = await auth.poll_device_code(
+                        tx,
+                        p.keyring,
+                        now=p.now(),
+                        app=app,
+                        device_code=_required(form, "device_code"),
+                    )
         pair = outcome.unwrap()
     except auth.OAuthError as error:
         metrics.oauth_grants.labels(grant_type[:64], error.error).inc()
         raise
     metrics.oauth_grants.labels(grant_type, "ok").inc()
-    return oauth_response(pair.response())
+    body = pair.response()
+    if grant_type == catalog.GRANT_TOKEN_EXCHANGE:
+        body["issued_token_type"] = catalog.TOKEN_TYPE_ACCESS
+    return oauth_response(body)
 
 
 @blueprint.post("/oauth/revoke")
@@ -248,3 +384,46 @@ async def introspect() -> Response:
             hint=form.get("token_type_hint"),
         )
     return oauth_response(answer)
+
+
+@blueprint.post("/oauth/device/authorize")
+@oauth_endpoint
+async def device_authorize() -> Response:
+    """RFC 8628 device authorization: a device code to poll and a user code to enter."""
+    form = await read_form()
+    _, app = await authenticated_client("device", form)
+    scopes = _scopes(form)
+    if scopes is None:
+        raise auth.OAuthError("invalid_request", "scope is required")
+    unregistered = [s for s in scopes if s not in app.scopes]
+    if unregistered:
+        raise auth.OAuthError(
+            "invalid_scope", f"scope not registered for this client: {unregistered[0]}"
+        )
+    resource = _resource(form)
+    p = platform()
+    async with unit_of_work() as tx:
+        authorization = await auth.start_device_authorization(
+            tx,
+            p.keyring,
+            now=p.now(),
+            app=app,
+            scopes=[s for s in catalog.SCOPES if s in scopes],
+            resource=resource,
+        )
+    return oauth_response(authorization.response(f"{p.config.auth_url}/device"))
+
+
+@blueprint.post("/oauth/register")
+@oauth_endpoint
+async def register() -> Response:
+    """RFC 7591 open registration: an unreviewed app, limited to sandbox businesses."""
+    guard().registration(client_ip())
+    metadata = await read_json_object()
+    p = platform()
+    async with unit_of_work() as tx:
+        answer = await auth.register_client(tx, p.keyring, now=p.now(), metadata=metadata)
+    p.metrics.client_registrations.labels(
+        "PUBLIC" if answer["token_endpoint_auth_method"] == "none" else "CONFIDENTIAL"
+    ).inc()
+    return oauth_response(answer, 201)

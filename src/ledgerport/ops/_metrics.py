@@ -63,6 +63,24 @@ class Metrics:
             ["limit"],
             registry=self.registry,
         )
+        self.session_tokens = Counter(
+            "ledgerport_session_tokens_issued_total",
+            "Session tokens issued, by source (bridge: a signed-in user; admin: operator API).",
+            ["source"],
+            registry=self.registry,
+        )
+        self.device_decisions = Counter(
+            "ledgerport_device_decisions_total",
+            "Decisions on the device verification page (approve, deny, wrong_code).",
+            ["decision"],
+            registry=self.registry,
+        )
+        self.client_registrations = Counter(
+            "ledgerport_client_registrations_total",
+            "Clients registered at /oauth/register, by type.",
+            ["type"],
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -123,6 +123,16 @@ def _current_version(conn: sqlite3.Connection) -> int:
 
 
 def _migrate(conn: sqlite3.Connection) -> list[int]:
+    # SQLite's procedure for rebuilding a table: foreign keys off (it cannot change inside a
+    # transaction), the rebuild, then a foreign_key_check before the commit.
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        return _migrate_unchecked(conn)
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _migrate_unchecked(conn: sqlite3.Connection) -> list[int]:
     applied: list[int] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -142,6 +152,9 @@ def _migrate(conn: sqlite3.Connection) -> list[int]:
                 (migration.version, migration.name),
             )
             applied.append(migration.version)
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise MigrationError(f"sqlite migration left {len(broken)} dangling references")
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
         conn.execute("ROLLBACK")

@@ -1,0 +1,150 @@
+"""Open dynamic client registration (RFC 7591).
+
+A registered client is an unreviewed app (sandbox businesses only until reviewed) that no
+developer owns. ``token_endpoint_auth_method: "none"`` makes a PUBLIC client, any other method
+(default ``client_secret_basic``) a CONFIDENTIAL one with a secret shown once; ``scope`` sets the
+registered scopes (default ``profile:read``). Redirect URI problems answer
+``invalid_redirect_uri``, every other metadata problem ``invalid_client_metadata``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from ledgerport import catalog
+from ledgerport.apps import create_app, redirect_uri_problems
+from ledgerport.keys import Keyring
+from ledgerport.storage import Transaction
+
+from ._oauth_errors import OAuthError
+
+DEFAULT_SCOPE = "profile:read"
+DEFAULT_AUTH_METHOD = "client_secret_basic"
+DEFAULT_CLIENT_NAME = "Unnamed app"
+_NAME_MAX = 200
+_CONTACTS_MAX = 10
+_URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri")
+_RESPONSE_TYPES = ("code",)
+
+
+def _metadata_error(description: str) -> OAuthError:
+    return OAuthError("invalid_client_metadata", description)
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
+
+
+def _string_list(metadata: dict[str, Any], field: str, default: list[str]) -> list[str]:
+    value = metadata.get(field, default)
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _metadata_error(f"{field} must be a list of strings")
+    return list(dict.fromkeys(value))
+
+
+def _optional_uri(metadata: dict[str, Any], field: str) -> str | None:
+    value = metadata.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > catalog.URI_MAX_LENGTH:
+        raise _metadata_error(f"{field} must be a URI of at most {catalog.URI_MAX_LENGTH} chars")
+    parts = urlsplit(value)
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise _metadata_error(f"{field} must be an absolute http(s) URI")
+    return value
+
+
+def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The registered metadata, normalized; raises OAuthError for what RFC 7591 refuses."""
+    uris = metadata.get("redirect_uris")
+    problems = redirect_uri_problems(uris)
+    if problems:
+        raise OAuthError(
+            "invalid_redirect_uri", "; ".join(problems).replace("redirectUris", "redirect_uris")
+        )
+    assert isinstance(uris, list)
+    bad_strings = [key for key, value in metadata.items() if _has_nul(value)]
+    if bad_strings:
+        raise _metadata_error(f"{bad_strings[0]} must not contain NUL characters")
+
+    method = metadata.get("token_endpoint_auth_method", DEFAULT_AUTH_METHOD)
+    if method not in catalog.TOKEN_ENDPOINT_AUTH_METHODS:
+        methods = ", ".join(catalog.TOKEN_ENDPOINT_AUTH_METHODS)
+        raise _metadata_error(f"token_endpoint_auth_method must be one of {methods}")
+
+    scope = metadata.get("scope", DEFAULT_SCOPE)
+    if not isinstance(scope, str):
+        raise _metadata_error("scope must be a space-separated string")
+    scopes = list(dict.fromkeys(scope.split()))
+    if not scopes:
+        raise _metadata_error("scope must name at least one scope")
+    unknown = [s for s in scopes if not catalog.is_scope(s)]
+    if unknown:
+        raise _metadata_error(f"scope names an unknown scope: {unknown[0]}")
+
+    name = metadata.get("client_name", DEFAULT_CLIENT_NAME)
+    if not isinstance(name, str) or not name.strip() or len(name) > _NAME_MAX:
+        raise _metadata_error(f"client_name must be a non-empty string of at most {_NAME_MAX}")
+
+    grant_types = _string_list(
+        metadata, "grant_types", [catalog.GRANT_AUTHORIZATION_CODE, catalog.GRANT_REFRESH_TOKEN]
+    )
+    unsupported = [g for g in grant_types if g not in catalog.GRANT_TYPES]
+    if unsupported:
+        raise _metadata_error(f"grant_types names an unsupported grant: {unsupported[0]}")
+    if method == "none" and catalog.GRANT_TOKEN_EXCHANGE in grant_types:
+        raise _metadata_error("token exchange is for confidential clients only")
+    response_types = _string_list(metadata, "response_types", list(_RESPONSE_TYPES))
+    if any(r not in _RESPONSE_TYPES for r in response_types):
+        raise _metadata_error("response_types supports code only")
+
+    contacts = _string_list(metadata, "contacts", [])
+    if len(contacts) > _CONTACTS_MAX:
+        raise _metadata_error(f"contacts may hold at most {_CONTACTS_MAX} addresses")
+
+    registered: dict[str, Any] = {
+        "redirect_uris": list(uris),
+        "client_name": name.strip(),
+        "token_endpoint_auth_method": method,
+        "grant_types": grant_types,
+        "response_types": response_types,
+        "scope": " ".join(s for s in catalog.SCOPES if s in scopes),
+    }
+    if contacts:
+        registered["contacts"] = contacts
+    for field in _URI_FIELDS:
+        uri = _optional_uri(metadata, field)
+        if uri is not None:
+            registered[field] = uri
+    return registered
+
+
+async def register_client(
+    tx: Transaction, keyring: Keyring, *, now: float, metadata: dict[str, Any]
+) -> dict[str, Any]:
+    """Register the client; answers RFC 7591's client information response."""
+    registered = check_client_metadata(metadata)
+    app, secret = await create_app(
+        tx,
+        keyring,
+        now=now,
+        name=registered["client_name"],
+        type="PUBLIC" if registered["token_endpoint_auth_method"] == "none" else "CONFIDENTIAL",
+        redirect_uris=registered["redirect_uris"],
+        scopes=registered["scope"].split(),
+        developer_user_id=None,
+        reviewed=False,
+        app_url=registered.get("client_uri"),
+        registration=registered,
+    )
+    response: dict[str, Any] = {"client_id": app.client_id, "client_id_issued_at": int(now)}
+    if secret is not None:
+        response["client_secret"] = secret
+        response["client_secret_expires_at"] = 0
+    response.update(registered)
+    return response
