@@ -2,8 +2,8 @@
 
 Raw tokens are 256 random bits with a kind prefix (``lp_at_``, ``lp_rt_``, ...) so secret scanners
 recognise them; only their HMAC-SHA256 under a key derived from the root key is stored. Secrets
-the service must read back (webhook signing secrets) are encrypted with AES-GCM under another
-derived key.
+the service must read back (webhook signing secrets, session-token signing keys) are encrypted
+with AES-GCM under another derived key.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ class Keyring:
         self._hash_key = _derive(root, b"ledgerport token hash v1")
         self._aead = AESGCM(_derive(root, b"ledgerport encryption v1"))
         self.csrf_key = _derive(root, b"ledgerport csrf v1")
-        self.signing_seed = _derive(root, b"ledgerport signing-key wrap v1")
 
     def hash_token(self, raw: str) -> str:
         """Keyed hash of a token or secret: what is stored and looked up."""

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
+from urllib.parse import urlsplit
 
 from ledgerport import catalog
 from ledgerport.books import get_business, get_membership, get_user, record_event
@@ -15,7 +16,7 @@ from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Row, Transaction
 
-from ._uris import redirect_uri_problems
+from ._uris import is_loopback_host, redirect_uri_problems
 
 AppType = Literal["CONFIDENTIAL", "PUBLIC"]
 AppStatus = Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
@@ -138,6 +139,22 @@ def _scope_problems(scopes: Sequence[str], field: str) -> list[str]:
     return [f"{field} contains unknown scope {s}" for s in scopes if not catalog.is_scope(s)]
 
 
+def _app_url_problem(url: str) -> str | None:
+    """The App URL frames the app's embedded pages: an absolute https URL (http on loopback)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return "must be an absolute URL"
+    if not host or parts.scheme not in ("https", "http"):
+        return "must be an absolute https URL"
+    if parts.scheme == "http" and not is_loopback_host(host):
+        return "must use https (http only on a loopback address)"
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        return "must not contain spaces or control characters"
+    return None
+
+
 async def create_app(
     tx: Transaction,
     keyring: Keyring,
@@ -162,6 +179,8 @@ async def create_app(
         problems.append("type must be CONFIDENTIAL or PUBLIC")
     if not name.strip():
         problems.append("name must not be empty")
+    if app_url is not None and _app_url_problem(app_url):
+        problems.append(f"appUrl {_app_url_problem(app_url)}")
     if problems:
         raise InvalidInput(problems)
     if developer_user_id is not None:

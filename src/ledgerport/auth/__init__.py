@@ -57,6 +57,7 @@ from ._session_tokens import SIGNING_ALGORITHM as SIGNING_ALGORITHM
 from ._session_tokens import NoActiveInstallation as NoActiveInstallation
 from ._session_tokens import SessionToken as SessionToken
 from ._session_tokens import SigningKey as SigningKey
+from ._session_tokens import check_embedded_access as check_embedded_access
 from ._session_tokens import exchange_session_token as exchange_session_token
 from ._session_tokens import issue_session_token as issue_session_token
 from ._session_tokens import jwks as jwks

@@ -160,7 +160,13 @@ async def deny_device_request(
 
 
 async def poll_device_code(
-    tx: Transaction, keyring: Keyring, *, now: float, app: App, device_code: str
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    app: App,
+    device_code: str,
+    resource: str | None = None,
 ) -> Outcome:
     """One poll at the token endpoint. Errors that change state come back in the Outcome."""
     code_hash = keyring.hash_token(device_code)
@@ -200,6 +206,10 @@ async def poll_device_code(
     )
     if state != "ACTIVE":
         return Outcome(error=invalid_grant())
+    if resource is not None and row["resource"] is not None and resource != row["resource"]:
+        return Outcome(
+            error=OAuthError("invalid_target", "resource differs from the device authorization")
+        )
     claimed = await tx.execute(
         "UPDATE device_codes SET status = 'consumed' WHERE code_hash = $1 AND status = 'approved'",
         code_hash,

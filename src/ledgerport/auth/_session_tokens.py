@@ -160,6 +160,25 @@ class SessionToken:
     expires_at: int
 
 
+async def check_embedded_access(
+    tx: Transaction, *, app: App, business_id: str, user_id: str
+) -> None:
+    """May the user view the app embedded in the business? Raises the reason when not.
+
+    NotFound for an unknown business or user; Conflict when the app is stopped, has no ACTIVE
+    installation there, or the user is not an active member.
+    """
+    await get_business(tx, business_id)
+    await get_user(tx, user_id)
+    if not app.active:
+        raise AppNotActive(app.id)
+    if await active_installation(tx, app.id, business_id) is None:
+        raise NoActiveInstallation(app.id, business_id)
+    membership = await get_membership(tx, business_id, user_id)
+    if membership is None or not membership.active:
+        raise NotAMember(user_id, business_id)
+
+
 async def issue_session_token(
     tx: Transaction,
     keyring: Keyring,
@@ -172,18 +191,9 @@ async def issue_session_token(
 ) -> SessionToken:
     """A session token for an active member viewing an app ACTIVE-installed in the business.
 
-    Raises NotFound for an unknown business or user, and Conflict when the app is stopped, has
-    no ACTIVE installation there, or the user is not an active member.
+    Raises as :func:`check_embedded_access` does when the user may not view the app there.
     """
-    await get_business(tx, business_id)
-    await get_user(tx, user_id)
-    if not app.active:
-        raise AppNotActive(app.id)
-    if await active_installation(tx, app.id, business_id) is None:
-        raise NoActiveInstallation(app.id, business_id)
-    membership = await get_membership(tx, business_id, user_id)
-    if membership is None or not membership.active:
-        raise NotAMember(user_id, business_id)
+    await check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
     private_key = await _signing_private_key(tx, keyring, now=now)
     issued_at = int(now)
     expires_at = issued_at + catalog.SESSION_TOKEN_TTL

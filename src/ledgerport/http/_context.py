@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import cast
+from typing import TypeVar, cast
 
 from quart import current_app, request
 
@@ -14,9 +14,20 @@ from ledgerport.storage import Transaction
 
 PLATFORM_KEY = "ledgerport.platform"
 
+_T = TypeVar("_T")
+
 
 def platform() -> Platform:
     return cast(Platform, current_app.extensions[PLATFORM_KEY])
+
+
+def app_state(kind: type[_T], build: Callable[[], _T]) -> _T:
+    """The application's one ``kind`` object (limits, lockouts), built on first use."""
+    key = f"ledgerport.{kind.__qualname__}"
+    existing = current_app.extensions.get(key)
+    if existing is None:
+        existing = current_app.extensions[key] = build()
+    return cast(_T, existing)
 
 
 @asynccontextmanager

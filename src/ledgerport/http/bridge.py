@@ -1,23 +1,68 @@
-"""The app bridge on the application host: session tokens for embedded app pages.
+"""The app bridge on the application host: embedded app pages and their session tokens.
 
-The service's page that frames an embedded app fetches a session token here with the signed-in
-user's cookie and hands it to the app's frame. The answer is same-origin JSON (no CORS), never
-cached, and only for an app ACTIVE-installed in a business where the user is an active member.
+``GET /apps/<app_id>?business_id=`` frames the app's URL for a signed-in member; its script
+(``static/bridge.js``) fetches a session token from ``GET /bridge/session-token`` with the user's
+cookie whenever the frame asks, and posts it to the frame's origin only. The token answer is
+same-origin JSON (no CORS), never cached, and only for an app ACTIVE-installed in a business
+where the user is an active member.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
-from quart import Blueprint, request
+from quart import Blueprint, Response, render_template, request
+from quart.typing import ResponseReturnValue
 
 from ledgerport import apps, auth
+from ledgerport.errors import DomainError
 
 from ._browser import current_user_id
 from ._context import platform, unit_of_work
 from ._errors import ApiError
+from .authorize import login_redirect, problem_page
 
-blueprint = Blueprint("bridge", __name__)
+blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
+
+
+def _embedded_csp(app_origin: str) -> str:
+    return (
+        "default-src 'none'; script-src 'self'; connect-src 'self'; "
+        f"frame-src {app_origin}; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    )
+
+
+@blueprint.get("/apps/<app_id>")
+async def embedded_app(app_id: str) -> ResponseReturnValue:
+    """The page that frames an installed app's URL for a member of ``business_id``."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    business_id = request.args.get("business_id", "")
+    try:
+        async with unit_of_work() as tx:
+            app = await apps.get_app(tx, app_id)
+            await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
+    except DomainError as error:
+        return await problem_page(error.rendered, error.status)
+    parts = urlsplit(app.app_url or "")
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        return await problem_page("This app has no page to show", 404)
+    app_origin = f"{parts.scheme}://{parts.netloc}"
+    html = await render_template(
+        "embedded.html",
+        app_name=app.name,
+        app_url=app.app_url,
+        app_origin=app_origin,
+        app_id=app.id,
+        business_id=business_id,
+    )
+    response = Response(html, content_type="text/html; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Content-Security-Policy"] = _embedded_csp(app_origin)
+    return response
 
 
 @blueprint.get("/bridge/session-token")

@@ -13,18 +13,17 @@ from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
 
-from quart import Blueprint, Response, current_app, jsonify, request
+from quart import Blueprint, Response, jsonify, request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 
 from ledgerport import auth, catalog
 from ledgerport.storage import StorageUnavailable
 
-from ._context import client_ip, platform, unit_of_work
+from ._context import app_state, client_ip, platform, unit_of_work
 from ._oauth_guard import OAuthGuard
 
 blueprint = Blueprint("oauth", __name__)
-GUARD_KEY = "ledgerport.oauth_guard"
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 GRANTS_AVAILABLE = catalog.GRANT_TYPES
@@ -37,12 +36,7 @@ log = logging.getLogger("ledgerport.oauth")
 
 
 def guard() -> OAuthGuard:
-    existing = current_app.extensions.get(GUARD_KEY)
-    if existing is None:
-        p = platform()
-        existing = current_app.extensions[GUARD_KEY] = OAuthGuard(p.clock, p.metrics)
-    assert isinstance(existing, OAuthGuard)
-    return existing
+    return app_state(OAuthGuard, lambda: OAuthGuard(platform().clock, platform().metrics))
 
 
 def oauth_response(
@@ -332,6 +326,7 @@ async def token() -> Response:
                         now=p.now(),
                         app=app,
                         device_code=_required(form, "device_code"),
+                        resource=resource,
                     )
         pair = outcome.unwrap()
     except auth.OAuthError as error:

@@ -6,19 +6,18 @@ from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
-from quart import current_app, g, request
+from quart import g, request
 
 from ledgerport import auth, books, catalog
 from ledgerport.clock import Clock
 
-from .._context import client_ip, platform, unit_of_work
+from .._context import app_state, client_ip, platform, unit_of_work
 from .._errors import ApiError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 _BEARER_CHALLENGE = 'Bearer realm="ledgerport"'
-_GUARD_KEY = "ledgerport.api_guard"
 
 
 class ApiGuard:
@@ -34,11 +33,7 @@ class ApiGuard:
 
 
 def _guard() -> ApiGuard:
-    existing = current_app.extensions.get(_GUARD_KEY)
-    if existing is None:
-        existing = current_app.extensions[_GUARD_KEY] = ApiGuard(platform().clock)
-    assert isinstance(existing, ApiGuard)
-    return existing
+    return app_state(ApiGuard, lambda: ApiGuard(platform().clock))
 
 
 def _rate_limited(name: str, wait: int) -> ApiError:
