@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from ledgerport.storage import MigrationError, Store, load_migrations, open_postgres
+from ledgerport.storage import (
+    MigrationError,
+    StorageError,
+    Store,
+    load_migrations,
+    open_postgres,
+    open_sqlite,
+)
 from ledgerport.storage._migrations import Migration
 
 TIMEOUT = 30
@@ -330,3 +337,105 @@ INSERT INTO a (id) VALUES ('x;y');
 def test_unterminated_statement_is_a_migration_error() -> None:
     with pytest.raises(MigrationError, match="0001_example"):
         _split("CREATE TABLE a (id TEXT);\nCREATE TABLE b (\n    id TEXT\n)\n")
+
+
+async def _migrate_up_to(store: Store, version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    kind = _migrations_kind(store)
+    backend = "_sqlite" if store.kind == "sqlite" else "_postgres"
+    first = [m for m in load_migrations(kind) if m.version <= version]
+    with monkeypatch.context() as patch:
+        patch.setattr(f"ledgerport.storage.{backend}.load_migrations", lambda kind: first)
+        await store.migrate()
+
+
+async def _seed_app_and_installation(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.execute(
+            "INSERT INTO users (id, email, password_hash, name, created_at)"
+            " VALUES ('usr_1', 'dev@example.com', 'x', NULL, 1)"
+        )
+        await tx.execute(
+            "INSERT INTO businesses (id, name, sandbox, plan, invoice_limit, created_at)"
+            " VALUES ('bus_1', 'Acme', false, 'paid', NULL, 1)"
+        )
+        await tx.execute(
+            "INSERT INTO apps (id, client_id, name, type, client_secret_hash, redirect_uris,"
+            " scopes, developer_user_id, reviewed, status, app_url, pinned_version, created_at)"
+            " VALUES ('app_1', 'cid_1', 'Sync', 'PUBLIC', NULL, '[]', '[]', 'usr_1', true,"
+            " 'ACTIVE', 'https://sync.example', '2026-09-22', 1)"
+        )
+        await tx.execute(
+            "INSERT INTO installations (id, app_id, business_id, user_id, scopes, state,"
+            " created_at, updated_at) VALUES ('ins_1', 'app_1', 'bus_1', 'usr_1', '[]',"
+            " 'ACTIVE', 1, 1)"
+        )
+
+
+async def test_grants_migration_keeps_existing_apps_and_their_references(
+    empty_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        await _migrate_up_to(empty_store, 2, monkeypatch)
+        await _seed_app_and_installation(empty_store)
+
+        await empty_store.migrate()
+
+        async with empty_store.transaction() as tx:
+            app = await tx.fetchrow("SELECT * FROM apps WHERE id = 'app_1'")
+            installation_app = await tx.fetchval(
+                "SELECT a.client_id FROM installations i JOIN apps a ON a.id = i.app_id"
+            )
+    assert app is not None
+    assert (app["client_id"], app["app_url"], app["pinned_version"]) == (
+        "cid_1",
+        "https://sync.example",
+        "2026-09-22",
+    )
+    assert app["registration"] is None
+    assert installation_app == "cid_1"
+
+
+async def test_apps_may_have_no_developer_after_the_grants_migration(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.execute(
+            "INSERT INTO apps (id, client_id, name, type, redirect_uris, scopes, reviewed,"
+            " status, created_at) VALUES ('app_2', 'cid_2', 'Registered', 'PUBLIC', '[]', '[]',"
+            " false, 'ACTIVE', 1)"
+        )
+        developer = await tx.fetchval("SELECT developer_user_id FROM apps WHERE id = 'app_2'")
+    assert developer is None
+
+
+async def test_foreign_keys_still_hold_on_rebuilt_apps(store: Store) -> None:
+    with pytest.raises(StorageError):
+        async with store.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO apps (id, client_id, name, type, redirect_uris, scopes,"
+                " developer_user_id, reviewed, status, created_at) VALUES ('app_3', 'cid_3',"
+                " 'Orphan', 'PUBLIC', '[]', '[]', 'usr_missing', false, 'ACTIVE', 1)"
+            )
+
+
+async def test_sqlite_migration_leaving_a_dangling_reference_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dangling = Migration(
+        9999,
+        "dangling",
+        "INSERT INTO installations (id, app_id, business_id, user_id, scopes, state,"
+        " created_at, updated_at) VALUES ('ins_x', 'app_x', 'bus_x', 'usr_x', '[]', 'ACTIVE',"
+        " 1, 1);\n",
+    )
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(str(tmp_path / "dangling.db")) as store:
+            await store.migrate()
+            monkeypatch.setattr(
+                "ledgerport.storage._sqlite.load_migrations",
+                lambda kind: [*load_migrations("sqlite"), dangling],
+            )
+            with pytest.raises(MigrationError, match="dangling references"):
+                await store.migrate()
+            assert await store.schema_version() == len(load_migrations("sqlite"))
+            async with store.transaction() as tx:
+                count = await tx.fetchval("SELECT COUNT(*) FROM installations")
+    assert count == 0
