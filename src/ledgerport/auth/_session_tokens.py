@@ -297,20 +297,26 @@ async def exchange_session_token(
     subject_token: str,
     scopes: Sequence[str] | None,
     resource: str | None,
+    request_error: OAuthError | None = None,
 ) -> Outcome:
     """RFC 8693: a session token for a fresh token family of (viewing user, business, app).
 
-    Every failure after client authentication is ``invalid_grant`` without a description. The jti
-    of a token whose signature verifies is spent in the caller's transaction, which the caller
-    commits even when the exchange fails (the error comes back in the Outcome).
+    Every failure after client authentication is ``invalid_grant`` without a description, except
+    ``request_error`` (a malformed request, answered as such). The jti of a token whose signature
+    verifies is spent in the caller's transaction whatever the outcome, also when the request
+    was malformed: the caller commits before raising the Outcome's error, so retrying the same
+    token never succeeds.
     """
     claims = _verified_claims(subject_token, await published_keys(tx, now=now))
-    if claims is None:
-        return Outcome(error=invalid_grant())
-    jti = claims.get("jti")
-    if not isinstance(jti, str) or not jti or len(jti) > _JTI_MAX_LENGTH:
-        return Outcome(error=invalid_grant())
-    if not await _spend(tx, now=now, app=app, jti=jti, expires=_number(claims.get("exp"))):
+    spent = False
+    if claims is not None:
+        jti = claims.get("jti")
+        if isinstance(jti, str) and 0 < len(jti) <= _JTI_MAX_LENGTH:
+            expires = _number(claims.get("exp"))
+            spent = await _spend(tx, now=now, app=app, jti=jti, expires=expires)
+    if request_error is not None:
+        return Outcome(error=request_error)
+    if claims is None or not spent:
         return Outcome(error=invalid_grant())
     if _claims_problem(claims, now=now, issuer=issuer, app=app):
         return Outcome(error=invalid_grant())

@@ -17,7 +17,7 @@ from quart import Blueprint, Response, jsonify, request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 
-from ledgerport import auth, catalog
+from ledgerport import apps, auth, catalog
 from ledgerport.storage import StorageUnavailable
 
 from ._context import app_state, client_ip, platform, unit_of_work
@@ -148,7 +148,7 @@ async def authenticated_client(
     *,
     allow_body: bool = True,
     allow_inactive: bool = False,
-) -> tuple[auth.ClientCredentials, Any]:
+) -> tuple[auth.ClientCredentials, apps.App]:
     """Authenticate the caller with the lockout and the limits around it."""
     ip = client_ip()
     g = guard()
@@ -246,24 +246,29 @@ def _scopes(form: MultiDict[str, str]) -> tuple[str, ...] | None:
 
 
 async def _token_exchange(
-    form: MultiDict[str, str], app: Any, credentials: auth.ClientCredentials
+    form: MultiDict[str, str], app: apps.App, credentials: auth.ClientCredentials
 ) -> auth.Outcome:
     if app.type != "CONFIDENTIAL":
         raise auth.InvalidClient(
             "token exchange is for confidential clients only", basic=credentials.basic
         )
     subject_token = _required(form, "subject_token")
-    subject_type = _required(form, "subject_token_type")
-    if subject_type not in catalog.SUBJECT_TOKEN_TYPES:
-        raise auth.OAuthError(
-            "invalid_request", f"subject_token_type must be {catalog.TOKEN_TYPE_JWT}"
-        )
-    requested = form.get("requested_token_type")
-    if requested is not None and requested != catalog.TOKEN_TYPE_ACCESS:
-        raise auth.OAuthError(
-            "invalid_request", f"requested_token_type must be {catalog.TOKEN_TYPE_ACCESS}"
-        )
-    resource, scopes = _resource(form), _scopes(form)
+    try:
+        subject_type = _required(form, "subject_token_type")
+        if subject_type not in catalog.SUBJECT_TOKEN_TYPES:
+            raise auth.OAuthError(
+                "invalid_request", f"subject_token_type must be {catalog.TOKEN_TYPE_JWT}"
+            )
+        requested = form.get("requested_token_type")
+        if requested is not None and requested != catalog.TOKEN_TYPE_ACCESS:
+            raise auth.OAuthError(
+                "invalid_request", f"requested_token_type must be {catalog.TOKEN_TYPE_ACCESS}"
+            )
+        resource, scopes = _resource(form), _scopes(form)
+        request_error = None
+    except auth.OAuthError as error:
+        # The session token is spent all the same: retrying one is never valid.
+        resource, scopes, request_error = None, None, error
     p = platform()
     async with unit_of_work() as tx:
         return await auth.exchange_session_token(
@@ -275,6 +280,7 @@ async def _token_exchange(
             subject_token=subject_token,
             scopes=scopes,
             resource=resource,
+            request_error=request_error,
         )
 
 
