@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 import trio
 import trio_asyncio
+from argon2 import PasswordHasher
 
 from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
@@ -63,6 +64,17 @@ async def _create_database() -> str:
 async def _drop_database(name: str) -> None:
     with trio.CancelScope(shield=True):
         await _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(autouse=True)
+def quick_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cheap Argon2 parameters for the users tests create and sign in (the production profile
+    costs about 0.4 s a hash); a hash carries its parameters, so verification follows them.
+    Served processes (tests/e2e) keep the production profile."""
+    monkeypatch.setattr(
+        "ledgerport.auth._passwords._hasher",
+        PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1),
+    )
 
 
 @pytest.fixture

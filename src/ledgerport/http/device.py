@@ -46,6 +46,14 @@ async def _code_form(
     return apply_cookies(response, cookies)
 
 
+async def _too_many_codes(entered: str, wait: int) -> Response:
+    response = await _code_form(
+        entered, error=f"Too many wrong codes. Try again in {wait} seconds.", status=429
+    )
+    response.headers["Retry-After"] = str(wait)
+    return response
+
+
 @blueprint.get("/device")
 async def device_form() -> ResponseReturnValue:
     """The code entry form; ``user_code`` in the query (verification_uri_complete) pre-fills it."""
@@ -69,13 +77,7 @@ async def device_submit() -> ResponseReturnValue:
     ip = client_ip()
     wait = guard().user_code_wait(ip, user_id)
     if wait is not None:
-        response = await _code_form(
-            entered,
-            error=f"Too many wrong codes. Try again in {wait} seconds.",
-            status=429,
-        )
-        response.headers["Retry-After"] = str(wait)
-        return response
+        return await _too_many_codes(entered, wait)
     p = platform()
     async with unit_of_work() as tx:
         found = await auth.find_pending_device_request(
@@ -106,6 +108,10 @@ async def device_decision() -> ResponseReturnValue:
     user_id = await current_user_id()
     if user_id is None:
         return await problem_page("Sign in again and re-enter the code.", 401)
+    ip = client_ip()
+    wait = guard().user_code_wait(ip, user_id)
+    if wait is not None:
+        return await _too_many_codes(form.get("user_code", ""), wait)
     p = platform()
     now = p.now()
     async with unit_of_work() as tx:
@@ -113,6 +119,9 @@ async def device_decision() -> ResponseReturnValue:
             tx, p.keyring, now=now, user_code=form.get("user_code", "")
         )
         if found is None:
+            # The decision names its code too: a wrong one counts as a guess.
+            guard().wrong_user_code(ip, user_id)
+            p.metrics.device_decisions.labels("wrong_code").inc()
             return await problem_page(MSG_CODE_GONE)
         if form.get("decision") != "approve":
             if not await auth.deny_device_request(tx, now=now, request=found, user_id=user_id):
