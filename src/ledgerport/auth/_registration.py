@@ -32,11 +32,20 @@ def _metadata_error(description: str) -> OAuthError:
     return OAuthError("invalid_client_metadata", description)
 
 
-def _has_nul(value: object) -> bool:
+def _unstorable(value: object) -> bool:
+    """Text no database column can hold: NUL characters or lone surrogates (from JSON escapes)."""
     if isinstance(value, str):
-        return "\x00" in value
+        if "\x00" in value:
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
     if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
+        return any(_unstorable(item) for item in value)
+    if isinstance(value, dict):
+        return any(_unstorable(k) or _unstorable(v) for k, v in value.items())
     return False
 
 
@@ -68,9 +77,11 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
             "invalid_redirect_uri", "; ".join(problems).replace("redirectUris", "redirect_uris")
         )
     assert isinstance(uris, list)
-    bad_strings = [key for key, value in metadata.items() if _has_nul(value)]
+    bad_strings = [key for key, value in metadata.items() if _unstorable(value)]
     if bad_strings:
-        raise _metadata_error(f"{bad_strings[0]} must not contain NUL characters")
+        raise _metadata_error(
+            f"{bad_strings[0]} must not contain NUL characters or unpaired surrogates"
+        )
 
     method = metadata.get("token_endpoint_auth_method", DEFAULT_AUTH_METHOD)
     if method not in catalog.TOKEN_ENDPOINT_AUTH_METHODS:

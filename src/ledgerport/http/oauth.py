@@ -18,7 +18,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 
 from ledgerport import apps, auth, catalog
-from ledgerport.storage import StorageUnavailable
+from ledgerport.storage import BadValue, StorageUnavailable
 
 from ._context import app_state, client_ip, platform, unit_of_work
 from ._oauth_guard import OAuthGuard
@@ -70,8 +70,14 @@ def oauth_endpoint(
             if error.code == 413:
                 return oauth_error_response(auth.OAuthError("invalid_request", "body too large"))
             return oauth_error_response(auth.OAuthError("invalid_request", "unreadable request"))
-        except (UnicodeDecodeError, RecursionError):
+        except (UnicodeError, RecursionError):
             return oauth_error_response(auth.OAuthError("invalid_request", "unreadable body"))
+        except BadValue:
+            return oauth_error_response(
+                auth.OAuthError(
+                    "invalid_request", "the request holds a value that cannot be stored"
+                )
+            )
         except StorageUnavailable as error:
             log.error("storage unavailable: %s", error)
             return oauth_error_response(
