@@ -32,7 +32,7 @@ from ledgerport.errors import Conflict
 from ledgerport.keys import DecryptionError, Keyring
 from ledgerport.storage import Row, Transaction
 
-from ._grants import Outcome, start_family
+from ._grants import PURGE_GRACE, Outcome, start_family
 from ._oauth_errors import OAuthError, invalid_grant
 
 SIGNING_ALGORITHM = "ES256"
@@ -125,7 +125,9 @@ async def rotate_signing_keys(tx: Transaction, keyring: Keyring, *, now: float) 
     if _signing_key(keys, now) is None:
         await _create_key(tx, keyring, now=now, activates_at=now)
         keys = await published_keys(tx, now=now)
-    newest = max(keys, key=lambda k: (k.activates_at, k.kid))
+    # Retired keys (also one retired early because it no longer opens) have no successor to plan.
+    unretired = [k for k in keys if k.retires_at > now]
+    newest = max(unretired, key=lambda k: (k.activates_at, k.kid))
     if newest.retires_at - now <= KEY_PREPUBLISH:
         await _create_key(tx, keyring, now=now, activates_at=newest.retires_at)
         keys = await published_keys(tx, now=now)
@@ -349,8 +351,10 @@ async def exchange_session_token(
 
 
 async def purge_spent_session_tokens(tx: Transaction, *, now: float) -> int:
-    """A spent jti is kept until its token could no longer pass the expiry check anyway."""
-    return await tx.execute("DELETE FROM spent_session_tokens WHERE expires_at <= $1", now)
+    """A spent jti is kept a day past the last moment its token could pass the expiry check."""
+    return await tx.execute(
+        "DELETE FROM spent_session_tokens WHERE expires_at <= $1", now - PURGE_GRACE
+    )
 
 
 async def purge_expired_signing_keys(tx: Transaction, *, now: float) -> int:
