@@ -307,3 +307,53 @@ async def device_decide(
             "business_id": world.business_id,
         },
     )
+
+
+ABSENT = object()
+"""``description=ABSENT``: the OAuth error must carry no error_description."""
+
+
+async def assert_oauth_error(
+    response: Any, status: int, error: str, description: object = None
+) -> dict[str, Any]:
+    """Status, no-store headers and the OAuth error shape ``{error, error_description?, message}``.
+
+    ``description`` None checks only the shape, ABSENT requires no error_description, and any
+    other value requires exactly that error_description.
+    """
+    body: dict[str, Any] = await response.get_json()
+    assert response.status_code == status, body
+    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Pragma"] == "no-cache"
+    assert body["error"] == error, body
+    assert set(body) <= {"error", "error_description", "message"}, body
+    assert isinstance(body["message"], str)
+    assert body["message"]
+    if "error_description" in body:
+        assert isinstance(body["error_description"], str)
+        assert body["error_description"]
+    if description is ABSENT:
+        assert "error_description" not in body, body
+    elif description is not None:
+        assert body.get("error_description") == description, body
+    return body
+
+
+async def installation_id(platform: Any, world: World) -> str:
+    """The id of the world's app's installation in its business (any state)."""
+    async with platform.store.transaction() as tx:
+        value = await tx.fetchval(
+            "SELECT id FROM installations WHERE app_id = $1 AND business_id = $2",
+            world.app_id,
+            world.business_id,
+        )
+    assert value is not None
+    return str(value)
+
+
+async def set_status(client: Any, admin_headers: dict[str, str], world: World, status: str) -> None:
+    """Set the world's app's status through the operator API."""
+    response = await client.post(
+        f"/admin/apps/{world.app_id}/status", json={"status": status}, headers=admin_headers
+    )
+    assert response.status_code == 200

@@ -21,18 +21,22 @@ import pytest
 from ledgerport import catalog
 
 from .oauth_helpers import (
+    ABSENT,
     DEVICE_CODE,
     World,
     add_member,
+    assert_oauth_error,
     basic,
     device_authorize,
     device_decide,
     exchange,
     install,
+    installation_id,
     login,
     make_world,
     poll,
     session_token,
+    set_status,
     token_request,
 )
 
@@ -42,7 +46,6 @@ CONSONANTS = "BCDFGHJKLMNPQRSTVWXZ"
 USER_CODE_FORM = re.compile(rf"^[{CONSONANTS}]{{4}}-[{CONSONANTS}]{{4}}$")
 OTHER_IP = {"client": ("203.0.113.9", 40000)}
 THIRD_IP = {"client": ("198.51.100.7", 40000)}
-ABSENT = object()
 FORM_TYPE = {"Content-Type": "application/x-www-form-urlencoded"}
 NOT_REVIEWED = "app has not completed review"
 CODE_TTL = 600
@@ -60,23 +63,6 @@ SQLITE_ONLY = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
 
 
 # --- helpers --------------------------------------------------------------------------------------
-
-
-async def assert_oauth_error(
-    response: Any, status: int, error: str, description: object = None
-) -> dict[str, Any]:
-    """Status, OAuth headers and body shape; ``description`` ABSENT means no member."""
-    body = await response.get_json()
-    assert response.status_code == status, body
-    assert response.headers["Cache-Control"] == "no-store"
-    assert response.headers["Pragma"] == "no-cache"
-    assert body["error"] == error, body
-    assert set(body) <= {"error", "error_description", "message"}, body
-    if description is ABSENT:
-        assert "error_description" not in body, body
-    elif description is not None:
-        assert body.get("error_description") == description, body
-    return body
 
 
 async def assert_locked(response: Any, retry_after: int | None = None) -> None:
@@ -193,17 +179,6 @@ async def second_user(client: Any, admin_headers: dict[str, str], world: World) 
     return dataclasses.replace(world, user_id=user_id, email=email, password=password)
 
 
-async def installation_id(platform: Any, world: World) -> str:
-    async with platform.store.transaction() as tx:
-        value = await tx.fetchval(
-            "SELECT id FROM installations WHERE app_id = $1 AND business_id = $2",
-            world.app_id,
-            world.business_id,
-        )
-    assert value is not None
-    return str(value)
-
-
 async def installation_scopes(client: Any, admin_headers: dict[str, str], world: World) -> set[str]:
     """The installation's granted scopes, as a token exchange hands them out."""
     subject = await session_token(client, admin_headers, world)
@@ -286,13 +261,6 @@ async def test_unrecognized_parameters_are_ignored(client, admin_headers) -> Non
 
 
 # --- device authorization errors ------------------------------------------------------------------
-
-
-async def set_status(client: Any, admin_headers: dict[str, str], world: World, status: str) -> None:
-    response = await client.post(
-        f"/admin/apps/{world.app_id}/status", json={"status": status}, headers=admin_headers
-    )
-    assert response.status_code == 200
 
 
 @SQLITE_ONLY

@@ -24,6 +24,7 @@ from .oauth_helpers import (
     authorize,
     basic,
     full_grant,
+    installation_id,
     login,
     make_world,
     pkce_pair,
@@ -54,16 +55,6 @@ async def introspect(client: Any, world: World, token: str) -> dict[str, Any]:
     assert response.status_code == 200
     body: dict[str, Any] = await response.get_json()
     return body
-
-
-async def installation_id(platform: Any, world: World) -> str:
-    async with platform.store.transaction() as tx:
-        value = await tx.fetchval(
-            "SELECT id FROM installations WHERE app_id = $1 AND business_id = $2",
-            world.app_id,
-            world.business_id,
-        )
-    return str(value)
 
 
 @pytest.mark.parametrize("status", ["SUSPENDED", "DEACTIVATED"])

@@ -15,38 +15,22 @@ import pytest
 from ledgerport import catalog
 
 from .oauth_helpers import (
+    ABSENT,
     REDIRECT_URI,
     World,
+    assert_oauth_error,
     authorize,
     basic,
     full_grant,
+    installation_id,
     login,
     make_world,
     pkce_pair,
+    set_status,
     token_request,
 )
 
 API = "http://api.ledgerport.test"
-ABSENT = object()
-
-
-async def assert_oauth_error(
-    response: Any, status: int, error: str, description: object = None
-) -> dict[str, Any]:
-    """Check status, OAuth headers and body shape; ``description`` ABSENT means no member."""
-    body = await response.get_json()
-    assert response.status_code == status, body
-    assert response.headers["Cache-Control"] == "no-store"
-    assert response.headers["Pragma"] == "no-cache"
-    assert body["error"] == error, body
-    assert set(body) <= {"error", "error_description", "message"}, body
-    assert isinstance(body["message"], str)
-    assert body["message"]
-    if description is ABSENT:
-        assert "error_description" not in body, body
-    elif description is not None:
-        assert body.get("error_description") == description, body
-    return body
 
 
 async def code_for(
@@ -62,24 +46,6 @@ def code_form(code: str, verifier: str | None = None, **extra: str) -> dict[str,
     if verifier is not None:
         form["code_verifier"] = verifier
     return form | extra
-
-
-async def set_status(client: Any, admin_headers: dict[str, str], world: World, status: str) -> None:
-    response = await client.post(
-        f"/admin/apps/{world.app_id}/status", json={"status": status}, headers=admin_headers
-    )
-    assert response.status_code == 200
-
-
-async def installation_id(platform: Any, world: World) -> str:
-    async with platform.store.transaction() as tx:
-        value = await tx.fetchval(
-            "SELECT id FROM installations WHERE app_id = $1 AND business_id = $2",
-            world.app_id,
-            world.business_id,
-        )
-    assert value is not None
-    return str(value)
 
 
 # --- 400 invalid_request ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ledgerport.platform import Platform
 from .oauth_helpers import (
     REDIRECT_URI,
     World,
+    assert_oauth_error,
     authorize,
     basic,
     device_authorize,
@@ -69,21 +70,6 @@ async def registered(client: Any, body: dict[str, Any]) -> dict[str, Any]:
     answer: dict[str, Any] = await response.get_json()
     assert response.status_code == 201, answer
     return answer
-
-
-async def assert_oauth_error(response: Any, status: int, error: str) -> dict[str, Any]:
-    """The OAuth error shape (error, optional error_description, message) with no-store headers."""
-    body: dict[str, Any] = await response.get_json()
-    assert response.status_code == status, body
-    assert body["error"] == error
-    assert set(body) <= {"error", "error_description", "message"}
-    assert isinstance(body["message"], str)
-    if "error_description" in body:
-        assert isinstance(body["error_description"], str)
-        assert body["error_description"]
-    assert response.headers["Cache-Control"] == "no-store"
-    assert response.headers["Pragma"] == "no-cache"
-    return body
 
 
 async def app_count(platform: Platform) -> int:

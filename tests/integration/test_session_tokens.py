@@ -26,7 +26,15 @@ from ledgerport.auth._session_tokens import (
 from ledgerport.engine import Scheduler
 from ledgerport.platform import Platform
 
-from .oauth_helpers import REDIRECT_URI, World, exchange, install, login, session_token
+from .oauth_helpers import (
+    REDIRECT_URI,
+    World,
+    exchange,
+    install,
+    installation_id,
+    login,
+    session_token,
+)
 
 API = "http://api.ledgerport.test"
 JWKS_PATH = "/.well-known/jwks.json"
@@ -171,17 +179,6 @@ async def assert_envelope(response: Any, status: int, code: str | None) -> dict[
     else:
         assert body.get("code") == code, body
     return body
-
-
-async def installation_id(platform: Any, world: World) -> str:
-    async with platform.store.transaction() as tx:
-        value = await tx.fetchval(
-            "SELECT id FROM installations WHERE app_id = $1 AND business_id = $2",
-            world.app_id,
-            world.business_id,
-        )
-    assert value is not None
-    return str(value)
 
 
 async def rotate(store: Any, keyring: Keyring, now: float) -> auth.SigningKey:

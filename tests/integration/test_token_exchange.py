@@ -29,10 +29,12 @@ from ledgerport.http import oauth
 from ledgerport.platform import Platform
 
 from .oauth_helpers import (
+    ABSENT,
     JWT_TYPE,
     REDIRECT_URI,
     TOKEN_EXCHANGE,
     World,
+    assert_oauth_error,
     basic,
     exchange,
     install,
@@ -161,20 +163,6 @@ async def uninstall(client: Any, admin_headers: dict[str, str], platform: Platfo
     assert response.status_code == 204
 
 
-async def assert_oauth_error(
-    response: Any, status: int, error: str, *, described: bool | None = None
-) -> dict[str, Any]:
-    """Status, OAuth headers and body; ``described`` False means no error_description."""
-    body: dict[str, Any] = await response.get_json()
-    assert response.status_code == status, body
-    assert response.headers["Cache-Control"] == "no-store"
-    assert response.headers["Pragma"] == "no-cache"
-    assert body["error"] == error, body
-    if described is False:
-        assert "error_description" not in body, body
-    return body
-
-
 async def exchanged(client: Any, world: World, token: str, **extra: str) -> dict[str, Any]:
     response = await exchange(client, world, token, extra=extra or None)
     body: dict[str, Any] = await response.get_json()
@@ -293,7 +281,7 @@ async def test_id_token_subject_type_is_single_use_too(client, admin_headers, pl
     token = await session_token(client, admin_headers, world)
     await exchanged(client, world, token, subject_token_type=ID_TOKEN_TYPE)
     response = await exchange(client, world, token, extra={"subject_token_type": JWT_TYPE})
-    await assert_oauth_error(response, 400, "invalid_grant", described=False)
+    await assert_oauth_error(response, 400, "invalid_grant", description=ABSENT)
 
 
 @sqlite_only
@@ -598,7 +586,7 @@ async def test_invalid_grant_without_description(client, admin_headers, platform
     world = await quick_world(client, admin_headers, platform)
     token = await bad_token(case, client, admin_headers, platform, world)
     response = await exchange(client, world, token)
-    await assert_oauth_error(response, 400, "invalid_grant", described=False)
+    await assert_oauth_error(response, 400, "invalid_grant", description=ABSENT)
 
 
 async def test_token_is_accepted_within_the_skew_after_expiry(
@@ -665,7 +653,7 @@ async def test_jti_is_spent_by_a_failed_exchange(
     await assert_oauth_error(first, 400, error)
     await repair()
     retry = await exchange(client, world, token)
-    await assert_oauth_error(retry, 400, "invalid_grant", described=False)
+    await assert_oauth_error(retry, 400, "invalid_grant", description=ABSENT)
     # The repair worked: a fresh session token exchanges.
     await exchanged(client, world, await session_token(client, admin_headers, world))
 
@@ -690,7 +678,7 @@ async def test_jti_is_spent_by_a_malformed_exchange_request(
 
     retry = await exchange(client, world, token)
 
-    await assert_oauth_error(retry, 400, "invalid_grant", described=False)
+    await assert_oauth_error(retry, 400, "invalid_grant", description=ABSENT)
 
 
 async def exchange_into(responses: list[Any], client: Any, world: World, token: str) -> None:
@@ -707,7 +695,7 @@ async def test_concurrent_exchanges_of_one_token_succeed_once(client, admin_head
             nursery.start_soon(exchange_into, responses, client, world, token)
         assert sorted(r.status_code for r in responses) == [200, 400]
         loser = next(r for r in responses if r.status_code == 400)
-        await assert_oauth_error(loser, 400, "invalid_grant", described=False)
+        await assert_oauth_error(loser, 400, "invalid_grant", description=ABSENT)
 
 
 async def test_each_viewing_user_gets_a_distinct_pair(client, admin_headers, platform):
@@ -839,7 +827,7 @@ async def test_uninstall_revokes_the_exchanged_refresh_token(client, admin_heade
     pair = await exchanged(client, world, await session_token(client, admin_headers, world))
     await uninstall(client, admin_headers, platform, world)
     response = await refresh(client, world, pair["refresh_token"])
-    await assert_oauth_error(response, 400, "invalid_grant", described=False)
+    await assert_oauth_error(response, 400, "invalid_grant", description=ABSENT)
 
 
 # --- Narrowing with scope ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ledgerport.apps import App, Installation, get_app
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
-from ._grants import PURGE_GRACE, Outcome, start_family
+from ._grants import PURGE_GRACE, Outcome, start_family_from_grant
 from ._oauth_errors import OAuthError, invalid_grant
 
 DEVICE_CODE_PREFIX = "lp_dc_"
@@ -216,17 +216,8 @@ async def poll_device_code(
     )
     if not claimed:
         return Outcome(error=invalid_grant())
-    family_id, pair = await start_family(
-        tx,
-        keyring,
-        now=now,
-        app_id=app.id,
-        installation_id=row["installation_id"],
-        business_id=row["business_id"],
-        user_id=row["user_id"],
-        scopes=json.loads(row["scopes"]),
-        resource=row["resource"],
-        grant_type=catalog.GRANT_DEVICE_CODE,
+    family_id, pair = await start_family_from_grant(
+        tx, keyring, now=now, row=row, grant_type=catalog.GRANT_DEVICE_CODE
     )
     await tx.execute(
         "UPDATE device_codes SET family_id = $1 WHERE code_hash = $2", family_id, code_hash

@@ -166,6 +166,25 @@ async def start_family(
     return family_id, pair
 
 
+async def start_family_from_grant(
+    tx: Transaction, keyring: Keyring, *, now: float, row: Row, grant_type: str
+) -> tuple[str, TokenPair]:
+    """The family of a redeemed code's row (authorization or approved device code): its app,
+    installation, business, user, scopes and resource."""
+    return await start_family(
+        tx,
+        keyring,
+        now=now,
+        app_id=row["app_id"],
+        installation_id=row["installation_id"],
+        business_id=row["business_id"],
+        user_id=row["user_id"],
+        scopes=json.loads(row["scopes"]),
+        resource=row["resource"],
+        grant_type=grant_type,
+    )
+
+
 async def revoke_family(tx: Transaction, *, now: float, family_id: str, reason: str) -> None:
     await tx.execute(
         "UPDATE token_families SET revoked_at = $1, revoked_reason = $2"
@@ -258,17 +277,8 @@ async def redeem_code(
     )
     if not claimed:
         return Outcome(error=invalid_grant("code already used"))
-    family_id, pair = await start_family(
-        tx,
-        keyring,
-        now=now,
-        app_id=app.id,
-        installation_id=row["installation_id"],
-        business_id=row["business_id"],
-        user_id=row["user_id"],
-        scopes=json.loads(row["scopes"]),
-        resource=row["resource"],
-        grant_type=catalog.GRANT_AUTHORIZATION_CODE,
+    family_id, pair = await start_family_from_grant(
+        tx, keyring, now=now, row=row, grant_type=catalog.GRANT_AUTHORIZATION_CODE
     )
     await tx.execute(
         "UPDATE authorization_codes SET family_id = $1 WHERE code_hash = $2",
