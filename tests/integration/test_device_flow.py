@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+import trio
 
 from ledgerport import catalog
 
@@ -1068,3 +1069,22 @@ async def test_decision_step_is_refused_while_guessing_is_blocked(client, admin_
 
     assert response.status_code == 429
     assert int(response.headers["Retry-After"]) > 0
+
+
+async def _poll_into(responses: list[Any], client: Any, world: World, device_code: str) -> None:
+    responses.append(await poll(client, world, device_code))
+
+
+async def test_concurrent_polls_of_an_approved_code_issue_tokens_once(client, admin_headers):
+    world = await make_world(client, admin_headers)
+    body = await start(client, world)
+    await approve(client, world, body["user_code"])
+    responses: list[Any] = []
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(_poll_into, responses, client, world, body["device_code"])
+
+    assert sorted(r.status_code for r in responses) == [200, 400, 400]
+    for loser in (r for r in responses if r.status_code == 400):
+        await assert_oauth_error(loser, 400, "invalid_grant", ABSENT)

@@ -15,6 +15,15 @@ from ledgerport.http import create_app
 from ledgerport.platform import Platform
 from ledgerport.storage import StorageUnavailable
 
+from .oauth_helpers import (
+    device_authorize,
+    device_decide,
+    install,
+    login,
+    make_world,
+    session_token,
+)
+
 REQUESTS_TOTAL = "ledgerport_http_requests_total"
 IN_FLIGHT = "ledgerport_http_requests_in_flight"
 NOT_DOCUMENTED = {
@@ -216,3 +225,28 @@ async def test_openapi_names_known_operations(client: Any, path: str, method: st
     document = await (await client.get("/openapi.json")).get_json()
 
     assert method in document["paths"][path]
+
+
+async def test_grant_counters_count_issuance_registration_and_device_decisions(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    world = await make_world(client, admin_headers)
+    await install(client, admin_headers, world)
+    await session_token(client, admin_headers, world)
+    registered = await client.post(
+        "/oauth/register", json={"redirect_uris": ["https://reg.example/cb"]}
+    )
+    assert registered.status_code == 201
+    device = await (await device_authorize(client, world)).get_json()
+    await login(client, world)
+    decided = await device_decide(client, world, device["user_code"], decision="deny")
+    assert decided.status_code == 200
+
+    samples = await _samples(client)
+
+    def value(name: str, labels: dict[str, str]) -> float | None:
+        return next((v for n, lab, v in samples if n == name and lab == labels), None)
+
+    assert value("ledgerport_session_tokens_issued_total", {"source": "admin"}) == 1.0
+    assert value("ledgerport_client_registrations_total", {"type": "CONFIDENTIAL"}) == 1.0
+    assert value("ledgerport_device_decisions_total", {"decision": "deny"}) == 1.0

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ledgerport import auth
+from ledgerport import auth, catalog
+from ledgerport.auth._session_tokens import KEY_PREPUBLISH, KEY_SIGNING_PERIOD
 from ledgerport.engine import Scheduler
 
-from .oauth_helpers import full_grant, make_world
+from .oauth_helpers import device_authorize, full_grant, make_world
 
 
 async def test_cleanup_purges_expired_sessions_and_tokens(platform, client, admin_headers, clock):
@@ -27,3 +28,34 @@ async def test_cleanup_purges_expired_sessions_and_tokens(platform, client, admi
     assert removed["authorization_code"] == 1
     text = await (await client.get("/metrics")).get_data(as_text=True)
     assert 'ledgerport_cleanup_rows_total{kind="refresh_token"} 1.0' in text
+
+
+async def test_cleanup_purges_device_codes_a_day_after_expiry(
+    platform, client, admin_headers, clock
+):
+    world = await make_world(client, admin_headers)
+    response = await device_authorize(client, world)
+    assert response.status_code == 200
+    scheduler = Scheduler(platform)
+    clock.advance(catalog.DEVICE_CODE_TTL + auth.PURGE_GRACE - 1)
+    kept = await scheduler.cleanup_once()
+    assert kept["device_code"] == 0
+    clock.advance(1)
+    removed = await scheduler.cleanup_once()
+    assert removed["device_code"] == 1
+
+
+async def test_cleanup_publishes_the_next_signing_key_ahead_of_rotation(
+    platform, client, admin_headers, clock
+):
+    scheduler = Scheduler(platform)
+    await scheduler.cleanup_once()
+    async with platform.store.transaction() as tx:
+        first = await auth.published_keys(tx, now=clock.now())
+    assert len(first) == 1
+    clock.advance(KEY_SIGNING_PERIOD - KEY_PREPUBLISH)
+    await scheduler.cleanup_once()
+    async with platform.store.transaction() as tx:
+        keys = await auth.published_keys(tx, now=clock.now())
+    assert len(keys) == 2
+    assert keys[1].activates_at == first[0].retires_at
