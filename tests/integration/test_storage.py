@@ -578,3 +578,17 @@ async def test_settings_claim_by_conditional_where(store: Store) -> None:
 
     assert sorted(results) == [0, 1]
     assert await _settings(store) == {"token": "used"}
+
+
+async def test_placeholders_inside_quoted_text_stay_text(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            row = await tx.fetchrow(
+                "SELECT '$1 costs $2' AS quoted, 'it''s $1' AS escaped, $1::TEXT AS bound"
+                if store.kind != "sqlite"
+                else "SELECT '$1 costs $2' AS quoted, 'it''s $1' AS escaped, $1 AS bound",
+                "value",
+            )
+
+    assert row is not None
+    assert (row["quoted"], row["escaped"], row["bound"]) == ("$1 costs $2", "it's $1", "value")

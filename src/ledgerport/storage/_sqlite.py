@@ -18,12 +18,14 @@ import trio
 from ._interface import BadValue, Conflict, MigrationError, Row, StorageUnavailable
 from ._migrations import load_migrations
 
-_PARAM = re.compile(r"\$(\d+)")
+# A quoted string or identifier (kept as is) or a $N placeholder (rewritten to SQLite's ?N).
+_PARAM_OR_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
 _T = TypeVar("_T")
 
 
 def _translate(sql: str) -> str:
-    return _PARAM.sub(r"?\1", sql)
+    """PostgreSQL-style ``$N`` placeholders to SQLite's ``?N``, outside quoted text only."""
+    return _PARAM_OR_QUOTED.sub(lambda m: f"?{m[1]}" if m[1] else m[0], sql)
 
 
 def _convert(exc: sqlite3.Error) -> Exception:
