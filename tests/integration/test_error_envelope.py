@@ -7,6 +7,7 @@ values interpolated into message under the keys p0, p1, ...
 
 from __future__ import annotations
 
+import json
 import re
 from http import HTTPStatus
 from typing import Any
@@ -220,3 +221,10 @@ async def test_exception_in_a_handler_is_500_envelope_without_internals(
         assert leak not in text
     # The service keeps serving after the crash.
     assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_envelope_fields_keep_their_documented_order(client: Any) -> None:
+    response = await client.get("/no-such-route")
+
+    raw = await response.get_data(as_text=True)
+    assert list(json.loads(raw)) == ["statusCode", "message", "error", "params"]

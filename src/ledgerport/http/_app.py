@@ -34,7 +34,6 @@ def create_app(platform: Platform) -> QuartTrio:
     """Build the HTTP application serving ``platform``."""
     app = QuartTrio("ledgerport")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions[PLATFORM_KEY] = platform
     QuartSchema(
         app,
@@ -48,6 +47,8 @@ def create_app(platform: Platform) -> QuartTrio:
             "oauth": {"type": "http", "scheme": "bearer"},
         },
     )
+    # After QuartSchema, which installs its own JSON provider: answers keep their field order.
+    app.json.sort_keys = False  # type: ignore[attr-defined]
     register_error_handlers(app)
     app.register_blueprint(_ops.blueprint)
     app.register_blueprint(admin.blueprint)
