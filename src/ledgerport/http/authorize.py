@@ -18,26 +18,9 @@ from ledgerport.storage import Transaction
 
 from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
 from ._context import platform, unit_of_work
+from ._pages import login_redirect, problem_page
 
 blueprint = Blueprint("authorize", __name__, template_folder="templates")
-
-
-async def problem_page(message: str, status: int = 400) -> Response:
-    html = await render_template("error.html", title="Authorization failed", message=message)
-    response = Response(html, status=status, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    return response
-
-
-async def notice_page(title: str, message: str, status: int = 200) -> Response:
-    html = await render_template("notice.html", title=title, message=message)
-    response = Response(html, status=status, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    return response
-
-
-def login_redirect() -> Response:
-    return redirect(f"/login?{urlencode({'next': request.full_path})}", 303)  # type: ignore[return-value]
 
 
 async def consent_businesses(

@@ -21,9 +21,12 @@ from ledgerport.errors import DomainError
 from ._browser import current_user_id
 from ._context import platform, unit_of_work
 from ._errors import ApiError
-from .authorize import login_redirect, problem_page
+from ._pages import login_redirect, problem_page
 
 blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
+
+
+_CANNOT_OPEN = "Cannot open this app"
 
 
 def _embedded_csp(app_origin: str) -> str:
@@ -46,10 +49,10 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
             app = await apps.get_app(tx, app_id)
             await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
     except DomainError as error:
-        return await problem_page(error.rendered, error.status)
+        return await problem_page(error.rendered, error.status, title=_CANNOT_OPEN)
     parts = urlsplit(app.app_url or "")
     if parts.scheme not in ("https", "http") or not parts.netloc:
-        return await problem_page("This app has no page to show", 404)
+        return await problem_page("This app has no page to show", 404, title=_CANNOT_OPEN)
     app_origin = f"{parts.scheme}://{parts.netloc}"
     html = await render_template(
         "embedded.html",

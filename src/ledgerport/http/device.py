@@ -14,14 +14,8 @@ from ledgerport import auth
 
 from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
 from ._context import client_ip, platform, unit_of_work
-from .authorize import (
-    consent_businesses,
-    consent_page,
-    install_on_approval,
-    login_redirect,
-    notice_page,
-    problem_page,
-)
+from ._pages import login_redirect, notice_page, problem_page
+from .authorize import consent_businesses, consent_page, install_on_approval
 from .oauth import guard
 
 blueprint = Blueprint("device", __name__, template_folder="templates")

@@ -1,0 +1,30 @@
+"""Shared answers of the application host's HTML pages: problems, notices, the sign-in detour."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from quart import Response, redirect, render_template, request
+
+
+async def _html(template: str, status: int, **context: str) -> Response:
+    html = await render_template(template, **context)
+    response = Response(html, status=status, content_type="text/html; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+async def problem_page(
+    message: str, status: int = 400, *, title: str = "Authorization failed"
+) -> Response:
+    """A page that shows what went wrong; it never redirects anywhere."""
+    return await _html("error.html", status, title=title, message=message)
+
+
+async def notice_page(title: str, message: str, status: int = 200) -> Response:
+    return await _html("notice.html", status, title=title, message=message)
+
+
+def login_redirect() -> Response:
+    """To the sign-in form (303), returning to this page afterwards."""
+    return redirect(f"/login?{urlencode({'next': request.full_path})}", 303)  # type: ignore[return-value]
