@@ -585,17 +585,6 @@ def test_request_in_flight_at_sigterm_completes_and_intake_stops(server: Server)
     assert_no_traceback(server.output())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "bug: a request answered during the shutdown drain leaves its connection open until the "
-        "grace deadline, so the process lingers for all of LEDGERPORT_SHUTDOWN_GRACE. hypercorn's "
-        "H11Protocol._maybe_recycle closes the connection from the app's task, inside quart-trio's "
-        "already-cancelled per-request nursery (TrioASGIHTTPConnection), so TCPServer._close() "
-        "is cancelled at send_eof()'s checkpoint before shutdown/close happen"
-    ),
-)
 def test_connection_of_a_drained_request_is_closed_promptly(launch: Launch) -> None:
     grace = 4.0
     server = launch({"LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN, "LEDGERPORT_SHUTDOWN_GRACE": "4"})

@@ -10,16 +10,15 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
-from quart_trio import QuartTrio
 
 from ledgerport.clock import Clock, SystemClock
 from ledgerport.config import Config
-from ledgerport.http import create_app
+from ledgerport.http import RequestTracker, create_app
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.storage import open_store
 
@@ -77,8 +76,9 @@ async def serve(
             nursery.start_soon(_watch_signals, stop)
             await nursery.start(Scheduler(platform).run)
             http_done = trio.Event()
+            tracker = RequestTracker(app)
             binds = await nursery.start(
-                _serve_http, app, _hypercorn_config(config), stop, http_done
+                _serve_http, tracker, _hypercorn_config(config), stop, http_done
             )
             log.info("serving on %s (database: %s)", ", ".join(binds), config.database.redacted())
             if on_ready is not None:
@@ -86,12 +86,29 @@ async def serve(
             await stop.wait()
             # Intake stops (hypercorn closes its listeners); in-flight work gets the grace period.
             nursery.cancel_scope.deadline = trio.current_time() + config.shutdown_grace + 1.0
-            await http_done.wait()
+            await _drained(tracker, http_done)
             nursery.cancel_scope.cancel()
 
 
+async def _drained(tracker: RequestTracker, http_done: trio.Event) -> None:
+    """Hypercorn has finished, or no request is left inside the application.
+
+    Waiting for hypercorn alone can take the whole grace period: a connection whose response
+    went out during the drain may linger open until the deadline. Every response has been handed
+    to its socket once the application holds no request, so the rest can be cut short.
+    """
+    async with trio.open_nursery() as waiters:
+
+        async def first(wait: Callable[[], Awaitable[object]]) -> None:
+            await wait()
+            waiters.cancel_scope.cancel()
+
+        waiters.start_soon(first, http_done.wait)
+        waiters.start_soon(first, tracker.wait_idle)
+
+
 async def _serve_http(
-    app: QuartTrio,
+    app: RequestTracker,
     hc: HypercornConfig,
     stop: trio.Event,
     done: trio.Event,
