@@ -755,3 +755,68 @@ async def test_registered_client_tokens_call_invoices(
 
     assert response.status_code == 200
     assert await response.get_json() == {"data": [], "next": None}
+
+
+# --- review ---------------------------------------------------------------------------------------
+
+
+async def review(client: Any, admin_headers: dict[str, str], app_id: str, reviewed: bool) -> Any:
+    return await client.put(
+        f"/admin/apps/{app_id}/review", json={"reviewed": reviewed}, headers=admin_headers
+    )
+
+
+async def test_reviewed_registered_client_connects_to_any_business(
+    client, admin_headers, platform: Platform
+) -> None:
+    world = await registered_world(client, admin_headers, platform, sandbox=False)
+    response = await review(client, admin_headers, world.app_id, True)
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    assert (await response.get_json())["reviewed"] is True
+
+    tokens = await code_grant(client, world)
+
+    listed = await client.get(
+        "/invoices", headers={"Authorization": f"Bearer {tokens['access_token']}"}
+    )
+    assert listed.status_code == 200
+
+
+async def test_withdrawn_review_limits_new_consents_to_sandboxes(
+    client, admin_headers, platform: Platform
+) -> None:
+    world = await registered_world(client, admin_headers, platform, sandbox=False)
+    await review(client, admin_headers, world.app_id, True)
+    response = await review(client, admin_headers, world.app_id, False)
+    assert response.status_code == 200
+    await login(client, world)
+
+    page = await client.get(consent_url(world))
+
+    assert await problem_message(page) == NOT_REVIEWED
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize(
+    ("path_app", "body", "headers_ok", "status"),
+    [
+        ("app_missing", {"reviewed": True}, True, 404),
+        (None, {"reviewed": "yes"}, True, 400),
+        (None, {}, True, 400),
+        (None, {"reviewed": True}, False, 401),
+    ],
+    ids=["unknown-app", "not-a-boolean", "missing", "no-admin-token"],
+)
+async def test_review_endpoint_refusals(
+    client, admin_headers, platform: Platform, path_app, body, headers_ok, status
+) -> None:
+    world = await registered_world(client, admin_headers, platform)
+
+    response = await client.put(
+        f"/admin/apps/{path_app or world.app_id}/review",
+        json=body,
+        headers=admin_headers if headers_ok else {},
+    )
+
+    assert response.status_code == status
+    assert (await response.get_json())["statusCode"] == status

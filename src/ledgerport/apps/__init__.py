@@ -19,6 +19,7 @@ from ._apps import get_installation as get_installation
 from ._apps import install as install
 from ._apps import ordered_scopes as ordered_scopes
 from ._apps import revoke_access as revoke_access
+from ._apps import set_app_reviewed as set_app_reviewed
 from ._apps import set_app_status as set_app_status
 from ._apps import uninstall as uninstall
 from ._uris import is_loopback_host as is_loopback_host

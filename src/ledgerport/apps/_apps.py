@@ -243,6 +243,18 @@ async def set_app_status(tx: Transaction, app_id: str, status: str) -> App:
     return await get_app(tx, app_id)
 
 
+async def set_app_reviewed(tx: Transaction, app_id: str, reviewed: bool) -> App:
+    """Record the outcome of the app's review: a reviewed app may connect to any business.
+
+    Withdrawing the review keeps existing installations; new consents are limited to sandbox
+    businesses again.
+    """
+    changed = await tx.execute("UPDATE apps SET reviewed = $1 WHERE id = $2", reviewed, app_id)
+    if not changed:
+        raise AppNotFound(app_id)
+    return await get_app(tx, app_id)
+
+
 async def get_installation(tx: Transaction, installation_id: str) -> Installation:
     row = await tx.fetchrow("SELECT * FROM installations WHERE id = $1", installation_id)
     if row is None:

@@ -65,6 +65,10 @@ class AppStatusIn(_Body):
     status: Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
 
 
+class AppReviewIn(_Body):
+    reviewed: bool
+
+
 class InstallationIn(_Body):
     appId: str
     businessId: str
@@ -214,6 +218,16 @@ async def set_app_status(app_id: str, data: AppStatusIn) -> dict[str, Any]:
     """Suspend, deactivate or reactivate an app; takes effect on its next request."""
     async with unit_of_work() as tx:
         app = await apps.set_app_status(tx, app_id, data.status)
+    return _app_json(app)
+
+
+@blueprint.put("/apps/<app_id>/review")
+@validate_request(AppReviewIn)
+async def set_app_review(app_id: str, data: AppReviewIn) -> dict[str, Any]:
+    """Record an app's review: reviewed apps (also dynamically registered clients, which start
+    unreviewed) may connect to any business, unreviewed ones to sandbox businesses only."""
+    async with unit_of_work() as tx:
+        app = await apps.set_app_reviewed(tx, app_id, data.reviewed)
     return _app_json(app)
 
 
