@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -129,7 +129,7 @@ class Installation:
         )
 
 
-def ordered_scopes(scopes: Sequence[str]) -> tuple[str, ...]:
+def ordered_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     """Scopes deduplicated in the catalog's order."""
     wanted = set(scopes)
     return tuple(s for s in catalog.SCOPES if s in wanted)

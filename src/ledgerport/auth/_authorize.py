@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ledgerport import catalog
-from ledgerport.apps import App, find_app_by_client_id, get_app
+from ledgerport.apps import App, find_app_by_client_id, get_app, ordered_scopes
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
@@ -126,7 +126,7 @@ async def check_authorize_request(
     return AuthorizeParams(
         app=app,
         redirect_uri=redirect_uri,
-        scopes=tuple(s for s in catalog.SCOPES if s in scopes),
+        scopes=ordered_scopes(scopes),
         state=_single(args, "state"),
         code_challenge=challenge,
         code_challenge_method=method if challenge is not None else None,

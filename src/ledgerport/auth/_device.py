@@ -20,7 +20,7 @@ from ledgerport.apps import App, Installation, get_app
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
-from ._grants import PURGE_GRACE, Outcome, start_family_from_grant
+from ._grants import PURGE_GRACE, Outcome, installation_active, start_family_from_grant
 from ._oauth_errors import OAuthError, invalid_grant
 
 DEVICE_CODE_PREFIX = "lp_dc_"
@@ -201,10 +201,7 @@ async def poll_device_code(
             "UPDATE device_codes SET last_polled_at = $1 WHERE code_hash = $2", now, code_hash
         )
         return Outcome(error=OAuthError("authorization_pending", "the user has not decided yet"))
-    state = await tx.fetchval(
-        "SELECT state FROM installations WHERE id = $1", row["installation_id"]
-    )
-    if state != "ACTIVE":
+    if not await installation_active(tx, row["installation_id"]):
         return Outcome(error=invalid_grant())
     if resource is not None and row["resource"] is not None and resource != row["resource"]:
         return Outcome(

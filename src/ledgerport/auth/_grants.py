@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgerport import catalog
-from ledgerport.apps import App, Installation
+from ledgerport.apps import App, Installation, ordered_scopes
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Row, Transaction
@@ -205,7 +205,7 @@ async def revoke_family(tx: Transaction, *, now: float, family_id: str, reason: 
     )
 
 
-async def _installation_active(tx: Transaction, installation_id: str) -> bool:
+async def installation_active(tx: Transaction, installation_id: str) -> bool:
     state = await tx.fetchval("SELECT state FROM installations WHERE id = $1", installation_id)
     return bool(state == "ACTIVE")
 
@@ -268,7 +268,7 @@ async def redeem_code(
         return Outcome(
             error=OAuthError("invalid_target", "resource differs from the authorization")
         )
-    if not await _installation_active(tx, row["installation_id"]):
+    if not await installation_active(tx, row["installation_id"]):
         return Outcome(error=invalid_grant())
     claimed = await tx.execute(
         "UPDATE authorization_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL",
@@ -308,7 +308,7 @@ async def rotate_refresh_token(
     if row is None or row["app_id"] != app.id:
         return Outcome(error=invalid_grant())
     # Authorization gone (uninstalled, access revoked) answers with no description.
-    if not await _installation_active(tx, row["installation_id"]):
+    if not await installation_active(tx, row["installation_id"]):
         return Outcome(error=invalid_grant())
     if row["revoked_at"] is not None or row["family_revoked_at"] is not None:
         return Outcome(error=invalid_grant("revoked"))
@@ -418,7 +418,7 @@ async def introspect(
                 return {"active": False}
             return {
                 "active": True,
-                "scope": " ".join(s for s in catalog.SCOPES if s in grant.scopes),
+                "scope": " ".join(ordered_scopes(grant.scopes)),
                 "exp": int(grant.expires_at),
                 "client_id": grant.client_id,
                 "sub": grant.user_id,

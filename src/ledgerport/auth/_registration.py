@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledgerport import catalog
-from ledgerport.apps import create_app, redirect_uri_problems
+from ledgerport.apps import create_app, ordered_scopes, redirect_uri_problems
 from ledgerport.keys import Keyring
 from ledgerport.storage import Transaction
 
@@ -124,7 +124,7 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         "token_endpoint_auth_method": method,
         "grant_types": grant_types,
         "response_types": response_types,
-        "scope": " ".join(s for s in catalog.SCOPES if s in scopes),
+        "scope": " ".join(ordered_scopes(scopes)),
     }
     if contacts:
         registered["contacts"] = contacts

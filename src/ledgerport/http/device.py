@@ -48,6 +48,18 @@ async def _too_many_codes(entered: str, wait: int) -> Response:
     return response
 
 
+async def _code_guesser(entered: str) -> tuple[str, str] | Response:
+    """The signed-in user and IP that may try a user code now, or the page refusing them."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return await problem_page("Sign in again and re-enter the code.", 401)
+    ip = client_ip()
+    wait = guard().user_code_wait(ip, user_id)
+    if wait is not None:
+        return await _too_many_codes(entered, wait)
+    return user_id, ip
+
+
 @blueprint.get("/device")
 async def device_form() -> ResponseReturnValue:
     """The code entry form; ``user_code`` in the query (verification_uri_complete) pre-fills it."""
@@ -65,13 +77,10 @@ async def device_submit() -> ResponseReturnValue:
         return await _code_form(
             entered, error="Your session expired. Please try again.", status=400
         )
-    user_id = await current_user_id()
-    if user_id is None:
-        return await problem_page("Sign in again and re-enter the code.", 401)
-    ip = client_ip()
-    wait = guard().user_code_wait(ip, user_id)
-    if wait is not None:
-        return await _too_many_codes(entered, wait)
+    guesser = await _code_guesser(entered)
+    if isinstance(guesser, Response):
+        return guesser
+    user_id, ip = guesser
     p = platform()
     async with unit_of_work() as tx:
         found = await auth.find_pending_device_request(
@@ -99,13 +108,10 @@ async def device_decision() -> ResponseReturnValue:
     form = await request.form
     if not csrf_valid(form.get("csrf_token")):
         return await problem_page("invalid_request: the form expired, start again")
-    user_id = await current_user_id()
-    if user_id is None:
-        return await problem_page("Sign in again and re-enter the code.", 401)
-    ip = client_ip()
-    wait = guard().user_code_wait(ip, user_id)
-    if wait is not None:
-        return await _too_many_codes(form.get("user_code", ""), wait)
+    guesser = await _code_guesser(form.get("user_code", ""))
+    if isinstance(guesser, Response):
+        return guesser
+    user_id, ip = guesser
     p = platform()
     now = p.now()
     async with unit_of_work() as tx:

@@ -415,7 +415,7 @@ async def device_authorize() -> Response:
             p.keyring,
             now=p.now(),
             app=app,
-            scopes=[s for s in catalog.SCOPES if s in scopes],
+            scopes=apps.ordered_scopes(scopes),
             resource=resource,
         )
     return oauth_response(authorization.response(f"{p.config.auth_url}/device"))
