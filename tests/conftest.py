@@ -21,10 +21,11 @@ from argon2 import PasswordHasher
 
 from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
-from ledgerport.config import load
 from ledgerport.http import create_app
-from ledgerport.platform import Platform, bootstrap
+from ledgerport.platform import Platform
 from ledgerport.storage import Store, open_postgres, open_sqlite
+
+from .platforms import build_platform
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LEDGERPORT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -121,23 +122,16 @@ def keyring() -> Keyring:
 
 @pytest.fixture
 async def platform(store: Store, clock: FrozenClock) -> Platform:
-    config = load(
+    return await build_platform(
+        store,
+        clock,
         {
-            "LEDGERPORT_DATABASE_URL": "sqlite:///unused.db",
             "LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN,
             "LEDGERPORT_SECRET_KEY": SECRET_KEY,
             "LEDGERPORT_ENV": "development",
             "LEDGERPORT_BASE_URL": "http://api.ledgerport.test",
             "LEDGERPORT_AUTH_URL": "http://app.ledgerport.test",
-        }
-    )
-    boot = await bootstrap(store, config)
-    return Platform(
-        config=config,
-        store=store,
-        keyring=boot.keyring,
-        admin_token_hash=boot.admin_token_hash,
-        clock=clock,
+        },
     )
 
 

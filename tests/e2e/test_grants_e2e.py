@@ -15,16 +15,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import os
 import re
 import secrets
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -33,11 +27,12 @@ import jwt
 import pytest
 import trio
 
+from .served import Server, start_server, stop, wait_healthy
+
 ADMIN_TOKEN = "lp_admin_e2e-grants-token-0123456789abcdef"
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 PASSWORD = "correct horse battery"
 HTTP_TIMEOUT = 10.0
-STARTUP_TIMEOUT = 30.0
 TEST_TIMEOUT = 60
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
@@ -48,74 +43,12 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 # --- the served instance -------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    base: str
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def start_server(workdir: Path) -> Server:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERPORT_")}
-    env |= {
-        "LEDGERPORT_ENV": "development",
-        "LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN,
-        "LEDGERPORT_BIND": f"127.0.0.1:{port}",
-        "LEDGERPORT_DATABASE_URL": f"sqlite:///{workdir / 'grants.db'}",
-        "PYTHONUNBUFFERED": "1",
-    }
-    log = workdir / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ledgerport", "serve"],
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return Server(process, f"http://127.0.0.1:{port}", log)
-
-
-def wait_healthy(server: Server) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    with httpx.Client(base_url=server.base, timeout=2.0, trust_env=False) as probe:
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise AssertionError(f"server exited early:\n{server.output()}")
-            try:
-                if probe.get("/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-    raise AssertionError(f"server not healthy in {STARTUP_TIMEOUT}s:\n{server.output()}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("grants-e2e"))
+    workdir = tmp_path_factory.mktemp("grants-e2e")
+    running = start_server(
+        workdir, ADMIN_TOKEN, {"LEDGERPORT_DATABASE_URL": f"sqlite:///{workdir / 'grants.db'}"}
+    )
     try:
         wait_healthy(running)
         yield running

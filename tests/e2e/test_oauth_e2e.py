@@ -9,12 +9,7 @@ call is bounded and the server is killed in ``finally``.
 from __future__ import annotations
 
 import html
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -28,62 +23,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", AuthlibDeprecationWarning)
     from authlib.integrations.httpx_client import OAuth2Client
 
+from .served import start_server, stop, wait_healthy
+
 ADMIN_TOKEN = "lp_admin_e2e-oauth-token-0123456789abcdef"
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 HTTP_TIMEOUT = 10.0
-STARTUP_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
-def start_server(tmp_path: Path, port: int) -> tuple[subprocess.Popen[bytes], Path]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERPORT_")}
-    env |= {
-        "LEDGERPORT_ENV": "development",
-        "LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN,
-        "LEDGERPORT_BIND": f"127.0.0.1:{port}",
-        "PYTHONUNBUFFERED": "1",
-    }
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ledgerport", "serve"],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return process, log
-
-
-def wait_healthy(process: subprocess.Popen[bytes], base: str, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    with httpx.Client(base_url=base, timeout=2.0, trust_env=False) as probe:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"server exited early:\n{log.read_text(errors='replace')}")
-            try:
-                if probe.get("/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-    raise AssertionError(f"server not healthy in {STARTUP_TIMEOUT}s:\n{log.read_text()}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 def field(page: str, name: str) -> str:
@@ -93,11 +37,10 @@ def field(page: str, name: str) -> str:
 
 
 def test_authorization_code_flow_with_authlib(tmp_path: Path) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    process, log = start_server(tmp_path, port)
+    server = start_server(tmp_path, ADMIN_TOKEN)
+    base = server.base
     try:
-        wait_healthy(process, base, log)
+        wait_healthy(server)
         admin = httpx.Client(
             base_url=base,
             timeout=HTTP_TIMEOUT,
@@ -233,4 +176,4 @@ def test_authorization_code_flow_with_authlib(tmp_path: Path) -> None:
             assert gone == {"active": False}
             assert oauth.get(f"{base}/invoices").status_code == 401
     finally:
-        stop(process)
+        stop(server.process)

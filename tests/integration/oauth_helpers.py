@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from ledgerport import auth, books
+
 REDIRECT_URI = "https://app.example.com/callback"
 
 
@@ -357,3 +359,17 @@ async def set_status(client: Any, admin_headers: dict[str, str], world: World, s
         f"/admin/apps/{world.app_id}/status", json={"status": status}, headers=admin_headers
     )
     assert response.status_code == 200
+
+
+PASSWORD = "correct horse battery"
+
+
+async def new_user(platform: Any) -> tuple[str, str]:
+    """A user who can sign in with PASSWORD, stored directly; answers (id, email)."""
+    email = f"{secrets.token_hex(6)}@example.com"
+    password_hash = await auth.hash_password(PASSWORD)
+    async with platform.store.transaction() as tx:
+        user = await books.create_user(
+            tx, now=platform.now(), email=email, password_hash=password_hash
+        )
+    return user.id, email

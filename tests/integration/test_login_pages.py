@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-from argon2 import PasswordHasher
 
-from ledgerport import books
+from ledgerport import auth, books
 from ledgerport.clock import FrozenClock
-from ledgerport.config import load
 from ledgerport.http import create_app
-from ledgerport.platform import Platform, bootstrap
+from ledgerport.platform import Platform
 from ledgerport.storage import Store
+
+from ..platforms import build_platform
 
 EMAIL = "ada@example.com"
 PASSWORD = "correct horse battery staple"
@@ -76,17 +75,12 @@ async def _login_form(client: Any, next_path: str | None = None) -> dict[str, st
     }
 
 
-@functools.cache
-def _password_hash() -> str:
-    """Argon2 costs a noticeable fraction of a second: hash the one password once per run."""
-    return PasswordHasher().hash(PASSWORD)
-
-
 @pytest.fixture
 async def user(platform: Platform) -> dict[str, str]:
+    password_hash = await auth.hash_password(PASSWORD)
     async with platform.store.transaction() as tx:
         created = await books.create_user(
-            tx, now=platform.now(), email=EMAIL, password_hash=_password_hash()
+            tx, now=platform.now(), email=EMAIL, password_hash=password_hash
         )
     return {"id": created.id, "email": created.email}
 
@@ -356,23 +350,16 @@ async def test_session_expires(
 
 @pytest.fixture
 async def production_app(store: Store, clock: FrozenClock) -> Any:
-    config = load(
+    platform = await build_platform(
+        store,
+        clock,
         {
-            "LEDGERPORT_DATABASE_URL": "sqlite:///unused.db",
             "LEDGERPORT_ADMIN_TOKEN": "lp_admin_production-token-0123456789",
             "LEDGERPORT_SECRET_KEY": "production-secret-key-0123456789abcdef012345",
             "LEDGERPORT_ENV": "production",
             "LEDGERPORT_BASE_URL": "https://api.ledgerport.test",
             "LEDGERPORT_AUTH_URL": "https://app.ledgerport.test",
-        }
-    )
-    boot = await bootstrap(store, config)
-    platform = Platform(
-        config=config,
-        store=store,
-        keyring=boot.keyring,
-        admin_token_hash=boot.admin_token_hash,
-        clock=clock,
+        },
     )
     return create_app(platform)
 

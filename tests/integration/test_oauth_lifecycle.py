@@ -14,10 +14,9 @@ import pytest
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 
 from ledgerport import catalog
-from ledgerport.config import load
 from ledgerport.http import create_app
-from ledgerport.platform import Platform, bootstrap
 
+from ..platforms import build_platform
 from .oauth_helpers import (
     REDIRECT_URI,
     World,
@@ -315,22 +314,15 @@ async def test_discovery_document(client) -> None:
 
 
 async def test_discovery_document_validates_with_authlib(store, clock) -> None:
-    config = load(
+    platform = await build_platform(
+        store,
+        clock,
         {
-            "LEDGERPORT_DATABASE_URL": "sqlite:///unused.db",
             "LEDGERPORT_ADMIN_TOKEN": "lp_admin_https-test-token-0123456789",
             "LEDGERPORT_SECRET_KEY": "https-test-secret-key-0123456789abcdef0123",
             "LEDGERPORT_BASE_URL": "https://api.books.example",
             "LEDGERPORT_AUTH_URL": "https://app.books.example",
-        }
-    )
-    boot = await bootstrap(store, config)
-    platform = Platform(
-        config=config,
-        store=store,
-        keyring=boot.keyring,
-        admin_token_hash=boot.admin_token_hash,
-        clock=clock,
+        },
     )
     response = (
         await create_app(platform).test_client().get("/.well-known/oauth-authorization-server")

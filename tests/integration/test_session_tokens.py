@@ -7,16 +7,13 @@ Limits > Other limits and constants (about 50 seconds, 30 seconds of skew); cont
 
 from __future__ import annotations
 
-import functools
-import secrets
 from dataclasses import replace
 from typing import Any
 
 import jwt
 import pytest
-from argon2 import PasswordHasher
 
-from ledgerport import auth, books
+from ledgerport import auth
 from ledgerport.auth import PURGE_GRACE, Keyring
 from ledgerport.auth._session_tokens import (
     KEY_PREPUBLISH,
@@ -27,12 +24,14 @@ from ledgerport.engine import Scheduler
 from ledgerport.platform import Platform
 
 from .oauth_helpers import (
+    PASSWORD,
     REDIRECT_URI,
     World,
     exchange,
     install,
     installation_id,
     login,
+    new_user,
     session_token,
 )
 
@@ -41,7 +40,6 @@ JWKS_PATH = "/.well-known/jwks.json"
 UNKNOWN_ID = "xyz_does-not-exist"
 OTHER_ROOT_KEY = "another-root-key-0123456789abcdef0123456789"
 T0 = 1_800_000_000.0
-PASSWORD = "correct horse battery"
 SKEW = 30  # the spec's clock-skew tolerance of a session token, in seconds
 TTL = 50  # the spec's "about 50 seconds" of a session token
 
@@ -51,22 +49,6 @@ before_storage = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=Tru
 
 
 # --- Helpers -------------------------------------------------------------------------------------
-
-
-@functools.cache
-def password_hash() -> str:
-    """One real hash shared by every user of the module (hashing is deliberately slow)."""
-    return PasswordHasher().hash(PASSWORD)
-
-
-async def new_user(platform: Platform) -> tuple[str, str]:
-    """A user who can sign in, inserted directly; answers (id, email)."""
-    email = f"{secrets.token_hex(6)}@example.com"
-    async with platform.store.transaction() as tx:
-        user = await books.create_user(
-            tx, now=platform.now(), email=email, password_hash=password_hash()
-        )
-    return user.id, email
 
 
 async def set_member(

@@ -9,7 +9,6 @@ requests per minute per confidential client, each exchange counting).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import json
@@ -20,17 +19,17 @@ from typing import Any
 import jwt
 import pytest
 import trio
-from argon2 import PasswordHasher
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ledgerport import auth, books, catalog
+from ledgerport import auth, catalog
 from ledgerport.http import oauth
 from ledgerport.platform import Platform
 
 from .oauth_helpers import (
     ABSENT,
     JWT_TYPE,
+    PASSWORD,
     REDIRECT_URI,
     TOKEN_EXCHANGE,
     World,
@@ -38,13 +37,13 @@ from .oauth_helpers import (
     basic,
     exchange,
     install,
+    new_user,
     session_token,
 )
 
 API = "http://api.ledgerport.test"
 ACCESS_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
-PASSWORD = "correct horse battery"
 APP_SCOPES = ("invoices:read", "invoices:write", "customers:read")
 INSTALLED = ("invoices:read", "customers:read")
 SKEW = 30  # the spec's clock-skew tolerance of a session token, in seconds
@@ -56,23 +55,6 @@ sqlite_only = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
 
 
 # --- Helpers -------------------------------------------------------------------------------------
-
-
-@functools.cache
-def password_hash() -> str:
-    """One real hash shared by every user of the module (hashing is deliberately slow)."""
-    return PasswordHasher().hash(PASSWORD)
-
-
-async def new_user(platform: Platform) -> str:
-    async with platform.store.transaction() as tx:
-        user = await books.create_user(
-            tx,
-            now=platform.now(),
-            email=f"{secrets.token_hex(6)}@example.com",
-            password_hash=password_hash(),
-        )
-    return user.id
 
 
 async def set_member(
@@ -122,7 +104,7 @@ async def quick_world(
     """An owner, a business and a reviewed app installed with INSTALLED (make_world, faster)."""
     business = await client.post("/admin/businesses", json={"name": "Acme"}, headers=admin_headers)
     business_id = (await business.get_json())["id"]
-    user_id = await new_user(platform)
+    user_id, _ = await new_user(platform)
     await set_member(client, admin_headers, business_id, user_id, "owner")
     app = await new_app(client, admin_headers, user_id, app_type)
     world = World(
@@ -141,7 +123,7 @@ async def quick_world(
 async def member(
     client: Any, admin_headers: dict[str, str], platform: Platform, world: World, role: str
 ) -> str:
-    user_id = await new_user(platform)
+    user_id, _ = await new_user(platform)
     await set_member(client, admin_headers, world.business_id, user_id, role)
     return user_id
 

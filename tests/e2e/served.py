@@ -1,0 +1,85 @@
+"""A ``ledgerport serve`` process for end-to-end tests: started, probed healthy, stopped.
+
+The server runs as ``sys.executable -m ledgerport serve`` in development mode with ``workdir`` as
+its working directory, on a free loopback port, with every inherited ``LEDGERPORT_*`` variable
+removed; its output goes to ``workdir/server.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+STARTUP_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    base: str
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(workdir: Path, admin_token: str, env: dict[str, str] | None = None) -> Server:
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERPORT_")}
+    environment |= {
+        "LEDGERPORT_ENV": "development",
+        "LEDGERPORT_ADMIN_TOKEN": admin_token,
+        "LEDGERPORT_BIND": f"127.0.0.1:{port}",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    log = workdir / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ledgerport", "serve"],
+            cwd=workdir,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Server(process, f"http://127.0.0.1:{port}", log)
+
+
+def wait_healthy(server: Server) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    with httpx.Client(base_url=server.base, timeout=2.0, trust_env=False) as probe:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise AssertionError(f"server exited early:\n{server.output()}")
+            try:
+                if probe.get("/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+    raise AssertionError(f"server not healthy in {STARTUP_TIMEOUT}s:\n{server.output()}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
