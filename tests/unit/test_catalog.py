@@ -254,7 +254,7 @@ def test_retry_delays_match_the_spec_schedule() -> None:
         ("CHOICE_OPTION_MAX_LENGTH", 60),
         ("WEBHOOK_TIMEOUT", 10),
         ("DELIVERY_RETENTION", 30 * 86400),
-        ("DELIVERY_CLEANUP_INTERVAL", 3600),
+        ("CLEANUP_INTERVAL", 3600),
         ("CONSOLE_DELIVERIES_SHOWN", 100),
         ("WEBHOOK_SECRET_OVERLAP", 24 * 3600),
         ("WEBHOOK_SIGNATURE_TOLERANCE", 300),
