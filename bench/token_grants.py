@@ -127,14 +127,11 @@ async def _expect(response: Any, status: int) -> Any:
 
 
 async def _admin_execute(sql: str) -> None:
-    async with trio_asyncio.open_loop() as loop:
-        conn = await trio_asyncio.aio_as_trio(asyncpg.connect, loop=loop)(
-            POSTGRES_ADMIN_URL, timeout=5
-        )
-        try:
-            await trio_asyncio.aio_as_trio(conn.execute, loop=loop)(sql)
-        finally:
-            await trio_asyncio.aio_as_trio(conn.close, loop=loop)()
+    conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(POSTGRES_ADMIN_URL, timeout=5)
+    try:
+        await trio_asyncio.aio_as_trio(conn.execute)(sql)
+    finally:
+        await trio_asyncio.aio_as_trio(conn.close)()
 
 
 @asynccontextmanager
@@ -178,14 +175,7 @@ async def _platform(store: Store, clock: FrozenClock, admin_token: str) -> Platf
         }
     )
     await store.migrate()
-    boot = await bootstrap(store, config)
-    return Platform(
-        config=config,
-        store=store,
-        keyring=boot.keyring,
-        admin_token_hash=boot.admin_token_hash,
-        clock=clock,
-    )
+    return (await bootstrap(store, config, clock=clock)).platform
 
 
 async def _provision(client: Any, clock: FrozenClock, admin_token: str) -> Fixture:
@@ -404,8 +394,10 @@ def main() -> None:
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
 
     async def run() -> None:
-        for backend in backends:
-            report(backend, await measure(backend, args.n), args.n)
+        # One asyncio loop for the process, as ledgerport serve has: asyncpg runs on it.
+        async with trio_asyncio.open_loop():
+            for backend in backends:
+                report(backend, await measure(backend, args.n), args.n)
 
     trio.run(run)
 

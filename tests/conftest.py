@@ -17,7 +17,6 @@ import asyncpg
 import pytest
 import trio
 import trio_asyncio
-from argon2 import PasswordHasher
 
 from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
@@ -36,14 +35,12 @@ SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
 
 
 async def _admin_execute(sql: str) -> None:
-    async with trio_asyncio.open_loop() as loop:
-        conn = await trio_asyncio.aio_as_trio(asyncpg.connect, loop=loop)(
-            POSTGRES_ADMIN_URL, timeout=5
-        )
-        try:
-            await trio_asyncio.aio_as_trio(conn.execute, loop=loop)(sql)
-        finally:
-            await trio_asyncio.aio_as_trio(conn.close, loop=loop)()
+    """Run ``sql`` on the server's admin database, through the test's asyncio loop."""
+    conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(POSTGRES_ADMIN_URL, timeout=5)
+    try:
+        await trio_asyncio.aio_as_trio(conn.execute)(sql)
+    finally:
+        await trio_asyncio.aio_as_trio(conn.close)()
 
 
 def _database_url(name: str) -> str:
@@ -67,19 +64,16 @@ async def _drop_database(name: str) -> None:
         await _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(autouse=True)
-def quick_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cheap Argon2 parameters for the users tests create and sign in (the production profile
-    costs about 0.4 s a hash); a hash carries its parameters, so verification follows them.
-    Served processes (tests/e2e) keep the production profile."""
-    monkeypatch.setattr(
-        "ledgerport.auth._passwords._hasher",
-        PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1),
-    )
+@pytest.fixture
+async def asyncio_loop() -> AsyncIterator[trio_asyncio.TrioEventLoop]:
+    """The test's one asyncio loop, as ``ledgerport serve`` enters one at its top: asyncpg runs
+    on it. pytest-trio shares one context between fixtures and the test, so all see it."""
+    async with trio_asyncio.open_loop() as loop:
+        yield loop
 
 
 @pytest.fixture
-async def postgres_url() -> AsyncIterator[str]:
+async def postgres_url(asyncio_loop: object) -> AsyncIterator[str]:
     """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
     name = await _create_database()
     try:
@@ -89,7 +83,9 @@ async def postgres_url() -> AsyncIterator[str]:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-async def empty_store(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[Store]:
+async def empty_store(
+    request: pytest.FixtureRequest, tmp_path: object, asyncio_loop: object
+) -> AsyncIterator[Store]:
     """An unmigrated store on each backend."""
     if request.param == "sqlite":
         async with open_sqlite(str(tmp_path) + "/test.db") as store:  # type: ignore[operator]
@@ -131,6 +127,9 @@ async def platform(store: Store, clock: FrozenClock) -> Platform:
             "LEDGERPORT_ENV": "development",
             "LEDGERPORT_BASE_URL": "http://api.ledgerport.test",
             "LEDGERPORT_AUTH_URL": "http://app.ledgerport.test",
+            # Users are created and signed in by the hundred: cheap Argon2 parameters (the
+            # standard profile costs about 0.4 s a hash). Served processes keep the standard.
+            "LEDGERPORT_PASSWORD_HASHING": "fast",
         },
     )
 

@@ -9,13 +9,6 @@ from ledgerport.storage import Store
 
 
 async def build_platform(store: Store, clock: Clock, env: dict[str, str]) -> Platform:
-    """Load ``env`` as the configuration, bootstrap the store's keys and build the Platform."""
+    """Load ``env`` as the configuration and bootstrap the Platform over the store."""
     config = load({"LEDGERPORT_DATABASE_URL": "sqlite:///unused.db", **env})
-    boot = await bootstrap(store, config)
-    return Platform(
-        config=config,
-        store=store,
-        keyring=boot.keyring,
-        admin_token_hash=boot.admin_token_hash,
-        clock=clock,
-    )
+    return (await bootstrap(store, config, clock=clock)).platform

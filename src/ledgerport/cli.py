@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 import trio
+import trio_asyncio
 
 from ledgerport import __version__
 from ledgerport.config import Config, ConfigError, load
@@ -37,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _migrate(config: Config) -> None:
-    async with open_store(config.database, migrate=False) as store:
+    async with trio_asyncio.open_loop(), open_store(config.database, migrate=False) as store:
         applied = await store.migrate()
         version = await store.schema_version()
     if applied:
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "migrate":
             trio.run(_migrate, config)
         else:
-            from ledgerport.engine import serve
+            from ledgerport.serve import serve
 
             trio.run(serve, config)
     except StorageError as exc:

@@ -55,6 +55,7 @@ class Config:
         default_factory=tuple
     )
     shutdown_grace: float = 10.0
+    password_hashing: Literal["standard", "fast"] = "standard"
 
     @property
     def development(self) -> bool:
@@ -169,6 +170,16 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
     admin_token = env.get("LEDGERPORT_ADMIN_TOKEN") or None
     if admin_token is not None and len(admin_token) < 16:
         raise ConfigError("LEDGERPORT_ADMIN_TOKEN: must be at least 16 characters")
+    password_hashing = env.get("LEDGERPORT_PASSWORD_HASHING", "standard").strip().lower()
+    if password_hashing not in ("standard", "fast"):
+        raise ConfigError(
+            f"LEDGERPORT_PASSWORD_HASHING: expected standard or fast, got {password_hashing!r}"
+        )
+    if password_hashing == "fast" and environment != "development":
+        raise ConfigError(
+            "LEDGERPORT_PASSWORD_HASHING: fast is for test suites only and needs "
+            "LEDGERPORT_ENV=development"
+        )
     secret_key = env.get("LEDGERPORT_SECRET_KEY") or None
     if secret_key is not None and len(secret_key) < 32:
         raise ConfigError("LEDGERPORT_SECRET_KEY: must be at least 32 characters")
@@ -191,4 +202,5 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         shutdown_grace=_parse_positive(
             env.get("LEDGERPORT_SHUTDOWN_GRACE", "10"), "LEDGERPORT_SHUTDOWN_GRACE"
         ),
+        password_hashing="fast" if password_hashing == "fast" else "standard",
     )

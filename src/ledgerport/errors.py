@@ -1,7 +1,10 @@
-"""The domain's error roots, mapped to HTTP envelopes in one place (``http/_errors.py``).
+"""The root of what the domain refuses, and the validation failure every package shares.
 
-Each domain package raises intent-named subclasses; the HTTP layer needs only these roots.
-``message`` may hold ``{0}``-style placeholders filled from ``params`` (the envelope's p0, p1...).
+Domain exceptions are named for what happened (``BusinessNotFound``, ``RefreshTokenReused``...)
+and carry no HTTP status: each package has one root (``books.BooksError``, ``apps.AppsError``,
+``auth.AuthError``, ``access.AccessError``), and ``http/_errors.py`` maps every class to its
+status, code and headers in one table. ``message`` is English prose that may hold ``{0}``-style
+placeholders filled from ``params`` (the envelope's p0, p1, ...).
 """
 
 from __future__ import annotations
@@ -10,14 +13,10 @@ from collections.abc import Sequence
 
 
 class DomainError(Exception):
-    status = 400
-    default_code: str | None = None
+    """Something the domain refuses to do; the subclass says what."""
 
-    def __init__(
-        self, message: str, *, code: str | None = None, params: Sequence[object] = ()
-    ) -> None:
+    def __init__(self, message: str, *, params: Sequence[object] = ()) -> None:
         self.message = message
-        self.code = code if code is not None else self.default_code
         self.params = tuple(params)
         super().__init__(self.rendered)
 
@@ -27,28 +26,8 @@ class DomainError(Exception):
 
 
 class InvalidInput(DomainError):
-    """Validation failure: answered with an array message and no code."""
+    """Input breaks a rule the request models cannot state: one sentence per problem."""
 
     def __init__(self, messages: Sequence[str]) -> None:
         self.messages = list(messages)
         super().__init__("; ".join(self.messages))
-
-
-class BadRequest(DomainError):
-    status = 400
-
-
-class Unauthorized(DomainError):
-    status = 401
-
-
-class Forbidden(DomainError):
-    status = 403
-
-
-class NotFound(DomainError):
-    status = 404
-
-
-class Conflict(DomainError):
-    status = 409

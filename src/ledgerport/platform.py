@@ -1,14 +1,16 @@
-"""The running platform's shared parts, and their first-start bootstrap.
+"""The running platform's shared parts, built once at start by :func:`bootstrap`.
 
 :class:`Platform` is what every request handler and engine task reaches the store, the clock, the
-keys and the metrics through; it is built once by the supervisor (or by a test).
+keys, the password hasher and the metrics through. The server, the tests and the benchmarks all
+get theirs from :func:`bootstrap`, which also settles the root key and the admin token.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ledgerport.auth import ADMIN_TOKEN_PREFIX, Keyring, new_root_key, new_token
+from ledgerport import catalog
+from ledgerport.auth import Keyring, Passwords, new_root_key, new_token
 from ledgerport.clock import Clock, SystemClock
 from ledgerport.config import Config
 from ledgerport.ops import Metrics
@@ -21,6 +23,7 @@ class Platform:
     store: Store
     keyring: Keyring
     admin_token_hash: str
+    passwords: Passwords
     clock: Clock = field(default_factory=SystemClock)
     metrics: Metrics = field(default_factory=Metrics)
 
@@ -41,21 +44,33 @@ async def _setting_once(tx: Transaction, key: str, value: str) -> str:
 
 @dataclass(frozen=True)
 class Bootstrap:
-    keyring: Keyring
-    admin_token_hash: str
+    platform: Platform
     new_admin_token: str | None  # generated now: to be printed once, never stored in clear
 
 
-async def bootstrap(store: Store, config: Config) -> Bootstrap:
-    """The root key and the admin token: from the environment, else generated once and stored."""
+async def bootstrap(store: Store, config: Config, *, clock: Clock | None = None) -> Bootstrap:
+    """The Platform over ``store``: the root key and the admin token come from the
+    environment, else are generated once and stored."""
     async with store.transaction() as tx:
         root_key = config.secret_key or await _setting_once(tx, "secret_key", new_root_key())
         keyring = Keyring(root_key)
+        new_admin_token = None
         if config.admin_token is not None:
-            return Bootstrap(keyring, keyring.hash_token(config.admin_token), None)
-        candidate = new_token(ADMIN_TOKEN_PREFIX)
-        candidate_hash = keyring.hash_token(candidate)
-        # Keyed by the root key's fingerprint: a new root key makes a new admin token.
-        slot = f"admin_token_hash:{keyring.hash_token('')[:16]}"
-        stored_hash = await _setting_once(tx, slot, candidate_hash)
-    return Bootstrap(keyring, stored_hash, candidate if stored_hash == candidate_hash else None)
+            admin_token_hash = keyring.hash_token(config.admin_token)
+        else:
+            candidate = new_token(catalog.ADMIN_TOKEN_PREFIX)
+            candidate_hash = keyring.hash_token(candidate)
+            # Keyed by the root key's fingerprint: a new root key makes a new admin token.
+            slot = f"admin_token_hash:{keyring.hash_token('')[:16]}"
+            admin_token_hash = await _setting_once(tx, slot, candidate_hash)
+            if admin_token_hash == candidate_hash:
+                new_admin_token = candidate
+    platform = Platform(
+        config=config,
+        store=store,
+        keyring=keyring,
+        admin_token_hash=admin_token_hash,
+        passwords=Passwords(config.password_hashing),
+        clock=clock or SystemClock(),
+    )
+    return Bootstrap(platform, new_admin_token)

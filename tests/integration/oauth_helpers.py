@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from ledgerport import auth, books
+from ledgerport import books
 
 REDIRECT_URI = "https://app.example.com/callback"
 
@@ -367,7 +367,7 @@ PASSWORD = "correct horse battery"
 async def new_user(platform: Any) -> tuple[str, str]:
     """A user who can sign in with PASSWORD, stored directly; answers (id, email)."""
     email = f"{secrets.token_hex(6)}@example.com"
-    password_hash = await auth.hash_password(PASSWORD)
+    password_hash = await platform.passwords.hash(PASSWORD)
     async with platform.store.transaction() as tx:
         user = await books.create_user(
             tx, now=platform.now(), email=email, password_hash=password_hash

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ledgerport import auth, books
+from ledgerport import books
 from ledgerport.clock import FrozenClock
 from ledgerport.http import create_app
 from ledgerport.platform import Platform
@@ -77,7 +77,7 @@ async def _login_form(client: Any, next_path: str | None = None) -> dict[str, st
 
 @pytest.fixture
 async def user(platform: Platform) -> dict[str, str]:
-    password_hash = await auth.hash_password(PASSWORD)
+    password_hash = await platform.passwords.hash(PASSWORD)
     async with platform.store.transaction() as tx:
         created = await books.create_user(
             tx, now=platform.now(), email=EMAIL, password_hash=password_hash

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from ledgerport.storage import (
+    Migration,
     MigrationError,
     StorageError,
     Store,
@@ -21,7 +22,6 @@ from ledgerport.storage import (
     open_postgres,
     open_sqlite,
 )
-from ledgerport.storage._migrations import Migration
 
 TIMEOUT = 30
 SUBPROCESS_TIMEOUT = 60
@@ -102,9 +102,7 @@ async def test_no_table_exists_before_migrating(empty_store: Store) -> None:
     assert count == 0
 
 
-async def test_a_failing_migration_applies_nothing(
-    empty_store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_failing_migration_applies_nothing(empty_store: Store) -> None:
     broken = [
         *load_migrations(_migrations_kind(empty_store)),
         Migration(
@@ -113,12 +111,10 @@ async def test_a_failing_migration_applies_nothing(
             "CREATE TABLE half_done (id TEXT PRIMARY KEY);\nTHIS IS NOT SQL;\n",
         ),
     ]
-    backend = "_sqlite" if empty_store.kind == "sqlite" else "_postgres"
-    monkeypatch.setattr(f"ledgerport.storage.{backend}.load_migrations", lambda kind: broken)
 
     with trio.fail_after(TIMEOUT):
         with pytest.raises(MigrationError):
-            await empty_store.migrate()
+            await empty_store.migrate(broken)
         assert await empty_store.schema_version() == 0
         async with empty_store.transaction() as tx:
             # Neither table exists, so creating them again succeeds.
@@ -339,13 +335,9 @@ def test_unterminated_statement_is_a_migration_error() -> None:
         _split("CREATE TABLE a (id TEXT);\nCREATE TABLE b (\n    id TEXT\n)\n")
 
 
-async def _migrate_up_to(store: Store, version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+async def _migrate_up_to(store: Store, version: int) -> None:
     kind = _migrations_kind(store)
-    backend = "_sqlite" if store.kind == "sqlite" else "_postgres"
-    first = [m for m in load_migrations(kind) if m.version <= version]
-    with monkeypatch.context() as patch:
-        patch.setattr(f"ledgerport.storage.{backend}.load_migrations", lambda kind: first)
-        await store.migrate()
+    await store.migrate([m for m in load_migrations(kind) if m.version <= version])
 
 
 async def _seed_app_and_installation(store: Store) -> None:
@@ -372,10 +364,10 @@ async def _seed_app_and_installation(store: Store) -> None:
 
 
 async def test_grants_migration_keeps_existing_apps_and_their_references(
-    empty_store: Store, monkeypatch: pytest.MonkeyPatch
+    empty_store: Store,
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        await _migrate_up_to(empty_store, 2, monkeypatch)
+        await _migrate_up_to(empty_store, 2)
         await _seed_app_and_installation(empty_store)
 
         await empty_store.migrate()
@@ -416,9 +408,7 @@ async def test_foreign_keys_still_hold_on_rebuilt_apps(store: Store) -> None:
             )
 
 
-async def test_sqlite_migration_leaving_a_dangling_reference_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_sqlite_migration_leaving_a_dangling_reference_fails(tmp_path: Path) -> None:
     dangling = Migration(
         9999,
         "dangling",
@@ -429,12 +419,8 @@ async def test_sqlite_migration_leaving_a_dangling_reference_fails(
     with trio.fail_after(TIMEOUT):
         async with open_sqlite(str(tmp_path / "dangling.db")) as store:
             await store.migrate()
-            monkeypatch.setattr(
-                "ledgerport.storage._sqlite.load_migrations",
-                lambda kind: [*load_migrations("sqlite"), dangling],
-            )
             with pytest.raises(MigrationError, match="dangling references"):
-                await store.migrate()
+                await store.migrate([*load_migrations("sqlite"), dangling])
             assert await store.schema_version() == len(load_migrations("sqlite"))
             async with store.transaction() as tx:
                 count = await tx.fetchval("SELECT COUNT(*) FROM installations")

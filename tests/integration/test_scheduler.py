@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ledgerport import auth, catalog
-from ledgerport.auth._session_tokens import KEY_PREPUBLISH, KEY_SIGNING_PERIOD
 from ledgerport.engine import Scheduler
 
 from .oauth_helpers import device_authorize, full_grant, make_world
@@ -20,7 +19,7 @@ async def test_cleanup_purges_expired_sessions_and_tokens(platform, client, admi
         assert await auth.resolve_access_token(
             tx, platform.keyring, now=clock.now(), token=tokens["access_token"]
         )
-    clock.advance(31 * 24 * 3600 + auth.PURGE_GRACE)
+    clock.advance(31 * 24 * 3600 + catalog.EXPIRED_ROW_GRACE)
     removed = await scheduler.cleanup_once()
     assert removed["login_session"] == 1
     assert removed["access_token"] == 1
@@ -37,7 +36,7 @@ async def test_cleanup_purges_device_codes_a_day_after_expiry(
     response = await device_authorize(client, world)
     assert response.status_code == 200
     scheduler = Scheduler(platform)
-    clock.advance(catalog.DEVICE_CODE_TTL + auth.PURGE_GRACE - 1)
+    clock.advance(catalog.DEVICE_CODE_TTL + catalog.EXPIRED_ROW_GRACE - 1)
     kept = await scheduler.cleanup_once()
     assert kept["device_code"] == 0
     clock.advance(1)
@@ -53,7 +52,7 @@ async def test_cleanup_publishes_the_next_signing_key_ahead_of_rotation(
     async with platform.store.transaction() as tx:
         first = await auth.published_keys(tx, now=clock.now())
     assert len(first) == 1
-    clock.advance(KEY_SIGNING_PERIOD - KEY_PREPUBLISH)
+    clock.advance(catalog.SIGNING_KEY_PERIOD - catalog.SIGNING_KEY_PREPUBLISH)
     await scheduler.cleanup_once()
     async with platform.store.transaction() as tx:
         keys = await auth.published_keys(tx, now=clock.now())

@@ -14,11 +14,12 @@ import jwt
 import pytest
 
 from ledgerport import auth
-from ledgerport.auth import PURGE_GRACE, Keyring
-from ledgerport.auth._session_tokens import (
-    KEY_PREPUBLISH,
-    KEY_RETIRED_GRACE,
-    KEY_SIGNING_PERIOD,
+from ledgerport.auth import Keyring
+from ledgerport.catalog import (
+    EXPIRED_ROW_GRACE,
+    SIGNING_KEY_PERIOD,
+    SIGNING_KEY_PREPUBLISH,
+    SIGNING_KEY_RETIRED_GRACE,
 )
 from ledgerport.engine import Scheduler
 from ledgerport.platform import Platform
@@ -444,34 +445,34 @@ async def test_bridge_without_an_installation_is_409(client, admin_headers, plat
 async def test_first_rotation_creates_the_signer(store, keyring):
     signer = await rotate(store, keyring, T0)
     assert signer.activates_at == T0
-    assert signer.retires_at == T0 + KEY_SIGNING_PERIOD
-    assert signer.expires_at == T0 + KEY_SIGNING_PERIOD + KEY_RETIRED_GRACE
+    assert signer.retires_at == T0 + SIGNING_KEY_PERIOD
+    assert signer.expires_at == T0 + SIGNING_KEY_PERIOD + SIGNING_KEY_RETIRED_GRACE
     assert [k.kid for k in await published(store, T0)] == [signer.kid]
 
 
 async def test_rotation_is_idempotent_while_the_signer_is_young(store, keyring):
     first = await rotate(store, keyring, T0)
-    again = await rotate(store, keyring, T0 + KEY_SIGNING_PERIOD - KEY_PREPUBLISH - 1)
+    again = await rotate(store, keyring, T0 + SIGNING_KEY_PERIOD - SIGNING_KEY_PREPUBLISH - 1)
     assert again.kid == first.kid
-    keys = await published(store, T0 + KEY_SIGNING_PERIOD - KEY_PREPUBLISH - 1)
+    keys = await published(store, T0 + SIGNING_KEY_PERIOD - SIGNING_KEY_PREPUBLISH - 1)
     assert [k.kid for k in keys] == [first.kid]
 
 
 async def test_successor_is_published_before_it_signs(store, keyring):
     first = await rotate(store, keyring, T0)
-    when = T0 + KEY_SIGNING_PERIOD - KEY_PREPUBLISH
+    when = T0 + SIGNING_KEY_PERIOD - SIGNING_KEY_PREPUBLISH
     signer = await rotate(store, keyring, when)
     keys = await published(store, when)
     successors = [k for k in keys if k.kid != first.kid]
     assert signer.kid == first.kid
     assert len(successors) == 1
     assert successors[0].activates_at == first.retires_at
-    assert successors[0].activates_at - when == KEY_PREPUBLISH
+    assert successors[0].activates_at - when == SIGNING_KEY_PREPUBLISH
 
 
 async def test_successor_signs_once_the_previous_key_retires(store, keyring):
     first = await rotate(store, keyring, T0)
-    await rotate(store, keyring, T0 + KEY_SIGNING_PERIOD - KEY_PREPUBLISH)
+    await rotate(store, keyring, T0 + SIGNING_KEY_PERIOD - SIGNING_KEY_PREPUBLISH)
     before = await rotate(store, keyring, first.retires_at - 1)
     after = await rotate(store, keyring, first.retires_at)
     assert before.kid == first.kid
@@ -487,14 +488,14 @@ async def test_successor_is_served_in_the_jwks_before_it_signs(
     world = await quick_world(client, admin_headers, platform)
     token = await session_token(client, admin_headers, world)
     current = jwt.get_unverified_header(token)["kid"]
-    clock.advance(KEY_SIGNING_PERIOD - KEY_PREPUBLISH)
+    clock.advance(SIGNING_KEY_PERIOD - SIGNING_KEY_PREPUBLISH)
     await Scheduler(platform).cleanup_once()
     served = kids(await served_jwks(client))
     assert current in served
     assert len(served) == 2
     still = jwt.get_unverified_header(await session_token(client, admin_headers, world))["kid"]
     assert still == current
-    clock.advance(KEY_PREPUBLISH)
+    clock.advance(SIGNING_KEY_PREPUBLISH)
     token = await session_token(client, admin_headers, world)
     successor = jwt.get_unverified_header(token)["kid"]
     assert successor != current
@@ -524,7 +525,7 @@ async def test_retired_key_leaves_the_jwks_after_its_grace(
     first = await rotate(platform.store, platform.keyring, clock.now())
     clock.set(first.retires_at)
     await rotate(platform.store, platform.keyring, clock.now())
-    clock.set(first.retires_at + KEY_RETIRED_GRACE - (1 if served else 0))
+    clock.set(first.retires_at + SIGNING_KEY_RETIRED_GRACE - (1 if served else 0))
     assert (first.kid in kids(await served_jwks(client))) is served
 
 
@@ -549,7 +550,7 @@ async def test_cleanup_publishes_the_successor_in_time(platform, clock):
     scheduler = Scheduler(platform)
     await scheduler.cleanup_once()
     (first,) = await published(platform.store, clock.now())
-    clock.set(first.retires_at - KEY_PREPUBLISH)
+    clock.set(first.retires_at - SIGNING_KEY_PREPUBLISH)
     await scheduler.cleanup_once()
     keys = await published(platform.store, clock.now())
     assert [k.kid for k in keys] == [first.kid, keys[1].kid]
@@ -581,7 +582,7 @@ async def test_cleanup_purges_a_spent_jti_once_its_token_is_dead(
     kept = await scheduler.cleanup_once()
     assert kept["spent_session_token"] == 0
     # Kept a day (the purge grace of codes and tokens) past the token's last usable second.
-    clock.advance(TTL + SKEW + PURGE_GRACE - 1)
+    clock.advance(TTL + SKEW + EXPIRED_ROW_GRACE - 1)
     kept = await scheduler.cleanup_once()
     assert kept["spent_session_token"] == 0
     clock.advance(1)

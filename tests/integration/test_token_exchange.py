@@ -861,7 +861,7 @@ async def test_exchange_counts_against_the_confidential_client_limit(
     second = await session_token(client, admin_headers, world)
     limit = catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT.limit
     async with app.app_context():
-        guard = oauth.guard()
+        guard = oauth.oauth_guard()
     # limit - 1 token requests of this client from as many other addresses.
     for n in range(limit - 1):
         guard.authenticated(

@@ -3,69 +3,32 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
 from ledgerport import catalog
 from ledgerport.books import get_business, get_membership, get_user, record_event
-from ledgerport.errors import BadRequest, Conflict, InvalidInput, NotFound
+from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Row, Transaction
 
+from ._errors import (
+    AppNotActive,
+    AppNotFound,
+    AppNotReviewed,
+    InstallationNotFound,
+    NotAMember,
+    ScopesNotRegistered,
+)
 from ._uris import is_loopback_host, redirect_uri_problems
 
 AppType = Literal["CONFIDENTIAL", "PUBLIC"]
 AppStatus = Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
 APP_TYPES: tuple[AppType, ...] = ("CONFIDENTIAL", "PUBLIC")
 APP_STATUSES: tuple[AppStatus, ...] = ("ACTIVE", "SUSPENDED", "DEACTIVATED")
-CLIENT_SECRET_PREFIX = "lp_cs_"
-
-
-class AppNotFound(NotFound):
-    def __init__(self, app_id: str) -> None:
-        super().__init__("App {0} not found", code="APP_NOT_FOUND", params=[app_id])
-
-
-class InstallationNotFound(NotFound):
-    def __init__(self, installation_id: str) -> None:
-        super().__init__(
-            "Installation {0} not found", code="INSTALLATION_NOT_FOUND", params=[installation_id]
-        )
-
-
-class AppNotActive(Conflict):
-    def __init__(self, app_id: str) -> None:
-        super().__init__("App {0} is not active", code="APP_NOT_ACTIVE", params=[app_id])
-
-
-class NotAMember(Conflict):
-    def __init__(self, user_id: str, business_id: str) -> None:
-        super().__init__(
-            "User {0} is not an active member of business {1}",
-            code="NOT_AN_ACTIVE_MEMBER",
-            params=[user_id, business_id],
-        )
-
-
-class AppNotReviewed(BadRequest):
-    def __init__(self) -> None:
-        super().__init__(
-            "app has not completed review: it may connect only to sandbox businesses",
-            code="APP_NOT_REVIEWED",
-        )
-
-
-class ScopesNotRegistered(BadRequest):
-    def __init__(self, scopes: Sequence[str]) -> None:
-        super().__init__(
-            "Requested scopes not permitted for this client: {0}",
-            code="SCOPES_NOT_REGISTERED",
-            params=[" ".join(scopes)],
-        )
 
 
 @dataclass(frozen=True)
@@ -185,7 +148,7 @@ async def create_app(
         raise InvalidInput(problems)
     if developer_user_id is not None:
         await get_user(tx, developer_user_id)
-    secret = new_token(CLIENT_SECRET_PREFIX) if type == "CONFIDENTIAL" else None
+    secret = new_token(catalog.CLIENT_SECRET_PREFIX) if type == "CONFIDENTIAL" else None
     app = App(
         id=new_id("app"),
         client_id=new_id("cid"),
@@ -320,19 +283,17 @@ async def install(
             now,
             current.id,
         )
-        await record_event(
+        widened_installation = Installation(
+            current.id, app_id, business_id, current.user_id, widened, "ACTIVE"
+        )
+        await record_installation_event(
             tx,
             now=now,
             type="app.scopes_updated",
-            business_id=business_id,
-            app_id=app_id,
-            data={
-                "installationId": current.id,
-                "scopes": list(widened),
-                "previousScopes": list(current.scopes),
-            },
+            installation=widened_installation,
+            data={"scopes": list(widened), "previousScopes": list(current.scopes)},
         )
-        return Installation(current.id, app_id, business_id, current.user_id, widened, "ACTIVE")
+        return widened_installation
 
     granted = ordered_scopes(scopes)
     if row is None:
@@ -357,24 +318,42 @@ async def install(
             now,
             installation.id,
         )
-    await record_event(
+    await record_installation_event(
         tx,
         now=now,
         type="app.installed",
-        business_id=business_id,
-        app_id=app_id,
-        data={"installationId": installation.id, "state": "ACTIVE", "scopes": list(granted)},
+        installation=installation,
+        data={"state": "ACTIVE", "scopes": list(granted)},
     )
     return installation
 
 
-async def end_installation(
-    tx: Transaction, *, now: float, installation: Installation, state: str, reason: str
+async def record_installation_event(
+    tx: Transaction,
+    *,
+    now: float,
+    type: str,
+    installation: Installation,
+    data: dict[str, object],
 ) -> None:
-    """Move an ACTIVE installation out of ACTIVE and emit ``app.uninstalled``.
+    """Record an app-lifecycle event of the installation (its id leads ``data``)."""
+    await record_event(
+        tx,
+        now=now,
+        type=type,
+        business_id=installation.business_id,
+        app_id=installation.app_id,
+        data={"installationId": installation.id, **data},
+    )
 
-    Token revocation and code cancellation of the installation run in the same transaction
-    (``ledgerport.auth``), registered through :data:`INSTALLATION_END_HOOKS`.
+
+async def end_installation_state(
+    tx: Transaction, *, now: float, installation: Installation, state: str
+) -> None:
+    """Move an ACTIVE installation to ``state`` (UNINSTALLED, REVOKED).
+
+    Only the installation's row: ending one also revokes its tokens and records
+    ``app.uninstalled``, which ``ledgerport.access.end_installation`` does in the same transaction.
     """
     changed = await tx.execute(
         "UPDATE installations SET state = $1, updated_at = $2 WHERE id = $3 AND state = 'ACTIVE'",
@@ -384,47 +363,3 @@ async def end_installation(
     )
     if not changed:
         raise InstallationNotFound(installation.id)
-    for hook in INSTALLATION_END_HOOKS:
-        await hook(tx, now, installation)
-    await record_event(
-        tx,
-        now=now,
-        type="app.uninstalled",
-        business_id=installation.business_id,
-        app_id=installation.app_id,
-        data={
-            "installationId": installation.id,
-            "reason": reason,
-            "uninstalledAt": datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z"),
-        },
-    )
-
-
-async def uninstall(tx: Transaction, *, now: float, installation_id: str) -> None:
-    installation = await get_installation(tx, installation_id)
-    if installation.state != "ACTIVE":
-        raise InstallationNotFound(installation_id)
-    await end_installation(
-        tx, now=now, installation=installation, state="UNINSTALLED", reason="uninstalled"
-    )
-
-
-async def revoke_access(tx: Transaction, *, now: float, business_id: str, app_id: str) -> None:
-    """The business withdraws the app's access: the installation ends and its tokens die."""
-    await get_business(tx, business_id)
-    await get_app(tx, app_id)
-    installation = await active_installation(tx, app_id, business_id)
-    if installation is None:
-        raise NotFound(
-            "App {0} has no access to business {1}",
-            code="INSTALLATION_NOT_FOUND",
-            params=[app_id, business_id],
-        )
-    await end_installation(
-        tx, now=now, installation=installation, state="REVOKED", reason="access_revoked"
-    )
-
-
-InstallationEndHook = Callable[[Transaction, float, Installation], Awaitable[None]]
-# Filled at import by the packages whose records die with an installation (auth: tokens, codes).
-INSTALLATION_END_HOOKS: list[InstallationEndHook] = []

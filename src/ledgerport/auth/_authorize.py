@@ -1,7 +1,7 @@
 """The authorization endpoint's checks and the consent request held for five minutes.
 
-Every failure here is shown on the consent page and never redirected to the app (spec:
-Authentication, step 5), with the spec's message.
+Every failure here is an ``AuthorizeProblem`` shown on the consent page and never redirected
+to the app (spec: Authentication, step 5), with the spec's message.
 """
 
 from __future__ import annotations
@@ -16,27 +16,17 @@ from ledgerport.apps import App, find_app_by_client_id, get_app, ordered_scopes
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
+from ._errors import (
+    InvalidTarget,
+    MalformedAuthorizeRequest,
+    PkceRequired,
+    RedirectUriMismatch,
+    RequestExpired,
+    ScopesNotPermitted,
+    TargetRefused,
+    UnknownClient,
+)
 from ._grants import is_valid_pkce_value
-
-MSG_INVALID_CLIENT = "Invalid client_id"
-MSG_REDIRECT_MISMATCH = "redirect_uri does not match any registered URI"
-MSG_SCOPES_NOT_PERMITTED = "Requested scopes not permitted for this client"
-MSG_PKCE_REQUIRED = "PKCE is required for public clients"
-MSG_INVALID_TARGET = "invalid_target"
-MSG_NOT_REVIEWED = "app has not completed review"
-MSG_REQUEST_EXPIRED = "invalid_request: authorization request not found or expired"
-
-
-class AuthorizeProblem(Exception):
-    """The authorization cannot proceed; ``message`` is what the consent page shows."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class TargetProblem(Exception):
-    """The resource parameter breaks RFC 8707's rule for this API."""
 
 
 def origin_of(url: str) -> tuple[str, str, int]:
@@ -46,23 +36,23 @@ def origin_of(url: str) -> tuple[str, str, int]:
 
 
 def check_resource(values: Sequence[str], api_base_url: str) -> str | None:
-    """The one resource indicator, or None when absent; raises TargetProblem otherwise."""
+    """The one resource indicator, or None when absent; raises InvalidTarget otherwise."""
     if not values:
         return None
     if len(values) > 1:
-        raise TargetProblem("resource must be sent at most once")
+        raise InvalidTarget("resource must be sent at most once")
     value = values[0]
     if len(value) > catalog.URI_MAX_LENGTH:
-        raise TargetProblem(f"resource must be at most {catalog.URI_MAX_LENGTH} characters")
+        raise InvalidTarget(f"resource must be at most {catalog.URI_MAX_LENGTH} characters")
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError for a malformed port
     except ValueError as exc:
-        raise TargetProblem("resource must be an absolute URI") from exc
+        raise InvalidTarget("resource must be an absolute URI") from exc
     if not parts.scheme or not parts.netloc or "#" in value:
-        raise TargetProblem("resource must be an absolute URI without a fragment")
+        raise InvalidTarget("resource must be an absolute URI without a fragment")
     if origin_of(value) != origin_of(api_base_url):
-        raise TargetProblem("resource must be on the API's origin")
+        raise InvalidTarget("resource must be on the API's origin")
     return value
 
 
@@ -80,7 +70,7 @@ class AuthorizeParams:
 def _single(args: dict[str, list[str]], name: str) -> str | None:
     values = args.get(name) or []
     if len(values) > 1:
-        raise AuthorizeProblem(f"invalid_request: {name} must be sent once")
+        raise MalformedAuthorizeRequest(f"invalid_request: {name} must be sent once")
     return values[0] if values else None
 
 
@@ -91,38 +81,41 @@ async def check_authorize_request(
     client_id = _single(args, "client_id")
     app = await find_app_by_client_id(tx, client_id) if client_id else None
     if app is None or not app.active:
-        raise AuthorizeProblem(MSG_INVALID_CLIENT)
+        raise UnknownClient()
     redirect_uri = _single(args, "redirect_uri")
     if not redirect_uri or redirect_uri not in app.redirect_uris:
-        raise AuthorizeProblem(MSG_REDIRECT_MISMATCH)
+        raise RedirectUriMismatch()
     if _single(args, "response_type") != "code":
-        raise AuthorizeProblem("unsupported_response_type: response_type must be code")
+        raise MalformedAuthorizeRequest("unsupported_response_type: response_type must be code")
     scope_text = _single(args, "scope")
     scopes = tuple(dict.fromkeys((scope_text or "").split()))
     if not scopes:
-        raise AuthorizeProblem("invalid_request: scope is required")
+        raise MalformedAuthorizeRequest("invalid_request: scope is required")
     if any(s not in app.scopes for s in scopes):
-        raise AuthorizeProblem(MSG_SCOPES_NOT_PERMITTED)
+        raise ScopesNotPermitted()
     challenge = _single(args, "code_challenge")
     method = _single(args, "code_challenge_method")
     if challenge is None:
         if app.type == "PUBLIC":
-            raise AuthorizeProblem(MSG_PKCE_REQUIRED)
+            raise PkceRequired()
         if method is not None:
-            raise AuthorizeProblem("invalid_request: code_challenge_method without code_challenge")
+            raise MalformedAuthorizeRequest(
+                "invalid_request: code_challenge_method without code_challenge"
+            )
     else:
         method = method or "plain"
         if method not in catalog.CODE_CHALLENGE_METHODS:
-            raise AuthorizeProblem("invalid_request: code_challenge_method must be S256 or plain")
+            raise MalformedAuthorizeRequest(
+                "invalid_request: code_challenge_method must be S256 or plain"
+            )
         if not is_valid_pkce_value(challenge):
-            raise AuthorizeProblem("invalid_request: code_challenge is malformed")
+            raise MalformedAuthorizeRequest("invalid_request: code_challenge is malformed")
     try:
         resource = check_resource(args.get("resource") or [], api_base_url)
-    except TargetProblem as exc:
+    except InvalidTarget as exc:
         values = args.get("resource") or []
         long_form = len(values) > 1 or any(len(v) > catalog.URI_MAX_LENGTH for v in values)
-        message = f"{MSG_INVALID_TARGET}: {exc}" if long_form else MSG_INVALID_TARGET
-        raise AuthorizeProblem(message) from exc
+        raise TargetRefused(exc.description if long_form else None) from exc
     return AuthorizeParams(
         app=app,
         redirect_uri=redirect_uri,
@@ -138,7 +131,7 @@ async def hold_request(
     tx: Transaction, keyring: Keyring, *, now: float, user_id: str, params: AuthorizeParams
 ) -> str:
     """Keep the checked request for the consent decision; answers its id for the form."""
-    request_id = new_token("lp_ar_")
+    request_id = new_token(catalog.AUTHORIZATION_REQUEST_PREFIX)
     await tx.execute(
         "INSERT INTO authorization_requests (id_hash, app_id, user_id, redirect_uri, scopes,"
         " state, code_challenge, code_challenge_method, resource, created_at, expires_at,"
@@ -169,16 +162,16 @@ async def take_request(
         user_id,
     )
     if row is None or row["consumed"] or now >= row["expires_at"]:
-        raise AuthorizeProblem(MSG_REQUEST_EXPIRED)
+        raise RequestExpired()
     claimed = await tx.execute(
         "UPDATE authorization_requests SET consumed = true WHERE id_hash = $1 AND NOT consumed",
         id_hash,
     )
     if not claimed:
-        raise AuthorizeProblem(MSG_REQUEST_EXPIRED)
+        raise RequestExpired()
     app = await get_app(tx, row["app_id"])
     if not app.active:
-        raise AuthorizeProblem(MSG_INVALID_CLIENT)
+        raise UnknownClient()
     return AuthorizeParams(
         app=app,
         redirect_uri=row["redirect_uri"],

@@ -17,7 +17,7 @@ from ledgerport.apps import App, find_app_by_client_id
 from ledgerport.keys import Keyring
 from ledgerport.storage import Transaction
 
-from ._oauth_errors import InvalidClient, OAuthError, invalid_request
+from ._errors import InvalidClient, InvalidRequest
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,9 @@ def parse_credentials(
             raise InvalidClient("malformed HTTP Basic credentials", basic=True)
         client_id, secret = unquote(raw_id), unquote(raw_secret)
         if body_secret is not None:
-            raise invalid_request("use one client authentication method, not several")
+            raise InvalidRequest("use one client authentication method, not several")
         if body_id is not None and body_id != client_id:
-            raise invalid_request("client_id differs from the authenticated client")
+            raise InvalidRequest("client_id differs from the authenticated client")
         return ClientCredentials(client_id, secret, True)
     if not allow_body:
         raise InvalidClient(
@@ -89,6 +89,3 @@ async def authenticate_client(
     if not app.active and not allow_inactive:
         raise InvalidClient("client is suspended or deactivated", basic=basic)
     return app
-
-
-__all__ = ["ClientCredentials", "OAuthError", "authenticate_client", "parse_credentials"]

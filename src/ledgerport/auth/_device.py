@@ -20,10 +20,15 @@ from ledgerport.apps import App, Installation, get_app
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
-from ._grants import PURGE_GRACE, Outcome, installation_active, start_family_from_grant
-from ._oauth_errors import OAuthError, invalid_grant
-
-DEVICE_CODE_PREFIX = "lp_dc_"
+from ._errors import (
+    AccessDenied,
+    AuthorizationPending,
+    ExpiredToken,
+    InvalidGrant,
+    InvalidTarget,
+    SlowDown,
+)
+from ._grants import Outcome, installation_active, start_family_from_grant
 
 
 def new_user_code() -> str:
@@ -67,7 +72,7 @@ async def start_device_authorization(
     scopes: Sequence[str],
     resource: str | None,
 ) -> DeviceAuthorization:
-    device_code = new_token(DEVICE_CODE_PREFIX)
+    device_code = new_token(catalog.DEVICE_CODE_PREFIX)
     while True:
         user_code = new_user_code()
         taken = await tx.fetchval(
@@ -172,9 +177,9 @@ async def poll_device_code(
     code_hash = keyring.hash_token(device_code)
     row = await tx.fetchrow("SELECT * FROM device_codes WHERE code_hash = $1", code_hash)
     if row is None or row["app_id"] != app.id or row["status"] in ("consumed", "cancelled"):
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     if now >= row["expires_at"]:
-        return Outcome(error=OAuthError("expired_token", "the device code has expired"))
+        return Outcome(error=ExpiredToken("the device code has expired"))
     status = row["status"]
     if status == "denied":
         claimed = await tx.execute(
@@ -183,8 +188,8 @@ async def poll_device_code(
             code_hash,
         )
         if not claimed:
-            return Outcome(error=invalid_grant())
-        return Outcome(error=OAuthError("access_denied", "the user denied the request"))
+            return Outcome(error=InvalidGrant())
+        return Outcome(error=AccessDenied("the user denied the request"))
     if status == "pending":
         last, interval = row["last_polled_at"], int(row["poll_interval"])
         if last is not None and now - float(last) < interval:
@@ -196,23 +201,21 @@ async def poll_device_code(
                 code_hash,
             )
             wait = interval + catalog.DEVICE_SLOW_DOWN_STEP
-            return Outcome(error=OAuthError("slow_down", f"poll at most every {wait} seconds"))
+            return Outcome(error=SlowDown(f"poll at most every {wait} seconds"))
         await tx.execute(
             "UPDATE device_codes SET last_polled_at = $1 WHERE code_hash = $2", now, code_hash
         )
-        return Outcome(error=OAuthError("authorization_pending", "the user has not decided yet"))
+        return Outcome(error=AuthorizationPending("the user has not decided yet"))
     if not await installation_active(tx, row["installation_id"]):
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     if resource is not None and row["resource"] is not None and resource != row["resource"]:
-        return Outcome(
-            error=OAuthError("invalid_target", "resource differs from the device authorization")
-        )
+        return Outcome(error=InvalidTarget("resource differs from the device authorization"))
     claimed = await tx.execute(
         "UPDATE device_codes SET status = 'consumed' WHERE code_hash = $1 AND status = 'approved'",
         code_hash,
     )
     if not claimed:
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     family_id, pair = await start_family_from_grant(
         tx, keyring, now=now, row=row, grant_type=catalog.GRANT_DEVICE_CODE
     )
@@ -222,15 +225,17 @@ async def poll_device_code(
     return Outcome(pair=pair)
 
 
-async def cancel_device_codes(tx: Transaction, now: float, installation: Installation) -> None:
+async def cancel_device_codes(tx: Transaction, *, now: float, installation_id: str) -> None:
     """An uninstall cancels the installation's approved device codes not yet redeemed."""
     await tx.execute(
         "UPDATE device_codes SET status = 'cancelled', decided_at = $1"
         " WHERE installation_id = $2 AND status = 'approved'",
         now,
-        installation.id,
+        installation_id,
     )
 
 
 async def purge_expired_device_codes(tx: Transaction, *, now: float) -> int:
-    return await tx.execute("DELETE FROM device_codes WHERE expires_at <= $1", now - PURGE_GRACE)
+    return await tx.execute(
+        "DELETE FROM device_codes WHERE expires_at <= $1", now - catalog.EXPIRED_ROW_GRACE
+    )

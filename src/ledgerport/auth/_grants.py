@@ -21,11 +21,7 @@ from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Row, Transaction
 
-from ._oauth_errors import OAuthError, invalid_grant, invalid_request
-
-ACCESS_TOKEN_PREFIX = "lp_at_"
-REFRESH_TOKEN_PREFIX = "lp_rt_"
-CODE_PREFIX = "lp_code_"
+from ._errors import InvalidGrant, InvalidRequest, InvalidTarget, OAuthError
 
 
 @dataclass(frozen=True)
@@ -88,7 +84,7 @@ async def issue_code(
     code_challenge_method: str | None,
     resource: str | None,
 ) -> str:
-    code = new_token(CODE_PREFIX)
+    code = new_token(catalog.CODE_PREFIX)
     await tx.execute(
         "INSERT INTO authorization_codes (code_hash, app_id, installation_id, business_id,"
         " user_id, redirect_uri, scopes, code_challenge, code_challenge_method, resource,"
@@ -112,7 +108,10 @@ async def issue_code(
 async def _issue_pair(
     tx: Transaction, keyring: Keyring, *, now: float, family_id: str, scopes: tuple[str, ...]
 ) -> TokenPair:
-    access, refresh = new_token(ACCESS_TOKEN_PREFIX), new_token(REFRESH_TOKEN_PREFIX)
+    access, refresh = (
+        new_token(catalog.ACCESS_TOKEN_PREFIX),
+        new_token(catalog.REFRESH_TOKEN_PREFIX),
+    )
     refresh_hash = keyring.hash_token(refresh)
     await tx.execute(
         "INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at)"
@@ -243,40 +242,38 @@ async def redeem_code(
         "SELECT * FROM authorization_codes WHERE code_hash = $1", keyring.hash_token(code)
     )
     if row is None or row["app_id"] != app.id:
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     if row["used_at"] is not None:
         # RFC 6749 10.5 / RFC 9700: a replayed code revokes what it issued.
         if row["family_id"]:
             await revoke_family(tx, now=now, family_id=row["family_id"], reason="code_replayed")
-        return Outcome(error=invalid_grant("code already used"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_CODE_USED))
     if row["cancelled_at"] is not None:
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     if now >= row["expires_at"]:
-        return Outcome(error=invalid_grant("expired"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_EXPIRED))
     if redirect_uri != row["redirect_uri"]:
-        return Outcome(error=invalid_grant("redirect_uri mismatch"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_REDIRECT_MISMATCH))
     challenge = row["code_challenge"]
     if challenge is not None:
         if not code_verifier:
-            return Outcome(error=invalid_request("code_verifier is required for this code"))
+            return Outcome(error=InvalidRequest("code_verifier is required for this code"))
         if not pkce_matches(code_verifier, challenge, row["code_challenge_method"]):
-            return Outcome(error=invalid_grant("PKCE verification failed"))
+            return Outcome(error=InvalidGrant(catalog.GRANT_PKCE_FAILED))
     elif code_verifier:
         # Downgrade protection: a verifier for a code issued without a challenge is refused.
-        return Outcome(error=invalid_grant("PKCE verification failed"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_PKCE_FAILED))
     if resource is not None and row["resource"] is not None and resource != row["resource"]:
-        return Outcome(
-            error=OAuthError("invalid_target", "resource differs from the authorization")
-        )
+        return Outcome(error=InvalidTarget("resource differs from the authorization"))
     if not await installation_active(tx, row["installation_id"]):
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     claimed = await tx.execute(
         "UPDATE authorization_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL",
         now,
         row["code_hash"],
     )
     if not claimed:
-        return Outcome(error=invalid_grant("code already used"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_CODE_USED))
     family_id, pair = await start_family_from_grant(
         tx, keyring, now=now, row=row, grant_type=catalog.GRANT_AUTHORIZATION_CODE
     )
@@ -306,20 +303,20 @@ async def rotate_refresh_token(
         token_hash,
     )
     if row is None or row["app_id"] != app.id:
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     # Authorization gone (uninstalled, access revoked) answers with no description.
     if not await installation_active(tx, row["installation_id"]):
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     if row["revoked_at"] is not None or row["family_revoked_at"] is not None:
-        return Outcome(error=invalid_grant("revoked"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_REVOKED))
     if row["used_at"] is not None:
         await revoke_family(tx, now=now, family_id=row["family_id"], reason="refresh_reuse")
-        return Outcome(error=invalid_grant("refresh token reuse detected"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_REFRESH_REUSE))
     if now >= row["expires_at"]:
-        return Outcome(error=invalid_grant("expired"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_EXPIRED))
     family_resource = row["family_resource"]
     if resource is not None and family_resource is not None and resource != family_resource:
-        return Outcome(error=OAuthError("invalid_target", "resource differs from the grant"))
+        return Outcome(error=InvalidTarget("resource differs from the grant"))
     # The one atomic step: mark used only where still unused and unrevoked.
     claimed = await tx.execute(
         "UPDATE refresh_tokens SET used_at = $1"
@@ -329,7 +326,7 @@ async def rotate_refresh_token(
     )
     if not claimed:
         await revoke_family(tx, now=now, family_id=row["family_id"], reason="refresh_reuse")
-        return Outcome(error=invalid_grant("refresh token reuse detected"))
+        return Outcome(error=InvalidGrant(catalog.GRANT_REFRESH_REUSE))
     await tx.execute(
         "UPDATE access_tokens SET revoked_at = $1"
         " WHERE refresh_token_hash = $2 AND revoked_at IS NULL",
@@ -457,11 +454,11 @@ async def revoke_token(
         return
 
 
-async def end_installation_grants(tx: Transaction, now: float, installation: Installation) -> None:
+async def end_installation_grants(tx: Transaction, *, now: float, installation_id: str) -> None:
     """Uninstall or revoked access: every token family dies and unredeemed codes are cancelled."""
     families = await tx.fetch(
         "SELECT id FROM token_families WHERE installation_id = $1 AND revoked_at IS NULL",
-        installation.id,
+        installation_id,
     )
     for family in families:
         await revoke_family(tx, now=now, family_id=family["id"], reason="installation_ended")
@@ -469,17 +466,13 @@ async def end_installation_grants(tx: Transaction, now: float, installation: Ins
         "UPDATE authorization_codes SET cancelled_at = $1"
         " WHERE installation_id = $2 AND used_at IS NULL AND cancelled_at IS NULL",
         now,
-        installation.id,
+        installation_id,
     )
-
-
-# Expired rows are kept a day, so a late replay still meets its precise error before purging.
-PURGE_GRACE = 24 * 3600
 
 
 async def purge_expired_grants(tx: Transaction, *, now: float) -> dict[str, int]:
     """Delete codes and tokens that expired more than a day ago; answers counts by kind."""
-    cutoff = now - PURGE_GRACE
+    cutoff = now - catalog.EXPIRED_ROW_GRACE
     return {
         "authorization_code": await tx.execute(
             "DELETE FROM authorization_codes WHERE expires_at <= $1", cutoff

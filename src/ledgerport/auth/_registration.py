@@ -17,7 +17,7 @@ from ledgerport.apps import create_app, ordered_scopes, redirect_uri_problems
 from ledgerport.keys import Keyring
 from ledgerport.storage import Transaction
 
-from ._oauth_errors import OAuthError
+from ._errors import InvalidClientMetadata, InvalidRedirectUri
 
 DEFAULT_SCOPE = "profile:read"
 DEFAULT_AUTH_METHOD = "client_secret_basic"
@@ -26,10 +26,6 @@ _NAME_MAX = 200
 _CONTACTS_MAX = 10
 _URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri")
 _RESPONSE_TYPES = ("code",)
-
-
-def _metadata_error(description: str) -> OAuthError:
-    return OAuthError("invalid_client_metadata", description)
 
 
 def _unstorable(value: object) -> bool:
@@ -52,7 +48,7 @@ def _unstorable(value: object) -> bool:
 def _string_list(metadata: dict[str, Any], field: str, default: list[str]) -> list[str]:
     value = metadata.get(field, default)
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _metadata_error(f"{field} must be a list of strings")
+        raise InvalidClientMetadata(f"{field} must be a list of strings")
     return list(dict.fromkeys(value))
 
 
@@ -61,62 +57,65 @@ def _optional_uri(metadata: dict[str, Any], field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > catalog.URI_MAX_LENGTH:
-        raise _metadata_error(f"{field} must be a URI of at most {catalog.URI_MAX_LENGTH} chars")
+        raise InvalidClientMetadata(
+            f"{field} must be a URI of at most {catalog.URI_MAX_LENGTH} chars"
+        )
     parts = urlsplit(value)
     if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise _metadata_error(f"{field} must be an absolute http(s) URI")
+        raise InvalidClientMetadata(f"{field} must be an absolute http(s) URI")
     return value
 
 
 def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """The registered metadata, normalized; raises OAuthError for what RFC 7591 refuses."""
+    """The registered metadata, normalized; raises InvalidRedirectUri or InvalidClientMetadata
+    for what RFC 7591 refuses."""
     uris = metadata.get("redirect_uris")
     problems = redirect_uri_problems(uris)
     if problems:
-        raise OAuthError(
-            "invalid_redirect_uri", "; ".join(problems).replace("redirectUris", "redirect_uris")
-        )
+        raise InvalidRedirectUri("; ".join(problems).replace("redirectUris", "redirect_uris"))
     assert isinstance(uris, list)
     bad_strings = [key for key, value in metadata.items() if _unstorable(value)]
     if bad_strings:
-        raise _metadata_error(
+        raise InvalidClientMetadata(
             f"{bad_strings[0]} must not contain NUL characters or unpaired surrogates"
         )
 
     method = metadata.get("token_endpoint_auth_method", DEFAULT_AUTH_METHOD)
     if method not in catalog.TOKEN_ENDPOINT_AUTH_METHODS:
         methods = ", ".join(catalog.TOKEN_ENDPOINT_AUTH_METHODS)
-        raise _metadata_error(f"token_endpoint_auth_method must be one of {methods}")
+        raise InvalidClientMetadata(f"token_endpoint_auth_method must be one of {methods}")
 
     scope = metadata.get("scope", DEFAULT_SCOPE)
     if not isinstance(scope, str):
-        raise _metadata_error("scope must be a space-separated string")
+        raise InvalidClientMetadata("scope must be a space-separated string")
     scopes = list(dict.fromkeys(scope.split()))
     if not scopes:
-        raise _metadata_error("scope must name at least one scope")
+        raise InvalidClientMetadata("scope must name at least one scope")
     unknown = [s for s in scopes if not catalog.is_scope(s)]
     if unknown:
-        raise _metadata_error(f"scope names an unknown scope: {unknown[0]}")
+        raise InvalidClientMetadata(f"scope names an unknown scope: {unknown[0]}")
 
     name = metadata.get("client_name", DEFAULT_CLIENT_NAME)
     if not isinstance(name, str) or not name.strip() or len(name) > _NAME_MAX:
-        raise _metadata_error(f"client_name must be a non-empty string of at most {_NAME_MAX}")
+        raise InvalidClientMetadata(
+            f"client_name must be a non-empty string of at most {_NAME_MAX}"
+        )
 
     grant_types = _string_list(
         metadata, "grant_types", [catalog.GRANT_AUTHORIZATION_CODE, catalog.GRANT_REFRESH_TOKEN]
     )
     unsupported = [g for g in grant_types if g not in catalog.GRANT_TYPES]
     if unsupported:
-        raise _metadata_error(f"grant_types names an unsupported grant: {unsupported[0]}")
+        raise InvalidClientMetadata(f"grant_types names an unsupported grant: {unsupported[0]}")
     if method == "none" and catalog.GRANT_TOKEN_EXCHANGE in grant_types:
-        raise _metadata_error("token exchange is for confidential clients only")
+        raise InvalidClientMetadata("token exchange is for confidential clients only")
     response_types = _string_list(metadata, "response_types", list(_RESPONSE_TYPES))
     if any(r not in _RESPONSE_TYPES for r in response_types):
-        raise _metadata_error("response_types supports code only")
+        raise InvalidClientMetadata("response_types supports code only")
 
     contacts = _string_list(metadata, "contacts", [])
     if len(contacts) > _CONTACTS_MAX:
-        raise _metadata_error(f"contacts may hold at most {_CONTACTS_MAX} addresses")
+        raise InvalidClientMetadata(f"contacts may hold at most {_CONTACTS_MAX} addresses")
 
     registered: dict[str, Any] = {
         "redirect_uris": list(uris),

@@ -6,9 +6,10 @@ service, ``aud`` the app's client_id, ``sub`` the viewing user, ``bid`` the busi
 signing key. App backends verify it with the published JWKS; the service verifies it again on
 exchange and spends its ``jti`` whatever the outcome.
 
-Signing keys rotate: a key signs for :data:`KEY_SIGNING_PERIOD`, its successor is published
-:data:`KEY_PREPUBLISH` before it starts signing (so JWKS caches learn it in time), and a retired
-key stays published and accepted for :data:`KEY_RETIRED_GRACE`, far beyond any token it signed.
+Signing keys rotate: a key signs for ``catalog.SIGNING_KEY_PERIOD``, its successor is published
+``catalog.SIGNING_KEY_PREPUBLISH`` before it starts signing (so JWKS caches learn it in time), and
+a retired key stays published and accepted for ``catalog.SIGNING_KEY_RETIRED_GRACE``, far beyond
+any token it signed.
 Private keys are stored encrypted under the root key.
 """
 
@@ -28,28 +29,15 @@ from jwt.algorithms import ECAlgorithm
 from ledgerport import catalog
 from ledgerport.apps import App, AppNotActive, NotAMember, active_installation
 from ledgerport.books import get_business, get_membership, get_user
-from ledgerport.errors import Conflict
 from ledgerport.keys import DecryptionError, Keyring
 from ledgerport.storage import Row, Transaction
 
-from ._grants import PURGE_GRACE, Outcome, start_family
-from ._oauth_errors import OAuthError, invalid_grant
+from ._errors import InvalidGrant, InvalidScope, NoActiveInstallation, OAuthError
+from ._grants import Outcome, start_family
 
 SIGNING_ALGORITHM = "ES256"
 SESSION_TOKEN_TYP = "session"
-KEY_SIGNING_PERIOD = 7 * 24 * 3600
-KEY_PREPUBLISH = 2 * 3600
-KEY_RETIRED_GRACE = 24 * 3600
 _JTI_MAX_LENGTH = 128
-
-
-class NoActiveInstallation(Conflict):
-    def __init__(self, app_id: str, business_id: str) -> None:
-        super().__init__(
-            "App {0} has no ACTIVE installation in business {1}",
-            code="NO_ACTIVE_INSTALLATION",
-            params=[app_id, business_id],
-        )
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,7 @@ async def _create_key(
     ).decode()
     public_jwk = ECAlgorithm.to_jwk(private.public_key(), as_dict=True)
     public_jwk.update({"kid": kid, "alg": SIGNING_ALGORITHM, "use": "sig"})
-    retires_at = activates_at + KEY_SIGNING_PERIOD
+    retires_at = activates_at + catalog.SIGNING_KEY_PERIOD
     await tx.execute(
         "INSERT INTO signing_keys (kid, algorithm, private_key, public_jwk, created_at,"
         " activates_at, retires_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -102,7 +90,7 @@ async def _create_key(
         now,
         activates_at,
         retires_at,
-        retires_at + KEY_RETIRED_GRACE,
+        retires_at + catalog.SIGNING_KEY_RETIRED_GRACE,
     )
 
 
@@ -128,7 +116,7 @@ async def rotate_signing_keys(tx: Transaction, keyring: Keyring, *, now: float) 
     # Retired keys (also one retired early because it no longer opens) have no successor to plan.
     unretired = [k for k in keys if k.retires_at > now]
     newest = max(unretired, key=lambda k: (k.activates_at, k.kid))
-    if newest.retires_at - now <= KEY_PREPUBLISH:
+    if newest.retires_at - now <= catalog.SIGNING_KEY_PREPUBLISH:
         await _create_key(tx, keyring, now=now, activates_at=newest.retires_at)
         keys = await published_keys(tx, now=now)
     signer = _signing_key(keys, now)
@@ -167,8 +155,9 @@ async def check_embedded_access(
 ) -> None:
     """May the user view the app embedded in the business? Raises the reason when not.
 
-    NotFound for an unknown business or user; Conflict when the app is stopped, has no ACTIVE
-    installation there, or the user is not an active member.
+    BusinessNotFound or UserNotFound for an unknown business or user; AppNotActive,
+    NoActiveInstallation or NotAMember when the app is stopped, has no ACTIVE installation
+    there, or the user is not an active member.
     """
     await get_business(tx, business_id)
     await get_user(tx, user_id)
@@ -319,21 +308,19 @@ async def exchange_session_token(
     if request_error is not None:
         return Outcome(error=request_error)
     if claims is None or not spent:
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     if _claims_problem(claims, now=now, issuer=issuer, app=app):
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     business_id, user_id = claims["bid"], claims["sub"]
     installation = await active_installation(tx, app.id, business_id)
     membership = await get_membership(tx, business_id, user_id)
     if installation is None or membership is None or not membership.active:
-        return Outcome(error=invalid_grant())
+        return Outcome(error=InvalidGrant())
     granted = installation.scopes
     if scopes is not None:
         refused = [s for s in scopes if s not in granted]
         if refused:
-            return Outcome(
-                error=OAuthError("invalid_scope", f"not granted to the installation: {refused[0]}")
-            )
+            return Outcome(error=InvalidScope(f"not granted to the installation: {refused[0]}"))
         granted = tuple(s for s in granted if s in scopes)
     _, pair = await start_family(
         tx,
@@ -353,7 +340,7 @@ async def exchange_session_token(
 async def purge_spent_session_tokens(tx: Transaction, *, now: float) -> int:
     """A spent jti is kept a day past the last moment its token could pass the expiry check."""
     return await tx.execute(
-        "DELETE FROM spent_session_tokens WHERE expires_at <= $1", now - PURGE_GRACE
+        "DELETE FROM spent_session_tokens WHERE expires_at <= $1", now - catalog.EXPIRED_ROW_GRACE
     )
 
 

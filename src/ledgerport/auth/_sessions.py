@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import hmac
 
+from ledgerport import catalog
 from ledgerport.books import get_user
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
-
-LOGIN_SESSION_TTL = 12 * 3600
-DEVELOPER_TOKEN_PREFIX = "lp_dev_"
-LOGIN_SESSION_PREFIX = "lp_ses_"
-ADMIN_TOKEN_PREFIX = "lp_admin_"
 
 
 def admin_token_matches(keyring: Keyring, presented: str, stored_hash: str) -> bool:
@@ -23,7 +19,7 @@ async def issue_developer_token(
     tx: Transaction, keyring: Keyring, *, now: float, user_id: str
 ) -> str:
     await get_user(tx, user_id)
-    token = new_token(DEVELOPER_TOKEN_PREFIX)
+    token = new_token(catalog.DEVELOPER_TOKEN_PREFIX)
     await tx.execute(
         "INSERT INTO developer_tokens (token_hash, user_id, created_at) VALUES ($1, $2, $3)",
         keyring.hash_token(token),
@@ -44,14 +40,14 @@ async def start_login_session(
     tx: Transaction, keyring: Keyring, *, now: float, user_id: str
 ) -> str:
     """A new cookie session for the user; answers the raw session id for the cookie."""
-    session = new_token(LOGIN_SESSION_PREFIX)
+    session = new_token(catalog.LOGIN_SESSION_PREFIX)
     await tx.execute(
         "INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at)"
         " VALUES ($1, $2, $3, $4)",
         keyring.hash_token(session),
         user_id,
         now,
-        now + LOGIN_SESSION_TTL,
+        now + catalog.LOGIN_SESSION_TTL,
     )
     return session
 

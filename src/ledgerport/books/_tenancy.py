@@ -8,27 +8,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ledgerport import catalog
-from ledgerport.errors import Conflict, InvalidInput, NotFound
+from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
-from ledgerport.storage import Conflict as StorageConflict
-from ledgerport.storage import Row, Transaction
+from ledgerport.storage import Conflict, Row, Transaction
+
+from ._errors import BusinessNotFound, EmailTaken, UserNotFound
 
 Plan = Literal["free", "paid"]
-
-
-class BusinessNotFound(NotFound):
-    def __init__(self, business_id: str) -> None:
-        super().__init__("Business {0} not found", code="BUSINESS_NOT_FOUND", params=[business_id])
-
-
-class UserNotFound(NotFound):
-    def __init__(self, user_id: str) -> None:
-        super().__init__("User {0} not found", code="USER_NOT_FOUND", params=[user_id])
-
-
-class EmailTaken(Conflict):
-    def __init__(self, email: str) -> None:
-        super().__init__("A user with email {0} exists", code="EMAIL_TAKEN", params=[email])
 
 
 @dataclass(frozen=True)
@@ -108,7 +94,7 @@ async def create_user(
             name,
             now,
         )
-    except StorageConflict as exc:
+    except Conflict as exc:
         raise EmailTaken(user.email) from exc
     return user
 

@@ -6,18 +6,16 @@ import logging
 
 import trio
 
-from ledgerport import auth
+from ledgerport import auth, catalog
 from ledgerport.platform import Platform
 
 log = logging.getLogger("ledgerport.scheduler")
-
-CLEANUP_INTERVAL = 3600.0
 
 
 class Scheduler:
     """Runs the hourly cleanup; later work (due retries, retention purges) joins it here."""
 
-    def __init__(self, platform: Platform, *, interval: float = CLEANUP_INTERVAL) -> None:
+    def __init__(self, platform: Platform, *, interval: float = catalog.CLEANUP_INTERVAL) -> None:
         self._platform = platform
         self._interval = interval
 

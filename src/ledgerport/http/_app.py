@@ -8,15 +8,14 @@ from quart import Response, g, request
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
 
-from ledgerport import __version__
+from ledgerport import __version__, catalog
 from ledgerport.platform import Platform
 
 from . import _ops, admin, authorize, bridge, device, oauth, pages
 from ._context import PLATFORM_KEY
-from ._errors import register_error_handlers
+from ._errors import register_error_handlers, render_oauth, render_page
+from ._pages import PROBLEM_TITLE
 from .api import blueprint as api_blueprint
-
-MAX_BODY_BYTES = 1024 * 1024
 
 _SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
@@ -33,7 +32,7 @@ _API_CSP = "default-src 'none'; frame-ancestors 'none'"
 def create_app(platform: Platform) -> QuartTrio:
     """Build the HTTP application serving ``platform``."""
     app = QuartTrio("ledgerport")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.config["MAX_CONTENT_LENGTH"] = catalog.REQUEST_BODY_MAX_BYTES
     app.extensions[PLATFORM_KEY] = platform
     QuartSchema(
         app,
@@ -49,15 +48,28 @@ def create_app(platform: Platform) -> QuartTrio:
     )
     # After QuartSchema, which installs its own JSON provider: answers keep their field order.
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    register_error_handlers(app)
-    app.register_blueprint(_ops.blueprint)
-    app.register_blueprint(admin.blueprint)
-    app.register_blueprint(pages.blueprint)
-    app.register_blueprint(oauth.blueprint)
-    app.register_blueprint(authorize.blueprint)
-    app.register_blueprint(device.blueprint)
-    app.register_blueprint(bridge.blueprint)
-    app.register_blueprint(api_blueprint)
+    # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere.
+    register_error_handlers(
+        app,
+        {
+            oauth.blueprint.name: render_oauth,
+            authorize.blueprint.name: render_page(PROBLEM_TITLE),
+            device.blueprint.name: render_page(PROBLEM_TITLE),
+            bridge.blueprint.name: render_page(bridge.PAGE_TITLE),
+        },
+    )
+    for blueprint in (
+        _ops.blueprint,
+        admin.blueprint,
+        pages.blueprint,
+        oauth.blueprint,
+        authorize.blueprint,
+        device.blueprint,
+        bridge.blueprint,
+        bridge.token_blueprint,
+        api_blueprint,
+    ):
+        app.register_blueprint(blueprint)
 
     metrics = platform.metrics
 

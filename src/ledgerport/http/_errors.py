@@ -1,52 +1,237 @@
-"""Errors to HTTP answers, in one place: the standard envelope for every non-OAuth route.
+"""Exceptions to HTTP answers, in one place: one table, one renderer per answer shape.
 
-``{statusCode, message, error, code?, params?}``; validation failures carry an array message and
-no code. Nothing answered here ever holds a traceback.
+:data:`ANSWERS` maps every exception class (domain, storage, framework) to its status, envelope
+``code`` and headers; the lookup walks the exception's class hierarchy, most specific first. The
+blueprint that raised chooses the shape (:func:`register_error_handlers`):
+
+- the standard envelope ``{statusCode, message, error, code?, params?}`` (every non-OAuth API
+  route; validation failures carry an array message and no code);
+- the OAuth envelope ``{error, error_description?, message}`` with ``Cache-Control: no-store``
+  (the OAuth endpoints: 400 for every error but invalid_client 401, 429 and 5xx);
+- the problem page (the application host's HTML pages), which never redirects.
+
+Nothing answered here ever holds a traceback; 5xx answers are logged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import ValidationError
 from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
+from ledgerport import access, apps, auth, books, catalog, storage
 from ledgerport.errors import DomainError, InvalidInput
-from ledgerport.storage import BadValue, StorageUnavailable
+
+from ._pages import problem_page
 
 log = logging.getLogger("ledgerport.http")
 
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+_OAUTH_STATUSES = (401, 429)
+"""Statuses an OAuth error keeps; every other below 500 is answered 400 (spec: OAuth errors)."""
 
-class ApiError(Exception):
-    """An error raised by the HTTP layer itself (authentication, routing, parsing)."""
+Message: TypeAlias = str | list[str]
 
-    def __init__(
-        self,
-        status: int,
-        message: str | list[str],
-        *,
-        code: str | None = None,
-        params: Sequence[object] = (),
-        headers: dict[str, str] | None = None,
-        details: list[dict[str, Any]] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.params = tuple(params)
-        self.headers = headers or {}
-        self.details = details
+
+@dataclass(frozen=True)
+class Answer:
+    """How one kind of exception is answered.
+
+    ``code`` is the standard envelope's code (None: no code, as for validation failures);
+    ``oauth_error`` the OAuth envelope's ``error`` (None: by status). ``message`` and
+    ``headers`` are fixed or computed from the exception; a domain error's own message wins.
+    """
+
+    status: int
+    code: str | None = None
+    oauth_error: str | None = None
+    message: Message | Callable[[Any], Message] | None = None
+    params: tuple[object, ...] = ()
+    headers: Callable[[Any], Mapping[str, str]] | None = field(default=None, compare=False)
+
+    @property
+    def oauth(self) -> str:
+        if self.oauth_error is not None:
+            return self.oauth_error
+        if self.status >= 500:
+            return "server_error"
+        if self.status == 429:
+            return "temporarily_unavailable"
+        return "invalid_request"
+
+    def text(self, error: BaseException) -> Message:
+        if isinstance(error, InvalidInput):
+            return error.messages
+        if isinstance(error, DomainError):
+            return error.rendered
+        if callable(self.message):
+            return self.message(error)
+        return self.message if self.message is not None else HTTPStatus(self.status).phrase
+
+    def arguments(self, error: BaseException) -> tuple[object, ...]:
+        return error.params if isinstance(error, DomainError) else self.params
+
+    def header_values(self, error: BaseException) -> dict[str, str]:
+        return dict(self.headers(error)) if self.headers is not None else {}
+
+
+def _coded(code: str, **extra: Any) -> Answer:
+    """An answer with an envelope code of the catalog, at the code's status."""
+    return Answer(catalog.ERROR_CODES[code].status, code, **extra)
+
+
+def _oauth(error: str, **extra: Any) -> Answer:
+    """An answer with an OAuth error of the catalog, at the error's status."""
+    return Answer(catalog.OAUTH_ERRORS[error].status, oauth_error=error, **extra)
+
+
+def _retry_after(error: auth.RateLimited) -> dict[str, str]:
+    return {"Retry-After": str(error.retry_after)}
+
+
+def _basic_challenge(error: auth.InvalidClient) -> dict[str, str]:
+    return {"WWW-Authenticate": 'Basic realm="ledgerport"'} if error.basic else {}
+
+
+def _field_path(location: Iterable[object]) -> str:
+    return ".".join(str(part) for part in location)
+
+
+def validation_messages(error: ValidationError) -> list[str]:
+    """Pydantic errors as the envelope's per-field sentences, e.g. ``name Field required``."""
+    messages = []
+    for item in error.errors():
+        path = _field_path(item.get("loc", ()))
+        text = item.get("msg", "is invalid")
+        messages.append(f"{path} {text}" if path else text)
+    return messages or ["request body is invalid"]
+
+
+def _schema_messages(error: RequestSchemaValidationError) -> list[str]:
+    cause = error.validation_error
+    if isinstance(cause, ValidationError):
+        return validation_messages(cause)
+    return ["request body must be a JSON object"]
+
+
+_HTTP_MESSAGES = {
+    404: "Cannot {0} {1}",
+    405: "Method {0} not allowed on {1}",
+    413: "Request body too large",
+    400: "Bad request",
+}
+
+
+def _http_answer(error: HTTPException) -> Answer:
+    """Routing and body errors of the framework: 404 and 405 name the method and path."""
+    status = error.code or 500
+    template = _HTTP_MESSAGES.get(status, HTTPStatus(status).phrase)
+    params: tuple[object, ...] = ()
+    if status in (404, 405):
+        params = (request.method, request.path)
+    allow = {k: v for k, v in error.get_headers() if k.lower() == "allow"} if status == 405 else {}
+    return Answer(
+        status,
+        message=template.format(*params),
+        params=params,
+        headers=lambda _: allow,
+    )
+
+
+Rule: TypeAlias = Answer | Callable[[Any], Answer]
+
+ANSWERS: Mapping[type[BaseException], Rule] = {
+    # Validation: an array of sentences, no code.
+    InvalidInput: Answer(400),
+    RequestSchemaValidationError: Answer(400, message=_schema_messages),
+    UnicodeDecodeError: Answer(400, message=["request body must be UTF-8 encoded JSON"]),
+    UnicodeEncodeError: Answer(400, message=["request holds text that is not valid Unicode"]),
+    RecursionError: Answer(400, message=["request body is nested too deeply"]),
+    # books
+    books.BusinessNotFound: _coded("BUSINESS_NOT_FOUND"),
+    books.UserNotFound: _coded("USER_NOT_FOUND"),
+    books.EmailTaken: _coded("EMAIL_TAKEN"),
+    # apps
+    apps.AppNotFound: _coded("APP_NOT_FOUND"),
+    apps.InstallationNotFound: _coded("INSTALLATION_NOT_FOUND"),
+    apps.AppHasNoAccess: _coded("INSTALLATION_NOT_FOUND"),
+    apps.AppNotActive: _coded("APP_NOT_ACTIVE"),
+    apps.NotAMember: _coded("NOT_AN_ACTIVE_MEMBER"),
+    apps.AppNotReviewed: _coded("APP_NOT_REVIEWED"),
+    apps.ScopesNotRegistered: _coded("SCOPES_NOT_REGISTERED"),
+    # access (consent pages)
+    access.NoBusinessToConnect: Answer(400),
+    access.BusinessNotOffered: Answer(403),
+    # auth: who is calling
+    auth.InvalidAdminToken: _coded(
+        "INVALID_ADMIN_TOKEN",
+        headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport admin"'},
+    ),
+    auth.InvalidAccessToken: _coded(
+        "INVALID_TOKEN", headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport"'}
+    ),
+    auth.NotSignedIn: _coded("NOT_SIGNED_IN"),
+    auth.InsufficientScope: _coded("INSUFFICIENT_SCOPE"),
+    auth.PermissionDenied: _coded("PERMISSION_DENIED"),
+    auth.RateLimited: _coded(
+        "APP_RATE_LIMITED", oauth_error="temporarily_unavailable", headers=_retry_after
+    ),
+    auth.NoActiveInstallation: _coded("NO_ACTIVE_INSTALLATION"),
+    # auth: the OAuth endpoints, one class per error value
+    auth.InvalidRequest: _oauth("invalid_request"),
+    auth.InvalidClient: _oauth("invalid_client", headers=_basic_challenge),
+    auth.InvalidGrant: _oauth("invalid_grant"),
+    auth.UnsupportedGrantType: _oauth("unsupported_grant_type"),
+    auth.InvalidScope: _oauth("invalid_scope"),
+    auth.InvalidTarget: _oauth("invalid_target"),
+    auth.AuthorizationPending: _oauth("authorization_pending"),
+    auth.SlowDown: _oauth("slow_down"),
+    auth.AccessDenied: _oauth("access_denied"),
+    auth.ExpiredToken: _oauth("expired_token"),
+    auth.InvalidRedirectUri: _oauth("invalid_redirect_uri"),
+    auth.InvalidClientMetadata: _oauth("invalid_client_metadata"),
+    # auth: the consent page's problems
+    auth.AuthorizeProblem: Answer(400),
+    # storage
+    storage.Conflict: _coded(
+        "CONFLICT", message="The request conflicted with a concurrent change; retry it"
+    ),
+    storage.BadValue: Answer(400, message=["request holds a value that cannot be stored"]),
+    storage.StorageUnavailable: _coded(
+        "SERVICE_UNAVAILABLE",
+        message="Service temporarily unavailable",
+        headers=lambda _: {"Retry-After": "5"},
+    ),
+    # the framework, then anything else
+    HTTPException: _http_answer,
+    Exception: _coded("INTERNAL_ERROR", message="Internal server error"),
+}
+"""Every exception class the service answers, by the most specific class that has a row."""
+
+
+def answer_for(error: BaseException) -> Answer:
+    for cls in type(error).__mro__:
+        rule = ANSWERS.get(cls)
+        if rule is not None:
+            return rule if isinstance(rule, Answer) else rule(error)
+    return _coded("INTERNAL_ERROR", message="Internal server error")
+
+
+def oauth_error_of(error: BaseException) -> str:
+    """The OAuth ``error`` value ``error`` is answered with."""
+    return answer_for(error).oauth
 
 
 def envelope(
     status: int,
-    message: str | list[str],
+    message: Message,
     *,
     code: str | None = None,
     params: Sequence[object] = (),
@@ -66,108 +251,80 @@ def envelope(
     return body
 
 
-def envelope_response(
-    status: int,
-    message: str | list[str],
-    *,
-    code: str | None = None,
-    params: Sequence[object] = (),
-    headers: dict[str, str] | None = None,
-    details: list[dict[str, Any]] | None = None,
-) -> Response:
-    response = jsonify(envelope(status, message, code=code, params=params, details=details))
+def _json_response(body: dict[str, Any], status: int, headers: Mapping[str, str]) -> Response:
+    response = jsonify(body)
     response.status_code = status
-    for name, value in (headers or {}).items():
+    for name, value in headers.items():
         response.headers[name] = value
     return response
 
 
-def _field_path(location: Iterable[object]) -> str:
-    return ".".join(str(part) for part in location)
+def oauth_response(
+    body: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """An OAuth endpoint's JSON answer, never cached."""
+    return _json_response(body, status, {**NO_STORE, **(headers or {})})
 
 
-def validation_messages(error: ValidationError) -> list[str]:
-    """Pydantic errors as the envelope's per-field sentences, e.g. ``name Field required``."""
-    messages = []
-    for item in error.errors():
-        path = _field_path(item.get("loc", ()))
-        text = item.get("msg", "is invalid")
-        messages.append(f"{path} {text}" if path else text)
-    return messages or ["request body is invalid"]
+Renderer: TypeAlias = Callable[[BaseException, Answer], Awaitable[Response]]
 
 
-def register_error_handlers(app: Quart) -> None:
-    @app.errorhandler(ApiError)
-    async def _api_error(error: ApiError) -> Response:
-        message = error.message
-        if isinstance(message, str) and error.params:
-            message = message.format(*error.params)
-        return envelope_response(
-            error.status,
-            message,
-            code=error.code,
-            params=error.params,
-            headers=error.headers,
-            details=error.details,
-        )
+async def render_envelope(error: BaseException, answer: Answer) -> Response:
+    body = envelope(
+        answer.status, answer.text(error), code=answer.code, params=answer.arguments(error)
+    )
+    return _json_response(body, answer.status, answer.header_values(error))
 
-    @app.errorhandler(InvalidInput)
-    async def _invalid(error: InvalidInput) -> Response:
-        return envelope_response(400, error.messages)
 
-    @app.errorhandler(DomainError)
-    async def _domain(error: DomainError) -> Response:
-        return envelope_response(error.status, error.rendered, code=error.code, params=error.params)
+async def render_oauth(error: BaseException, answer: Answer) -> Response:
+    """RFC 6749 section 5.2, plus the deprecated ``message`` member."""
+    status = answer.status
+    if status < 500 and status not in _OAUTH_STATUSES:
+        status = 400
+    if isinstance(error, auth.OAuthError):
+        description = error.description
+    else:
+        text = answer.text(error)
+        description = "; ".join(text) if isinstance(text, list) else text
+    body: dict[str, Any] = {"error": answer.oauth}
+    if description:
+        body["error_description"] = description
+    body["message"] = description or answer.oauth
+    return oauth_response(body, status, answer.header_values(error))
 
-    @app.errorhandler(RequestSchemaValidationError)
-    async def _schema(error: RequestSchemaValidationError) -> Response:
-        cause = error.validation_error
-        if isinstance(cause, ValidationError):
-            return envelope_response(400, validation_messages(cause))
-        return envelope_response(400, ["request body must be a JSON object"])
 
-    @app.errorhandler(HTTPException)
-    async def _http(error: HTTPException) -> Response:
-        status = error.code or 500
-        headers = {}
-        if status == 405 and error.get_headers():
-            headers = {k: v for k, v in error.get_headers() if k.lower() == "allow"}
-        message = {
-            404: "Cannot {0} {1}",
-            405: "Method {0} not allowed on {1}",
-            413: "Request body too large",
-            400: "Bad request",
-        }.get(status, HTTPStatus(status).phrase)
+def render_page(title: str) -> Renderer:
+    """Problems shown as the application host's page titled ``title``; never a redirect."""
 
-        params: tuple[object, ...] = ()
-        if status in (404, 405):
-            params = (request.method, request.path)
-            message = message.format(*params)
-        return envelope_response(status, message, params=params, headers=headers)
+    async def render(error: BaseException, answer: Answer) -> Response:
+        text = answer.text(error)
+        message = "; ".join(text) if isinstance(text, list) else text
+        response = await problem_page(message, answer.status, title=title)
+        for name, value in answer.header_values(error).items():
+            response.headers[name] = value
+        return response
 
-    @app.errorhandler(BadValue)
-    async def _bad_value(error: BadValue) -> Response:
-        return envelope_response(400, ["request holds a value that cannot be stored"])
+    return render
 
-    @app.errorhandler(UnicodeDecodeError)
-    async def _not_utf8(error: UnicodeDecodeError) -> Response:
-        return envelope_response(400, ["request body must be UTF-8 encoded JSON"])
 
-    @app.errorhandler(RecursionError)
-    async def _too_deep(error: RecursionError) -> Response:
-        return envelope_response(400, ["request body is nested too deeply"])
-
-    @app.errorhandler(StorageUnavailable)
-    async def _storage(error: StorageUnavailable) -> Response:
+def _log(error: BaseException, answer: Answer) -> None:
+    if answer.status < 500:
+        return
+    if isinstance(error, storage.StorageUnavailable):
         log.error("storage unavailable: %s", error)
-        return envelope_response(
-            503,
-            "Service temporarily unavailable",
-            code="SERVICE_UNAVAILABLE",
-            headers={"Retry-After": "5"},
-        )
+    else:
+        log.error("unhandled error", exc_info=error)
 
-    @app.errorhandler(Exception)
-    async def _unexpected(error: Exception) -> Response:
-        log.exception("unhandled error")
-        return envelope_response(500, "Internal server error", code="INTERNAL_ERROR")
+
+def register_error_handlers(app: Quart, renderers: Mapping[str, Renderer]) -> None:
+    """Answer every exception by :data:`ANSWERS`, in the shape of the blueprint that raised it
+    (``renderers`` by blueprint name; the standard envelope for the rest)."""
+
+    async def handle(error: Exception) -> Response:
+        answer = answer_for(error)
+        _log(error, answer)
+        render = renderers.get(request.blueprint or "", render_envelope)
+        return await render(error, answer)
+
+    app.register_error_handler(HTTPException, handle)
+    app.register_error_handler(Exception, handle)

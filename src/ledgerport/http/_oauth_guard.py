@@ -11,9 +11,11 @@ on the device verification page per IP and per user.
 from __future__ import annotations
 
 from ledgerport import catalog
-from ledgerport.auth import Lockout, SlidingWindow, too_many_requests
+from ledgerport.auth import Lockout, RateLimited, SlidingWindow
 from ledgerport.clock import Clock
 from ledgerport.ops import Metrics
+
+from ._context import app_state, platform
 
 _UNAUTHENTICATED = {
     "token": catalog.RATE_LIMIT_TOKEN_UNAUTHENTICATED_PER_IP,
@@ -45,7 +47,7 @@ class OAuthGuard:
 
     def _refuse(self, name: str, wait: int) -> None:
         self._metrics.rate_limited.labels(name).inc()
-        raise too_many_requests(wait)
+        raise RateLimited(wait)
 
     def check_lock(self, endpoint: str, ip: str, client_id: str | None) -> None:
         if not client_id:
@@ -104,3 +106,8 @@ class OAuthGuard:
     def wrong_user_code(self, ip: str, user_id: str) -> None:
         self._user_code_ip.hit(ip)
         self._user_code_user.hit(user_id)
+
+
+def oauth_guard() -> OAuthGuard:
+    """The application's one OAuthGuard."""
+    return app_state(OAuthGuard, lambda: OAuthGuard(platform().clock, platform().metrics))

@@ -6,6 +6,9 @@ from urllib.parse import urlencode
 
 from quart import Response, redirect, render_template, request
 
+PROBLEM_TITLE = "Authorization failed"
+"""Title of the authorization and device pages' problem pages."""
+
 
 async def _html(template: str, status: int, **context: str) -> Response:
     html = await render_template(template, **context)
@@ -14,9 +17,7 @@ async def _html(template: str, status: int, **context: str) -> Response:
     return response
 
 
-async def problem_page(
-    message: str, status: int = 400, *, title: str = "Authorization failed"
-) -> Response:
+async def problem_page(message: str, status: int = 400, *, title: str = PROBLEM_TITLE) -> Response:
     """A page that shows what went wrong; it never redirects anywhere."""
     return await _html("error.html", status, title=title, message=message)
 

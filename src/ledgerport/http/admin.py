@@ -8,10 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from quart import Blueprint, request
 from quart_schema import validate_request
 
-from ledgerport import apps, auth, books
+from ledgerport import access, apps, auth, books
 
 from ._context import platform, unit_of_work
-from ._errors import ApiError
 
 blueprint = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -96,12 +95,7 @@ async def _require_admin_token() -> None:
         or not presented.strip()
         or not auth.admin_token_matches(p.keyring, presented.strip(), p.admin_token_hash)
     ):
-        raise ApiError(
-            401,
-            "A valid admin token is required",
-            code="INVALID_ADMIN_TOKEN",
-            headers={"WWW-Authenticate": 'Bearer realm="ledgerport admin"'},
-        )
+        raise auth.InvalidAdminToken()
 
 
 def _business_json(business: books.Business) -> dict[str, Any]:
@@ -134,7 +128,7 @@ async def create_business(data: BusinessIn) -> tuple[dict[str, Any], int]:
 @validate_request(UserIn)
 async def create_user(data: UserIn) -> tuple[dict[str, Any], int]:
     """Create a user who can sign in on the application host."""
-    password_hash = await auth.hash_password(data.password)
+    password_hash = await platform().passwords.hash(data.password)
     async with unit_of_work() as tx:
         user = await books.create_user(
             tx, now=platform().now(), email=data.email, password_hash=password_hash, name=data.name
@@ -262,7 +256,7 @@ async def install(data: InstallationIn) -> tuple[dict[str, Any], int]:
 async def uninstall(installation_id: str) -> tuple[str, int]:
     """Uninstall: revokes the installation's tokens, cancels its codes, emits app.uninstalled."""
     async with unit_of_work() as tx:
-        await apps.uninstall(tx, now=platform().now(), installation_id=installation_id)
+        await access.uninstall(tx, now=platform().now(), installation_id=installation_id)
     return "", 204
 
 
@@ -270,7 +264,7 @@ async def uninstall(installation_id: str) -> tuple[str, int]:
 async def revoke_access(business_id: str, app_id: str) -> tuple[str, int]:
     """The business revokes the app's access: its tokens there stop working at once."""
     async with unit_of_work() as tx:
-        await apps.revoke_access(tx, now=platform().now(), business_id=business_id, app_id=app_id)
+        await access.revoke_access(tx, now=platform().now(), business_id=business_id, app_id=app_id)
     return "", 204
 
 

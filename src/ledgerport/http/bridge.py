@@ -5,6 +5,9 @@
 cookie whenever the frame asks, and posts it to the frame's origin only. The token answer is
 same-origin JSON (no CORS), never cached, and only for an app ACTIVE-installed in a business
 where the user is an active member.
+
+Two blueprints: the page's problems are answered as a page, the token endpoint's in the standard
+envelope.
 """
 
 from __future__ import annotations
@@ -16,17 +19,17 @@ from quart import Blueprint, Response, render_template, request
 from quart.typing import ResponseReturnValue
 
 from ledgerport import apps, auth
-from ledgerport.errors import DomainError
+from ledgerport.errors import InvalidInput
 
 from ._browser import current_user_id
 from ._context import platform, unit_of_work
-from ._errors import ApiError
 from ._pages import login_redirect, problem_page
 
 blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
+token_blueprint = Blueprint("bridge_token", __name__)
 
-
-_CANNOT_OPEN = "Cannot open this app"
+PAGE_TITLE = "Cannot open this app"
+"""Title of the embedded page's problem pages."""
 
 
 def _embedded_csp(app_origin: str) -> str:
@@ -44,15 +47,12 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
     if user_id is None:
         return login_redirect()
     business_id = request.args.get("business_id", "")
-    try:
-        async with unit_of_work() as tx:
-            app = await apps.get_app(tx, app_id)
-            await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
-    except DomainError as error:
-        return await problem_page(error.rendered, error.status, title=_CANNOT_OPEN)
+    async with unit_of_work() as tx:
+        app = await apps.get_app(tx, app_id)
+        await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
     parts = urlsplit(app.app_url or "")
     if parts.scheme not in ("https", "http") or not parts.netloc:
-        return await problem_page("This app has no page to show", 404, title=_CANNOT_OPEN)
+        return await problem_page("This app has no page to show", 404, title=PAGE_TITLE)
     app_origin = f"{parts.scheme}://{parts.netloc}"
     html = await render_template(
         "embedded.html",
@@ -68,19 +68,19 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
     return response
 
 
-@blueprint.get("/bridge/session-token")
+@token_blueprint.get("/bridge/session-token")
 async def session_token() -> tuple[dict[str, Any], int, dict[str, str]]:
     """A session token for the signed-in user viewing ``app_id`` in ``business_id``."""
     user_id = await current_user_id()
     if user_id is None:
-        raise ApiError(401, "Sign in to view apps", code="NOT_SIGNED_IN")
+        raise auth.NotSignedIn("Sign in to view apps")
     app_id = request.args.get("app_id", "")
     business_id = request.args.get("business_id", "")
     missing = [
         f"{name} is required" for name in ("app_id", "business_id") if not request.args.get(name)
     ]
     if missing:
-        raise ApiError(400, missing)
+        raise InvalidInput(missing)
     p = platform()
     async with unit_of_work() as tx:
         app = await apps.get_app(tx, app_id)

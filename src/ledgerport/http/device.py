@@ -10,13 +10,13 @@ from __future__ import annotations
 from quart import Blueprint, Response, render_template, request
 from quart.typing import ResponseReturnValue
 
-from ledgerport import auth
+from ledgerport import access, auth
 
 from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
+from ._consent import consent_page
 from ._context import client_ip, platform, unit_of_work
+from ._oauth_guard import oauth_guard
 from ._pages import login_redirect, notice_page, problem_page
-from .authorize import consent_businesses, consent_page, install_on_approval
-from .oauth import guard
 
 blueprint = Blueprint("device", __name__, template_folder="templates")
 
@@ -52,9 +52,9 @@ async def _code_guesser(entered: str) -> tuple[str, str] | Response:
     """The signed-in user and IP that may try a user code now, or the page refusing them."""
     user_id = await current_user_id()
     if user_id is None:
-        return await problem_page("Sign in again and re-enter the code.", 401)
+        raise auth.NotSignedIn("Sign in again and re-enter the code.")
     ip = client_ip()
-    wait = guard().user_code_wait(ip, user_id)
+    wait = oauth_guard().user_code_wait(ip, user_id)
     if wait is not None:
         return await _too_many_codes(entered, wait)
     return user_id, ip
@@ -87,12 +87,10 @@ async def device_submit() -> ResponseReturnValue:
             tx, p.keyring, now=p.now(), user_code=entered
         )
         if found is None:
-            guard().wrong_user_code(ip, user_id)
+            oauth_guard().wrong_user_code(ip, user_id)
             p.metrics.device_decisions.labels("wrong_code").inc()
             return await _code_form(entered, error=MSG_WRONG_CODE, status=400)
-        businesses = await consent_businesses(tx, found.app, user_id)
-    if isinstance(businesses, str):
-        return await problem_page(businesses)
+        businesses = await access.consent_businesses(tx, found.app, user_id)
     return await consent_page(
         action="/device/decision",
         app=found.app,
@@ -120,7 +118,7 @@ async def device_decision() -> ResponseReturnValue:
         )
         if found is None:
             # The decision names its code too: a wrong one counts as a guess.
-            guard().wrong_user_code(ip, user_id)
+            oauth_guard().wrong_user_code(ip, user_id)
             p.metrics.device_decisions.labels("wrong_code").inc()
             return await problem_page(MSG_CODE_GONE)
         if form.get("decision") != "approve":
@@ -130,7 +128,7 @@ async def device_decision() -> ResponseReturnValue:
             return await notice_page(
                 "Access denied", f"{found.app.name} was not connected. You can close this page."
             )
-        installation = await install_on_approval(
+        installation = await access.approve(
             tx,
             now=now,
             app=found.app,
@@ -138,8 +136,6 @@ async def device_decision() -> ResponseReturnValue:
             user_id=user_id,
             scopes=found.scopes,
         )
-        if isinstance(installation, Response):
-            return installation
         if not await auth.approve_device_request(
             tx, now=now, request=found, user_id=user_id, installation=installation
         ):

@@ -1,127 +1,59 @@
 """OAuth 2.0 endpoints on the API host: discovery, JWKS, token, revocation, introspection,
 device authorization and dynamic registration.
 
-Errors use the OAuth shape ``{error, error_description?, message}`` (``message`` is deprecated)
-and every answer carries ``Cache-Control: no-store`` and ``Pragma: no-cache``.
+Errors use the OAuth shape ``{error, error_description?, message}`` (``message`` is deprecated;
+the blueprint's renderer in ``_errors``) and every answer carries ``Cache-Control: no-store`` and
+``Pragma: no-cache``.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Awaitable, Callable
-from functools import wraps
 from typing import Any
 
 from quart import Blueprint, Response, jsonify, request
 from werkzeug.datastructures import MultiDict
-from werkzeug.exceptions import HTTPException
 
 from ledgerport import apps, auth, catalog
-from ledgerport.storage import BadValue, StorageUnavailable
 
-from ._context import app_state, client_ip, platform, unit_of_work
-from ._oauth_guard import OAuthGuard
+from ._context import client_ip, platform, unit_of_work
+from ._errors import oauth_error_of, oauth_response
+from ._oauth_guard import oauth_guard
 
 blueprint = Blueprint("oauth", __name__)
 
-NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 GRANTS_AVAILABLE = catalog.GRANT_TYPES
-JSON_MAX_BYTES = 64 * 1024
-"""Largest JSON body of /oauth/register and of a token exchange sent as JSON."""
-JWKS_MAX_AGE = 300
-"""Seconds a verifier may cache the JWKS; a new key is published hours before it signs."""
-
-log = logging.getLogger("ledgerport.oauth")
-
-
-def guard() -> OAuthGuard:
-    return app_state(OAuthGuard, lambda: OAuthGuard(platform().clock, platform().metrics))
-
-
-def oauth_response(
-    body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
-) -> Response:
-    response = jsonify(body)
-    response.status_code = status
-    for name, value in {**NO_STORE, **(headers or {})}.items():
-        response.headers[name] = value
-    return response
-
-
-def oauth_error_response(error: auth.OAuthError) -> Response:
-    body: dict[str, Any] = {"error": error.error}
-    if error.description:
-        body["error_description"] = error.description
-    body["message"] = error.description or error.error
-    return oauth_response(body, error.status, error.headers)
-
-
-def oauth_endpoint(
-    handler: Callable[[], Awaitable[Response]],
-) -> Callable[[], Awaitable[Response]]:
-    @wraps(handler)
-    async def wrapper() -> Response:
-        try:
-            return await handler()
-        except auth.OAuthError as error:
-            return oauth_error_response(error)
-        except HTTPException as error:
-            if error.code == 413:
-                return oauth_error_response(auth.OAuthError("invalid_request", "body too large"))
-            return oauth_error_response(auth.OAuthError("invalid_request", "unreadable request"))
-        except (UnicodeError, RecursionError):
-            return oauth_error_response(auth.OAuthError("invalid_request", "unreadable body"))
-        except BadValue:
-            return oauth_error_response(
-                auth.OAuthError(
-                    "invalid_request", "the request holds a value that cannot be stored"
-                )
-            )
-        except StorageUnavailable as error:
-            log.error("storage unavailable: %s", error)
-            return oauth_error_response(
-                auth.OAuthError(
-                    "server_error",
-                    "service temporarily unavailable",
-                    status=503,
-                    headers={"Retry-After": "5"},
-                )
-            )
-
-    return wrapper
 
 
 async def read_form() -> MultiDict[str, str]:
     """The form body; a parameter sent twice is invalid (RFC 6749 section 3.2)."""
     mimetype = request.mimetype
     if mimetype != "application/x-www-form-urlencoded":
-        raise auth.OAuthError(
-            "invalid_request", "the body must be application/x-www-form-urlencoded"
-        )
+        raise auth.InvalidRequest("the body must be application/x-www-form-urlencoded")
     form = await request.form
     for key in form:
         if len(form.getlist(key)) > 1 and key != "resource":
-            raise auth.OAuthError("invalid_request", f"{key} must be sent once")
+            raise auth.InvalidRequest(f"{key} must be sent once")
     return form
 
 
 async def read_json_object() -> dict[str, Any]:
-    """A JSON object body of at most JSON_MAX_BYTES; anything else is invalid_request."""
+    """A JSON object body of at most OAUTH_JSON_MAX_BYTES; anything else is invalid_request."""
+    limit = catalog.OAUTH_JSON_MAX_BYTES
     if request.mimetype != "application/json":
-        raise auth.OAuthError("invalid_request", "the body must be application/json")
+        raise auth.InvalidRequest("the body must be application/json")
     length = request.content_length
-    if length is not None and length > JSON_MAX_BYTES:
-        raise auth.OAuthError("invalid_request", f"the body exceeds {JSON_MAX_BYTES} bytes")
+    if length is not None and length > limit:
+        raise auth.InvalidRequest(f"the body exceeds {limit} bytes")
     raw = await request.get_data(as_text=False)
-    if len(raw) > JSON_MAX_BYTES:
-        raise auth.OAuthError("invalid_request", f"the body exceeds {JSON_MAX_BYTES} bytes")
+    if len(raw) > limit:
+        raise auth.InvalidRequest(f"the body exceeds {limit} bytes")
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise auth.OAuthError("invalid_request", "the body is not valid JSON") from exc
+        raise auth.InvalidRequest("the body is not valid JSON") from exc
     if not isinstance(body, dict):
-        raise auth.OAuthError("invalid_request", "the body must be a JSON object")
+        raise auth.InvalidRequest("the body must be a JSON object")
     return body
 
 
@@ -131,15 +63,13 @@ async def read_token_request() -> MultiDict[str, str]:
         return await read_form()
     body = await read_json_object()
     if body.get("grant_type") != catalog.GRANT_TOKEN_EXCHANGE:
-        raise auth.OAuthError(
-            "invalid_request", "a JSON body is accepted for token exchange only; send a form"
-        )
+        raise auth.InvalidRequest("a JSON body is accepted for token exchange only; send a form")
     form: MultiDict[str, str] = MultiDict()
     for key, value in body.items():
         if value is None:
             continue
         if not isinstance(value, str):
-            raise auth.OAuthError("invalid_request", f"{key} must be a string")
+            raise auth.InvalidRequest(f"{key} must be a string")
         form.add(key, value)
     return form
 
@@ -157,7 +87,7 @@ async def authenticated_client(
 ) -> tuple[auth.ClientCredentials, apps.App]:
     """Authenticate the caller with the lockout and the limits around it."""
     ip = client_ip()
-    g = guard()
+    g = oauth_guard()
     try:
         credentials = auth.parse_credentials(
             request.headers.get("Authorization"), _single_form(form), allow_body=allow_body
@@ -223,22 +153,19 @@ async def jwks() -> Response:
     async with unit_of_work() as tx:
         keys = await auth.published_keys(tx, now=p.now())
     response = jsonify(auth.jwks(keys))
-    response.headers["Cache-Control"] = f"public, max-age={JWKS_MAX_AGE}"
+    response.headers["Cache-Control"] = f"public, max-age={catalog.JWKS_MAX_AGE}"
     return response
 
 
 def _required(form: MultiDict[str, str], name: str) -> str:
     value = form.get(name)
     if not value:
-        raise auth.OAuthError("invalid_request", f"{name} is required")
+        raise auth.InvalidRequest(f"{name} is required")
     return str(value)
 
 
 def _resource(form: MultiDict[str, str]) -> str | None:
-    try:
-        return auth.check_resource(form.getlist("resource"), platform().config.base_url)
-    except auth.TargetProblem as exc:
-        raise auth.OAuthError("invalid_target", str(exc)) from exc
+    return auth.check_resource(form.getlist("resource"), platform().config.base_url)
 
 
 def _scopes(form: MultiDict[str, str]) -> tuple[str, ...] | None:
@@ -247,7 +174,7 @@ def _scopes(form: MultiDict[str, str]) -> tuple[str, ...] | None:
         return None
     scopes = tuple(dict.fromkeys(value.split()))
     if not scopes:
-        raise auth.OAuthError("invalid_scope", "scope must name at least one scope")
+        raise auth.InvalidScope("scope must name at least one scope")
     return scopes
 
 
@@ -262,14 +189,10 @@ async def _token_exchange(
     try:
         subject_type = _required(form, "subject_token_type")
         if subject_type not in catalog.SUBJECT_TOKEN_TYPES:
-            raise auth.OAuthError(
-                "invalid_request", f"subject_token_type must be {catalog.TOKEN_TYPE_JWT}"
-            )
+            raise auth.InvalidRequest(f"subject_token_type must be {catalog.TOKEN_TYPE_JWT}")
         requested = form.get("requested_token_type")
         if requested is not None and requested != catalog.TOKEN_TYPE_ACCESS:
-            raise auth.OAuthError(
-                "invalid_request", f"requested_token_type must be {catalog.TOKEN_TYPE_ACCESS}"
-            )
+            raise auth.InvalidRequest(f"requested_token_type must be {catalog.TOKEN_TYPE_ACCESS}")
         resource, scopes = _resource(form), _scopes(form)
         request_error = None
     except auth.OAuthError as error:
@@ -291,7 +214,6 @@ async def _token_exchange(
 
 
 @blueprint.post("/oauth/token")
-@oauth_endpoint
 async def token() -> Response:
     """Token endpoint: authorization_code, refresh_token, device_code and token-exchange."""
     grant_type = "unknown"
@@ -300,11 +222,11 @@ async def token() -> Response:
         form = await read_token_request()
         grant_type = form.get("grant_type") or "missing"
         if grant_type == "missing":
-            raise auth.OAuthError("invalid_request", "grant_type is required")
+            raise auth.InvalidRequest("grant_type is required")
         credentials, app = await authenticated_client("token", form)
         if grant_type not in GRANTS_AVAILABLE:
             grant_type = "unsupported"
-            raise auth.OAuthError("unsupported_grant_type", "grant_type is not supported")
+            raise auth.UnsupportedGrantType("grant_type is not supported")
         p = platform()
         if grant_type == catalog.GRANT_TOKEN_EXCHANGE:
             outcome = await _token_exchange(form, app, credentials)
@@ -341,8 +263,8 @@ async def token() -> Response:
                         resource=resource,
                     )
         pair = outcome.unwrap()
-    except auth.OAuthError as error:
-        metrics.oauth_grants.labels(grant_type[:64], error.error).inc()
+    except Exception as error:
+        metrics.oauth_grants.labels(grant_type[:64], oauth_error_of(error)).inc()
         raise
     metrics.oauth_grants.labels(grant_type, "ok").inc()
     body = pair.response()
@@ -352,7 +274,6 @@ async def token() -> Response:
 
 
 @blueprint.post("/oauth/revoke")
-@oauth_endpoint
 async def revoke() -> Response:
     """RFC 7009: 200 whether or not the token was known."""
     form = await read_form()
@@ -372,7 +293,6 @@ async def revoke() -> Response:
 
 
 @blueprint.post("/oauth/introspect")
-@oauth_endpoint
 async def introspect() -> Response:
     """RFC 7662; client credentials in the Authorization header only."""
     form = await read_form()
@@ -394,19 +314,16 @@ async def introspect() -> Response:
 
 
 @blueprint.post("/oauth/device/authorize")
-@oauth_endpoint
 async def device_authorize() -> Response:
     """RFC 8628 device authorization: a device code to poll and a user code to enter."""
     form = await read_form()
     _, app = await authenticated_client("device", form)
     scopes = _scopes(form)
     if scopes is None:
-        raise auth.OAuthError("invalid_request", "scope is required")
+        raise auth.InvalidRequest("scope is required")
     unregistered = [s for s in scopes if s not in app.scopes]
     if unregistered:
-        raise auth.OAuthError(
-            "invalid_scope", f"scope not registered for this client: {unregistered[0]}"
-        )
+        raise auth.InvalidScope(f"scope not registered for this client: {unregistered[0]}")
     resource = _resource(form)
     p = platform()
     async with unit_of_work() as tx:
@@ -422,10 +339,9 @@ async def device_authorize() -> Response:
 
 
 @blueprint.post("/oauth/register")
-@oauth_endpoint
 async def register() -> Response:
     """RFC 7591 open registration: an unreviewed app, limited to sandbox businesses."""
-    guard().registration(client_ip())
+    oauth_guard().registration(client_ip())
     metadata = await read_json_object()
     p = platform()
     async with unit_of_work() as tx:

@@ -63,7 +63,7 @@ async def login_submit() -> ResponseReturnValue:
     async with unit_of_work() as tx:
         found = await books.find_user_by_email(tx, email)
     user, stored_hash = found if found is not None else (None, None)
-    if not await auth.verify_password(stored_hash, form.get("password", "")) or user is None:
+    if not await p.passwords.verify(stored_hash, form.get("password", "")) or user is None:
         return await _login_page(
             next_path=next_path, email=email, status=401, error="Wrong email or password."
         )

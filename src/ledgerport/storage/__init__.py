@@ -13,7 +13,9 @@ from ._interface import StorageError as StorageError
 from ._interface import StorageUnavailable as StorageUnavailable
 from ._interface import Store as Store
 from ._interface import Transaction as Transaction
+from ._migrations import Migration as Migration
 from ._migrations import load_migrations as load_migrations
+from ._postgres import NoAsyncioLoop as NoAsyncioLoop
 from ._postgres import PostgresStore as PostgresStore
 from ._postgres import open_postgres as open_postgres
 from ._sqlite import SqliteStore as SqliteStore
@@ -22,7 +24,10 @@ from ._sqlite import open_sqlite as open_sqlite
 
 @asynccontextmanager
 async def open_store(database: DatabaseURL, *, migrate: bool = True) -> AsyncIterator[Store]:
-    """Open the configured database, bringing its schema up to date unless told not to."""
+    """Open the configured database, bringing its schema up to date unless told not to.
+
+    PostgreSQL runs inside the process's trio_asyncio loop, which the caller has entered.
+    """
     if database.kind == "sqlite":
         async with open_sqlite(database.path) as sqlite_store:
             if migrate:

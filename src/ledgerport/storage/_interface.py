@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from ._migrations import Migration
 
 Row = dict[str, Any]
 
@@ -57,8 +60,13 @@ class Store(Protocol):
 
     def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
 
+    async def ping(self) -> None:
+        """Raise StorageUnavailable unless the database answers a trivial query."""
+        ...
+
     async def schema_version(self) -> int: ...
 
-    async def migrate(self) -> list[int]:
-        """Apply the migrations this database lacks; answers the versions applied."""
+    async def migrate(self, migrations: Sequence[Migration] | None = None) -> list[int]:
+        """Apply the migrations this database lacks (by default the package's own, in order);
+        answers the versions applied."""
         ...

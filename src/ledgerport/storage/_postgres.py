@@ -1,7 +1,9 @@
 """The PostgreSQL backend: asyncpg, driven from trio through trio_asyncio.
 
-asyncpg is asyncio-only. This module opens its own trio_asyncio loop for the store's lifetime and
-passes it explicitly to every call, so nothing outside ``storage/`` sees asyncio.
+asyncpg is asyncio-only. The process enters one trio_asyncio loop at its top (``ledgerport.serve``,
+``ledgerport migrate``, the test fixtures); :func:`open_postgres` takes that loop and passes it
+explicitly to every call, so no other module calls asyncio and a connection held for LISTEN can
+wake trio tasks through the same loop.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import trio
 import trio_asyncio
 
 from ._interface import BadValue, Conflict, MigrationError, Row, StorageError, StorageUnavailable
-from ._migrations import load_migrations
+from ._migrations import Migration, load_migrations
 
 _T = TypeVar("_T")
 # Serializes concurrent migrators (two processes starting at once) on one database.
@@ -110,6 +112,10 @@ class PostgresStore:
             else:
                 await self._call(tx.commit)
 
+    async def ping(self) -> None:
+        async with self._connection() as conn:
+            await self._call(conn.fetchval, "SELECT 1")
+
     async def schema_version(self) -> int:
         async with self._connection() as conn:
             exists = await self._call(conn.fetchval, "SELECT to_regclass('schema_migrations')")
@@ -120,8 +126,9 @@ class PostgresStore:
             )
             return int(version)
 
-    async def migrate(self) -> list[int]:
+    async def migrate(self, migrations: Sequence[Migration] | None = None) -> list[int]:
         """Apply the migrations this database lacks; answers the versions applied."""
+        chosen = load_migrations("postgres") if migrations is None else migrations
         applied: list[int] = []
         try:
             async with self.transaction() as tx:
@@ -134,7 +141,7 @@ class PostgresStore:
                 current = int(
                     await tx.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
                 )
-                for migration in load_migrations("postgres"):
+                for migration in chosen:
                     if migration.version <= current:
                         continue
                     for statement in migration.statements():
@@ -150,21 +157,30 @@ class PostgresStore:
         return applied
 
 
+class NoAsyncioLoop(RuntimeError):
+    """PostgreSQL was opened outside the process's trio_asyncio loop."""
+
+
 @asynccontextmanager
 async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[PostgresStore]:
-    """Connect a pool to the database at ``url`` for the lifetime of the context."""
-    async with trio_asyncio.open_loop() as loop:
-        try:
-            pool = await trio_asyncio.aio_as_trio(asyncpg.create_pool, loop=loop)(
-                url, min_size=1, max_size=max_size, command_timeout=30
-            )
-        except (*_DATABASE_ERRORS, ValueError) as exc:
-            raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
-        try:
-            yield PostgresStore(pool, loop)
-        finally:
-            with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
-                scope.shield = True
-                await trio_asyncio.aio_as_trio(pool.close, loop=loop)()
-            if scope.cancelled_caught:
-                pool.terminate()
+    """Connect a pool to the database at ``url`` for the lifetime of the context.
+
+    Must run inside ``trio_asyncio.open_loop()``, entered once at the top of the process.
+    """
+    loop = trio_asyncio.current_loop.get()
+    if loop is None:
+        raise NoAsyncioLoop("PostgreSQL needs the process's trio_asyncio loop; enter it first")
+    try:
+        pool = await trio_asyncio.aio_as_trio(asyncpg.create_pool, loop=loop)(
+            url, min_size=1, max_size=max_size, command_timeout=30
+        )
+    except (*_DATABASE_ERRORS, ValueError) as exc:
+        raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
+    try:
+        yield PostgresStore(pool, loop)
+    finally:
+        with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+            scope.shield = True
+            await trio_asyncio.aio_as_trio(pool.close, loop=loop)()
+        if scope.cancelled_caught:
+            pool.terminate()

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 import trio
 
 from ._interface import BadValue, Conflict, MigrationError, Row, StorageUnavailable
-from ._migrations import load_migrations
+from ._migrations import Migration, load_migrations
 
 # A quoted string or identifier (kept as is) or a $N placeholder (rewritten to SQLite's ?N).
 _PARAM_OR_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
@@ -103,14 +103,19 @@ class SqliteStore:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
+    async def ping(self) -> None:
+        async with self._lock:
+            await self._call(self._conn.execute, "SELECT 1")
+
     async def schema_version(self) -> int:
         async with self._lock:
             return int(await self._call(_current_version, self._conn))
 
-    async def migrate(self) -> list[int]:
+    async def migrate(self, migrations: Sequence[Migration] | None = None) -> list[int]:
         """Apply the migrations this database lacks; answers the versions applied."""
+        chosen = load_migrations("sqlite") if migrations is None else migrations
         async with self._lock:
-            return await self._call(_migrate, self._conn)
+            return await self._call(_migrate, self._conn, chosen)
 
 
 def _current_version(conn: sqlite3.Connection) -> int:
@@ -124,17 +129,17 @@ def _current_version(conn: sqlite3.Connection) -> int:
     )
 
 
-def _migrate(conn: sqlite3.Connection) -> list[int]:
+def _migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> list[int]:
     # SQLite's procedure for rebuilding a table: foreign keys off (it cannot change inside a
     # transaction), the rebuild, then a foreign_key_check before the commit.
     conn.execute("PRAGMA foreign_keys = OFF")
     try:
-        return _migrate_unchecked(conn)
+        return _migrate_unchecked(conn, migrations)
     finally:
         conn.execute("PRAGMA foreign_keys = ON")
 
 
-def _migrate_unchecked(conn: sqlite3.Connection) -> list[int]:
+def _migrate_unchecked(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> list[int]:
     applied: list[int] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -143,7 +148,7 @@ def _migrate_unchecked(conn: sqlite3.Connection) -> list[int]:
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
         )
         current = _current_version(conn)
-        for migration in load_migrations("sqlite"):
+        for migration in migrations:
             if migration.version <= current:
                 continue
             for statement in migration.statements():
@@ -192,6 +197,3 @@ async def open_sqlite(path: str) -> AsyncIterator[SqliteStore]:
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(conn.close)
-
-
-__all__ = ["MigrationError", "SqliteStore", "open_sqlite"]

@@ -8,16 +8,13 @@ from typing import ParamSpec, TypeVar
 
 from quart import g, request
 
-from ledgerport import auth, books, catalog
+from ledgerport import auth, catalog
 from ledgerport.clock import Clock
 
 from .._context import app_state, client_ip, platform, unit_of_work
-from .._errors import ApiError
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_BEARER_CHALLENGE = 'Bearer realm="ledgerport"'
 
 
 class ApiGuard:
@@ -36,21 +33,9 @@ def _guard() -> ApiGuard:
     return app_state(ApiGuard, lambda: ApiGuard(platform().clock))
 
 
-def _rate_limited(name: str, wait: int) -> ApiError:
+def _rate_limited(name: str, wait: int) -> auth.RateLimited:
     platform().metrics.rate_limited.labels(name).inc()
-    return ApiError(
-        429,
-        "Too many requests: retry after {0} seconds",
-        code="APP_RATE_LIMITED",
-        params=[wait],
-        headers={"Retry-After": str(wait)},
-    )
-
-
-def _unauthorized(message: str) -> ApiError:
-    return ApiError(
-        401, message, code="INVALID_TOKEN", headers={"WWW-Authenticate": _BEARER_CHALLENGE}
-    )
+    return auth.RateLimited(wait)
 
 
 def current_grant() -> auth.AccessGrant:
@@ -67,12 +52,12 @@ async def authenticate_bearer() -> auth.AccessGrant:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise _unauthorized("A bearer access token is required")
+        raise auth.InvalidAccessToken("A bearer access token is required")
     p = platform()
     async with unit_of_work() as tx:
         grant = await auth.resolve_access_token(tx, p.keyring, now=p.now(), token=token.strip())
     if grant is None:
-        raise _unauthorized("The access token is expired, revoked or malformed")
+        raise auth.InvalidAccessToken("The access token is expired, revoked or malformed")
     pair = (grant.app_id, grant.business_id)
     for limit, window, key in (
         (catalog.RATE_LIMIT_APP_PER_BUSINESS, guard.per_app_business, pair),
@@ -95,38 +80,15 @@ async def authenticate_bearer() -> auth.AccessGrant:
 def requires(
     scope: str, permission: str | None = None
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-    """Deny by default: a live token holding ``scope`` of a user whose role holds ``permission``.
-
-    ``permission`` defaults to the scope's name (area scopes and role permissions share names).
-    """
-    needed = permission if permission is not None else scope
+    """Deny by default: a live token holding ``scope`` of a user whose role holds ``permission``
+    (``auth.check_call``; ``permission`` defaults to the scope's name)."""
 
     def decorate(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         @wraps(handler)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             grant = await authenticate_bearer()
-            if scope not in grant.scopes:
-                raise ApiError(
-                    403,
-                    "Insufficient scope: this endpoint requires {0}",
-                    code="INSUFFICIENT_SCOPE",
-                    params=[scope],
-                )
-            if needed in catalog.PERMISSIONS:
-                async with unit_of_work() as tx:
-                    membership = await books.get_membership(tx, grant.business_id, grant.user_id)
-                    held = (
-                        await books.role_permissions(tx, grant.business_id, membership.role)
-                        if membership is not None and membership.active
-                        else frozenset()
-                    )
-                if needed not in held:
-                    raise ApiError(
-                        403,
-                        "Your role in this business does not allow {0}",
-                        code="PERMISSION_DENIED",
-                        params=[needed],
-                    )
+            async with unit_of_work() as tx:
+                await auth.check_call(tx, grant, scope=scope, permission=permission)
             return await handler(*args, **kwargs)
 
         return wrapper

@@ -1,8 +1,9 @@
-"""The supervisor: one root nursery owns every long-running task of ``ledgerport serve``.
+"""The process's top: ``ledgerport serve`` wires the store, the engine and HTTP under one nursery.
 
-Start order: storage (migrated), bootstrap, scheduler, then HTTP last, so no request arrives
-before the rest can take its work. SIGINT/SIGTERM stop intake, then give in-flight work a bounded
-grace before cancelling it. A crashing child cancels its siblings and the process exits non-zero.
+Start order: the process's one asyncio loop (asyncpg runs on it), storage (migrated), bootstrap
+(the Platform), the engine's workers, then HTTP last, so no request arrives before the rest can
+take its work. SIGINT/SIGTERM stop intake, then give in-flight work a bounded grace before
+cancelling it. A crashing child cancels its siblings and the process exits non-zero.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import trio
+import trio_asyncio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from ledgerport.clock import Clock, SystemClock
+from ledgerport.clock import Clock
 from ledgerport.config import Config
+from ledgerport.engine import Scheduler
 from ledgerport.http import RequestTracker, create_app
-from ledgerport.platform import Platform, bootstrap
+from ledgerport.platform import bootstrap
 from ledgerport.storage import open_store
-
-from ._scheduler import Scheduler
 
 log = logging.getLogger("ledgerport.supervisor")
 
@@ -55,8 +56,8 @@ async def serve(
 ) -> None:
     """Run the whole service until a signal (or ``stop``) asks it to end."""
     stop = stop or trio.Event()
-    async with open_store(config.database) as store:
-        boot = await bootstrap(store, config)
+    async with trio_asyncio.open_loop(), open_store(config.database) as store:
+        boot = await bootstrap(store, config, clock=clock)
         if boot.new_admin_token is not None:
             print(  # noqa: T201 - shown once, on purpose, to the operator's terminal
                 f"ledgerport: generated admin token (shown once, store it now): "
@@ -64,13 +65,7 @@ async def serve(
                 file=sys.stdout,
                 flush=True,
             )
-        platform = Platform(
-            config=config,
-            store=store,
-            keyring=boot.keyring,
-            admin_token_hash=boot.admin_token_hash,
-            clock=clock or SystemClock(),
-        )
+        platform = boot.platform
         app = create_app(platform)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, stop)

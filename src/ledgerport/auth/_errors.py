@@ -1,0 +1,175 @@
+"""What authentication and authorization refuse, named for what happened.
+
+Three families under :class:`AuthError`: who is calling (admin token, access token, sign-in,
+scope, role permission, rate limits), the OAuth endpoints' errors (one class per RFC 6749
+``error`` value, its optional description the ``error_description``), and the consent page's
+problems (each carries the spec's message). None carries an HTTP status: ``http/_errors.py``
+maps each class to its answer.
+"""
+
+from __future__ import annotations
+
+from ledgerport import catalog
+from ledgerport.errors import DomainError
+
+
+class AuthError(DomainError):
+    """Root of the auth package's errors."""
+
+
+# --- Who is calling ------------------------------------------------------------------------------
+
+
+class InvalidAdminToken(AuthError):
+    def __init__(self) -> None:
+        super().__init__("A valid admin token is required")
+
+
+class InvalidAccessToken(AuthError):
+    """No bearer token, or one that is expired, revoked, malformed or of a stopped app."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class NotSignedIn(AuthError):
+    """The browser has no session on the application host."""
+
+    def __init__(self, message: str = "Sign in to continue") -> None:
+        super().__init__(message)
+
+
+class InsufficientScope(AuthError):
+    def __init__(self, scope: str) -> None:
+        super().__init__("Insufficient scope: this endpoint requires {0}", params=[scope])
+
+
+class PermissionDenied(AuthError):
+    """The user's role in the business lacks the permission (whatever the token's scopes)."""
+
+    def __init__(self, permission: str) -> None:
+        super().__init__("Your role in this business does not allow {0}", params=[permission])
+
+
+class RateLimited(AuthError):
+    """A rate limit or a lockout refuses the request for ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__("Too many requests: retry after {0} seconds", params=[retry_after])
+
+
+class NoActiveInstallation(AuthError):
+    def __init__(self, app_id: str, business_id: str) -> None:
+        super().__init__(
+            "App {0} has no ACTIVE installation in business {1}", params=[app_id, business_id]
+        )
+
+
+# --- OAuth endpoints -----------------------------------------------------------------------------
+
+
+class OAuthError(AuthError):
+    """An OAuth endpoint error; the subclass is the ``error`` value (``http/_errors.py``)."""
+
+    def __init__(self, description: str | None = None) -> None:
+        self.description = description
+        super().__init__(description or "")
+
+
+class InvalidRequest(OAuthError):
+    pass
+
+
+class InvalidClient(OAuthError):
+    """Client authentication failed; ``basic`` tells whether HTTP Basic was used."""
+
+    def __init__(self, description: str, *, basic: bool) -> None:
+        self.basic = basic
+        super().__init__(description)
+
+
+class InvalidGrant(OAuthError):
+    """The code, refresh token, device code or session token cannot be redeemed."""
+
+
+class UnsupportedGrantType(OAuthError):
+    pass
+
+
+class InvalidScope(OAuthError):
+    pass
+
+
+class InvalidTarget(OAuthError):
+    """The resource parameter is not one absolute URI on the API's origin (RFC 8707)."""
+
+
+class AuthorizationPending(OAuthError):
+    pass
+
+
+class SlowDown(OAuthError):
+    pass
+
+
+class AccessDenied(OAuthError):
+    pass
+
+
+class ExpiredToken(OAuthError):
+    pass
+
+
+class InvalidRedirectUri(OAuthError):
+    pass
+
+
+class InvalidClientMetadata(OAuthError):
+    pass
+
+
+# --- Consent page --------------------------------------------------------------------------------
+
+
+class AuthorizeProblem(AuthError):
+    """The authorization stops on the consent page, which shows ``message``; never redirected."""
+
+
+class UnknownClient(AuthorizeProblem):
+    def __init__(self) -> None:
+        super().__init__(catalog.CONSENT_INVALID_CLIENT)
+
+
+class RedirectUriMismatch(AuthorizeProblem):
+    def __init__(self) -> None:
+        super().__init__(catalog.CONSENT_REDIRECT_MISMATCH)
+
+
+class ScopesNotPermitted(AuthorizeProblem):
+    def __init__(self) -> None:
+        super().__init__(catalog.CONSENT_SCOPES_NOT_PERMITTED)
+
+
+class PkceRequired(AuthorizeProblem):
+    def __init__(self) -> None:
+        super().__init__(catalog.CONSENT_PKCE_REQUIRED)
+
+
+class TargetRefused(AuthorizeProblem):
+    """invalid_target; the long form adds the reason (resource repeated or too long)."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        short = catalog.CONSENT_INVALID_TARGET
+        super().__init__(f"{short}: {reason}" if reason else short)
+
+
+class RequestExpired(AuthorizeProblem):
+    """The held request is gone: older than five minutes, decided, or someone else's."""
+
+    def __init__(self) -> None:
+        super().__init__(catalog.CONSENT_REQUEST_EXPIRED)
+
+
+class MalformedAuthorizeRequest(AuthorizeProblem):
+    """A parameter is missing, repeated or malformed; ``message`` names the OAuth error."""
