@@ -72,16 +72,47 @@ class _UnreachableStore:
         raise StorageUnavailable("database is down")
         yield  # pragma: no cover
 
+    async def ping(self) -> None:
+        raise StorageUnavailable("database is down")
+
+
+def _unreachable(platform: Platform) -> Any:
+    broken = replace(platform, store=_UnreachableStore())  # type: ignore[arg-type]
+    return create_app(broken).test_client()
+
 
 async def test_healthz_fails_when_the_database_does_not_answer(platform: Platform) -> None:
-    broken = replace(platform, store=_UnreachableStore())  # type: ignore[arg-type]
-    client = create_app(broken).test_client()
+    response = await _unreachable(platform).get("/healthz")
 
-    response = await client.get("/healthz")
-
-    assert response.status_code >= 500
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "5"
     body = await response.get_json()
-    assert body["statusCode"] == response.status_code
+    assert (body["statusCode"], body["code"]) == (503, "SERVICE_UNAVAILABLE")
+
+
+async def test_an_unreachable_database_answers_each_blueprint_in_its_shape(
+    platform: Platform,
+) -> None:
+    client = _unreachable(platform)
+
+    token = await client.post(
+        "/oauth/token",
+        form={"grant_type": "refresh_token", "refresh_token": "x", "client_id": "cid_x"},
+    )
+    consent = await client.get("/oauth/authorize?client_id=cid_x")
+    admin = await client.post(
+        "/admin/businesses", json={"name": "Acme"}, headers={"Authorization": "Bearer x"}
+    )
+
+    assert token.status_code == 503
+    assert token.headers["Retry-After"] == "5"
+    assert token.headers["Cache-Control"] == "no-store"
+    assert (await token.get_json())["error"] == "server_error"
+    assert consent.status_code == 503
+    assert consent.mimetype == "text/html"
+    assert "Service temporarily unavailable" in await consent.get_data(as_text=True)
+    # The admin token check needs no database: 401 before any storage is touched.
+    assert admin.status_code == 401
 
 
 # --- Metrics -------------------------------------------------------------------------------------

@@ -370,28 +370,15 @@ def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
     )
 
 
-async def resolve_access_token(
-    tx: Transaction, keyring: Keyring, *, now: float, token: str
+async def _live_grant(
+    tx: Transaction, keyring: Keyring, *, now: float, token: str, table: str
 ) -> AccessGrant | None:
-    """The live grant behind a bearer token, or None (unknown, expired, revoked, app stopped)."""
+    """The live grant behind a token of ``table`` (access_tokens or refresh_tokens): known,
+    unexpired, unrevoked, not yet used (refresh), its app and installation ACTIVE."""
+    used = "t.used_at" if table == "refresh_tokens" else "NULL AS used_at"
     row = await tx.fetchrow(
-        f"SELECT t.revoked_at, t.expires_at, {_GRANT_COLUMNS}"
-        " FROM access_tokens t JOIN token_families f ON f.id = t.family_id"
-        " JOIN apps a ON a.id = f.app_id JOIN installations i ON i.id = f.installation_id"
-        " WHERE t.token_hash = $1",
-        keyring.hash_token(token),
-    )
-    if row is None or now >= row["expires_at"]:
-        return None
-    return _grant_from_row(row, float(row["expires_at"]))
-
-
-async def _resolve_refresh_token(
-    tx: Transaction, keyring: Keyring, *, now: float, token: str
-) -> AccessGrant | None:
-    row = await tx.fetchrow(
-        f"SELECT t.revoked_at, t.used_at, t.expires_at, {_GRANT_COLUMNS}"
-        " FROM refresh_tokens t JOIN token_families f ON f.id = t.family_id"
+        f"SELECT t.revoked_at, {used}, t.expires_at, {_GRANT_COLUMNS}"
+        f" FROM {table} t JOIN token_families f ON f.id = t.family_id"
         " JOIN apps a ON a.id = f.app_id JOIN installations i ON i.id = f.installation_id"
         " WHERE t.token_hash = $1",
         keyring.hash_token(token),
@@ -399,6 +386,19 @@ async def _resolve_refresh_token(
     if row is None or now >= row["expires_at"] or row["used_at"] is not None:
         return None
     return _grant_from_row(row, float(row["expires_at"]))
+
+
+async def resolve_access_token(
+    tx: Transaction, keyring: Keyring, *, now: float, token: str
+) -> AccessGrant | None:
+    """The live grant behind a bearer token, or None (unknown, expired, revoked, app stopped)."""
+    return await _live_grant(tx, keyring, now=now, token=token, table="access_tokens")
+
+
+async def _resolve_refresh_token(
+    tx: Transaction, keyring: Keyring, *, now: float, token: str
+) -> AccessGrant | None:
+    return await _live_grant(tx, keyring, now=now, token=token, table="refresh_tokens")
 
 
 async def introspect(

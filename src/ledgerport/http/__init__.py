@@ -2,3 +2,6 @@
 
 from ._app import create_app as create_app
 from ._drain import RequestTracker as RequestTracker
+from ._errors import ANSWERS as ANSWERS
+from ._errors import Answer as Answer
+from ._errors import answer_for as answer_for

@@ -185,6 +185,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     ),
     auth.NoActiveInstallation: _coded("NO_ACTIVE_INSTALLATION"),
     # auth: the OAuth endpoints, one class per error value
+    auth.OAuthError: _oauth("invalid_request"),
     auth.InvalidRequest: _oauth("invalid_request"),
     auth.InvalidClient: _oauth("invalid_client", headers=_basic_challenge),
     auth.InvalidGrant: _oauth("invalid_grant"),

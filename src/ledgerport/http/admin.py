@@ -11,6 +11,7 @@ from quart_schema import validate_request
 from ledgerport import access, apps, auth, books
 
 from ._context import platform, unit_of_work
+from ._session_tokens import session_token_answer
 
 blueprint = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -276,20 +277,10 @@ async def session_token(data: SessionTokenIn) -> tuple[dict[str, Any], int]:
     409 when the app is stopped, has no ACTIVE installation in the business, or the user is not
     an active member there.
     """
-    p = platform()
-    async with unit_of_work() as tx:
-        app = await apps.get_app(tx, data.appId)
-        issued = await auth.issue_session_token(
-            tx,
-            p.keyring,
-            now=p.now(),
-            issuer=p.config.base_url,
-            app=app,
-            business_id=data.businessId,
-            user_id=data.userId,
-        )
-    p.metrics.session_tokens.labels("admin").inc()
-    return {"sessionToken": issued.token, "expiresAt": issued.expires_at}, 201
+    body = await session_token_answer(
+        app_id=data.appId, business_id=data.businessId, user_id=data.userId, source="admin"
+    )
+    return body, 201
 
 
 @blueprint.post("/developer-tokens")

@@ -22,8 +22,9 @@ from ledgerport import apps, auth
 from ledgerport.errors import InvalidInput
 
 from ._browser import current_user_id
-from ._context import platform, unit_of_work
+from ._context import unit_of_work
 from ._pages import login_redirect, problem_page
+from ._session_tokens import session_token_answer
 
 blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
 token_blueprint = Blueprint("bridge_token", __name__)
@@ -81,18 +82,7 @@ async def session_token() -> tuple[dict[str, Any], int, dict[str, str]]:
     ]
     if missing:
         raise InvalidInput(missing)
-    p = platform()
-    async with unit_of_work() as tx:
-        app = await apps.get_app(tx, app_id)
-        issued = await auth.issue_session_token(
-            tx,
-            p.keyring,
-            now=p.now(),
-            issuer=p.config.base_url,
-            app=app,
-            business_id=business_id,
-            user_id=user_id,
-        )
-    p.metrics.session_tokens.labels("bridge").inc()
-    body = {"sessionToken": issued.token, "expiresAt": issued.expires_at}
+    body = await session_token_answer(
+        app_id=app_id, business_id=business_id, user_id=user_id, source="bridge"
+    )
     return body, 200, {"Cache-Control": "no-store", "Pragma": "no-cache"}

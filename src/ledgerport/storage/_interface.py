@@ -6,12 +6,11 @@ rewrites them to SQLite's numbered form (``?1``). Rows come back as plain dicts.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-if TYPE_CHECKING:
-    from ._migrations import Migration
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 Row = dict[str, Any]
 
@@ -34,6 +33,28 @@ class StorageUnavailable(StorageError):
 
 class MigrationError(StorageError):
     """The schema could not be brought up to date."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    def statements(self) -> list[str]:
+        """The file split into single statements (SQLite executes one at a time)."""
+        result: list[str] = []
+        pending = ""
+        for line in self.sql.splitlines(keepends=True):
+            if not pending and (not line.strip() or line.lstrip().startswith("--")):
+                continue
+            pending += line
+            if sqlite3.complete_statement(pending):
+                result.append(pending.strip())
+                pending = ""
+        if pending.strip():
+            raise MigrationError(f"migration {self.version:04d}_{self.name}: unterminated SQL")
+        return result
 
 
 class Transaction(Protocol):

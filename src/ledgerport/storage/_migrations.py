@@ -3,35 +3,11 @@
 from __future__ import annotations
 
 import re
-import sqlite3
-from dataclasses import dataclass
 from importlib import resources
 
-from ._interface import MigrationError
+from ._interface import Migration, MigrationError
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
-
-    def statements(self) -> list[str]:
-        """The file split into single statements (SQLite executes one at a time)."""
-        result: list[str] = []
-        pending = ""
-        for line in self.sql.splitlines(keepends=True):
-            if not pending and (not line.strip() or line.lstrip().startswith("--")):
-                continue
-            pending += line
-            if sqlite3.complete_statement(pending):
-                result.append(pending.strip())
-                pending = ""
-        if pending.strip():
-            raise MigrationError(f"migration {self.version:04d}_{self.name}: unterminated SQL")
-        return result
 
 
 def load_migrations(kind: str) -> list[Migration]:

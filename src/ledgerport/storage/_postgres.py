@@ -17,8 +17,16 @@ import asyncpg
 import trio
 import trio_asyncio
 
-from ._interface import BadValue, Conflict, MigrationError, Row, StorageError, StorageUnavailable
-from ._migrations import Migration, load_migrations
+from ._interface import (
+    BadValue,
+    Conflict,
+    Migration,
+    MigrationError,
+    Row,
+    StorageError,
+    StorageUnavailable,
+)
+from ._migrations import load_migrations
 
 _T = TypeVar("_T")
 # Serializes concurrent migrators (two processes starting at once) on one database.

@@ -15,8 +15,8 @@ from typing import Any, Literal, TypeVar
 
 import trio
 
-from ._interface import BadValue, Conflict, MigrationError, Row, StorageUnavailable
-from ._migrations import Migration, load_migrations
+from ._interface import BadValue, Conflict, Migration, MigrationError, Row, StorageUnavailable
+from ._migrations import load_migrations
 
 # A quoted string or identifier (kept as is) or a $N placeholder (rewritten to SQLite's ?N).
 _PARAM_OR_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
