@@ -1,67 +1,43 @@
 """Shared fixtures: a migrated store on each backend, a platform and an HTTP test client.
 
-The ``store`` fixture is parametrized over SQLite and PostgreSQL. PostgreSQL tests use the server
-named by LEDGERPORT_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432/postgres); each test
-gets a database of its own, created and dropped here. Where no server answers they skip with the
-reason, unless LEDGERPORT_REQUIRE_POSTGRES=1 (set by .ci/run), where they fail instead.
+The ``store`` fixture is parametrized over SQLite and PostgreSQL (see ``stores.py`` for where the
+PostgreSQL databases come from, and how the tests skip, or fail in CI, without a server).
 """
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
-import trio
 import trio_asyncio
 
 from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
 from ledgerport.http import create_app
 from ledgerport.platform import Platform
-from ledgerport.storage import Store, open_postgres, open_sqlite
+from ledgerport.storage import Store
 
 from .platforms import build_platform
+from .stores import REQUIRE_POSTGRES, fresh_database, open_test_store, postgres_unusable
 
-POSTGRES_ADMIN_URL = os.environ.get(
-    "LEDGERPORT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-REQUIRE_POSTGRES = os.environ.get("LEDGERPORT_REQUIRE_POSTGRES") == "1"
 ADMIN_TOKEN = "lp_admin_test-token-0123456789abcdef"
 SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
 
 
-async def _admin_execute(sql: str) -> None:
-    """Run ``sql`` on the server's admin database, through the test's asyncio loop."""
-    conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(POSTGRES_ADMIN_URL, timeout=5)
-    try:
-        await trio_asyncio.aio_as_trio(conn.execute)(sql)
-    finally:
-        await trio_asyncio.aio_as_trio(conn.close)()
-
-
-def _database_url(name: str) -> str:
-    parts = urlsplit(POSTGRES_ADMIN_URL)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-async def _create_database() -> str:
-    name = f"ledgerport_test_{secrets.token_hex(6)}"
-    try:
-        await _admin_execute(f'CREATE DATABASE "{name}"')
-    except (OSError, asyncpg.PostgresError) as exc:
-        if REQUIRE_POSTGRES:
-            pytest.fail(f"PostgreSQL at {POSTGRES_ADMIN_URL} is required but failed: {exc}")
-        pytest.skip(f"PostgreSQL at {POSTGRES_ADMIN_URL} is not reachable: {exc}")
-    return name
-
-
-async def _drop_database(name: str) -> None:
-    with trio.CancelScope(shield=True):
-        await _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """PostgreSQL tests skip with the reason when no server answers (fail when it is
+    required). Decided here, outside the test's trio run, so the reason is reported."""
+    needs_postgres = item.get_closest_marker("postgres") is not None or "postgres_url" in getattr(
+        item, "fixturenames", ()
+    )
+    if not needs_postgres:
+        return
+    reason = postgres_unusable()
+    if reason is None:
+        return
+    if REQUIRE_POSTGRES:
+        pytest.fail(f"{reason} (LEDGERPORT_REQUIRE_POSTGRES=1)", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture
@@ -75,28 +51,15 @@ async def asyncio_loop() -> AsyncIterator[trio_asyncio.TrioEventLoop]:
 @pytest.fixture
 async def postgres_url(asyncio_loop: object) -> AsyncIterator[str]:
     """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
-    name = await _create_database()
-    try:
-        yield _database_url(name)
-    finally:
-        await _drop_database(name)
+    async with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-async def empty_store(
-    request: pytest.FixtureRequest, tmp_path: object, asyncio_loop: object
-) -> AsyncIterator[Store]:
+async def empty_store(request: pytest.FixtureRequest, asyncio_loop: object) -> AsyncIterator[Store]:
     """An unmigrated store on each backend."""
-    if request.param == "sqlite":
-        async with open_sqlite(str(tmp_path) + "/test.db") as store:  # type: ignore[operator]
-            yield store
-    else:
-        name = await _create_database()
-        try:
-            async with open_postgres(_database_url(name), max_size=5) as store:
-                yield store
-        finally:
-            await _drop_database(name)
+    async with open_test_store(request.param, migrate=False) as store:
+        yield store
 
 
 @pytest.fixture

@@ -53,14 +53,18 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
+def _configuration_error(error: BaseException) -> int:
+    print(f"ledgerport: configuration error: {error}", file=sys.stderr)  # noqa: T201
+    return EXIT_CONFIG
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging()
     try:
         config = load(bind=getattr(args, "bind", None))
     except ConfigError as exc:
-        print(f"ledgerport: configuration error: {exc}", file=sys.stderr)  # noqa: T201
-        return EXIT_CONFIG
+        return _configuration_error(exc)
     try:
         if args.command == "migrate":
             trio.run(_migrate, config)
@@ -68,10 +72,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ledgerport.serve import serve
 
             trio.run(serve, config)
+    except ConfigError as exc:  # found at start, such as a root key that does not fit
+        return _configuration_error(exc)
     except StorageError as exc:
         log.error("storage failure: %s", exc)
         return EXIT_FAILURE
     except BaseExceptionGroup as group:
+        configuration, _ = group.split(ConfigError)
+        if configuration is not None:
+            return _configuration_error(_first_leaf(configuration))
         storage, _ = group.split(StorageError)
         if storage is None:
             log.critical("ledgerport stopped on an error", exc_info=group)

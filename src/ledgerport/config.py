@@ -29,14 +29,19 @@ class DatabaseURL:
 
     def redacted(self) -> str:
         """The URL with any password masked, for log lines."""
-        if self.kind == "sqlite":
-            return self.url
-        parts = urlsplit(self.url)
-        netloc = parts.netloc
-        if parts.password is not None:
-            netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
-        query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-        return parts._replace(netloc=netloc, query=query).geturl()
+        return self.url if self.kind == "sqlite" else mask_url_password(self.url)
+
+
+# user:password@ in the authority (the password runs to the last "@" before the path), and a
+# password= query parameter: masked in anything shown, also in URLs too malformed to parse.
+_AUTHORITY_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:@]*:)([^/?#]*)@")
+_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#]*")
+
+
+def mask_url_password(url: str) -> str:
+    """``url`` with any password replaced by ``***``; works on malformed URLs too."""
+    masked = _AUTHORITY_PASSWORD.sub(r"\1***@", url, count=1)
+    return _QUERY_PASSWORD.sub(r"\1***", masked)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ class Config:
     env: Literal["production", "development"]
     admin_token: str | None = None
     secret_key: str | None = None
+    secret_key_file: str | None = None
+    """Where the root key is kept when LEDGERPORT_SECRET_KEY is not set: the variable
+    LEDGERPORT_SECRET_KEY_FILE, else on SQLite a file beside the database (``<database>.key``)."""
     webhook_retry_delays: tuple[int, ...] = catalog.WEBHOOK_RETRY_DELAYS
     webhook_timeout: float = float(catalog.WEBHOOK_TIMEOUT)
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
@@ -61,31 +69,43 @@ class Config:
     def development(self) -> bool:
         return self.env == "development"
 
+    def require_root_key(self) -> None:
+        """Serving needs a root key from outside the database: raise ConfigError otherwise.
+
+        A key kept in the database it protects would let a copy of the database alone open
+        every sealed secret and forge session tokens; PostgreSQL has no file beside it.
+        """
+        if self.secret_key is None and self.secret_key_file is None:
+            raise ConfigError(
+                "LEDGERPORT_SECRET_KEY or LEDGERPORT_SECRET_KEY_FILE is required with PostgreSQL:"
+                " the root key must not be kept in the database it protects"
+            )
+
 
 def parse_database_url(value: str) -> DatabaseURL:
     value = value.strip()
+    shown = repr(mask_url_password(value))
     if value.startswith("sqlite:///"):
         path = value[len("sqlite:///") :]
         if not path or path == ":memory:":
             raise ConfigError(
-                f"LEDGERPORT_DATABASE_URL: {value!r} names no file; "
+                f"LEDGERPORT_DATABASE_URL: {shown} names no file; "
                 "use sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
         return DatabaseURL("sqlite", value, path)
     parts = urlsplit(value)
     if parts.scheme in ("postgresql", "postgres"):
         try:
-            port = parts.port
+            parts.port  # noqa: B018 - raises ValueError for a malformed or out-of-range port
         except ValueError as exc:
-            raise ConfigError(f"LEDGERPORT_DATABASE_URL: bad port in {value!r}") from exc
+            raise ConfigError(f"LEDGERPORT_DATABASE_URL: bad port in {shown}") from exc
         if not parts.hostname and "host=" not in parts.query:
-            raise ConfigError(f"LEDGERPORT_DATABASE_URL: no host in {value!r}")
+            raise ConfigError(f"LEDGERPORT_DATABASE_URL: no host in {shown}")
         if not parts.path.strip("/"):
-            raise ConfigError(f"LEDGERPORT_DATABASE_URL: no database name in {value!r}")
-        del port
+            raise ConfigError(f"LEDGERPORT_DATABASE_URL: no database name in {shown}")
         return DatabaseURL("postgresql", value)
     raise ConfigError(
-        f"LEDGERPORT_DATABASE_URL: unsupported URL {value!r}; "
+        f"LEDGERPORT_DATABASE_URL: unsupported URL {shown}; "
         "expected sqlite:///path.db or postgresql://user:password@host:port/database"
     )
 
@@ -151,10 +171,29 @@ def _parse_proxies(
     return tuple(networks)
 
 
+def _parse_key_file(value: str | None, database: DatabaseURL) -> str | None:
+    """The root key file: the variable's path, else ``<database>.key`` beside a SQLite file."""
+    if value is None:
+        return f"{database.path}.key" if database.kind == "sqlite" else None
+    path = value.strip()
+    directory = os.path.dirname(os.path.abspath(path))
+    if not path or not os.path.isdir(directory):
+        raise ConfigError(
+            f"LEDGERPORT_SECRET_KEY_FILE: directory {directory} does not exist; create it first"
+        )
+    return path
+
+
 def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Config:
     """Read and validate the configuration; ``bind`` (from --bind) overrides LEDGERPORT_BIND."""
     env = os.environ if env is None else env
     database = parse_database_url(env.get("LEDGERPORT_DATABASE_URL", "sqlite:///./ledgerport.db"))
+    if database.kind == "sqlite":
+        directory = os.path.dirname(os.path.abspath(database.path))
+        if not os.path.isdir(directory):
+            raise ConfigError(
+                f"LEDGERPORT_DATABASE_URL: directory {directory} does not exist; create it first"
+            )
     bind_value = bind if bind is not None else env.get("LEDGERPORT_BIND", "127.0.0.1:8080")
     host, port = parse_bind(bind_value, "--bind" if bind is not None else "LEDGERPORT_BIND")
     host_for_url = f"[{host}]" if ":" in host else host
@@ -183,6 +222,11 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
     secret_key = env.get("LEDGERPORT_SECRET_KEY") or None
     if secret_key is not None and len(secret_key) < 32:
         raise ConfigError("LEDGERPORT_SECRET_KEY: must be at least 32 characters")
+    secret_key_file = _parse_key_file(env.get("LEDGERPORT_SECRET_KEY_FILE") or None, database)
+    if secret_key is not None and env.get("LEDGERPORT_SECRET_KEY_FILE"):
+        raise ConfigError(
+            "LEDGERPORT_SECRET_KEY_FILE: set either it or LEDGERPORT_SECRET_KEY, not both"
+        )
     return Config(
         database=database,
         host=host,
@@ -192,6 +236,7 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         env="development" if environment == "development" else "production",
         admin_token=admin_token,
         secret_key=secret_key,
+        secret_key_file=None if secret_key is not None else secret_key_file,
         webhook_retry_delays=_parse_delays(
             env.get("LEDGERPORT_WEBHOOK_RETRY_DELAYS", "0,60,300,1800,7200,21600")
         ),

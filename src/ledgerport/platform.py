@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from ledgerport import catalog
 from ledgerport.auth import Keyring, Passwords, new_root_key, new_token
 from ledgerport.clock import Clock, SystemClock
-from ledgerport.config import Config
+from ledgerport.config import Config, ConfigError
+from ledgerport.keys import KeyFileError, create_key_file, read_key_file
 from ledgerport.ops import Metrics
 from ledgerport.storage import Store, Transaction
 
@@ -42,6 +43,51 @@ async def _setting_once(tx: Transaction, key: str, value: str) -> str:
     return stored
 
 
+class RootKeyError(ConfigError):
+    """The root key is missing, unusable, or not the one the database was set up with."""
+
+
+_LEGACY_KEY_SETTING = "secret_key"
+"""Where the generated root key used to be kept, inside the database; moved out at start."""
+_KEY_CHECK_SETTING = "root_key_check"
+
+
+def _root_key(config: Config, legacy: str | None) -> str:
+    """The root key: LEDGERPORT_SECRET_KEY, else the key file (created with the key the
+    database held, or a new one); never from the database alone."""
+    try:
+        if config.secret_key is not None:
+            if legacy is not None and legacy != config.secret_key:
+                raise RootKeyError(
+                    "LEDGERPORT_SECRET_KEY is not the root key this database was set up with"
+                )
+            return config.secret_key
+        if config.secret_key_file is None:
+            config.require_root_key()
+        assert config.secret_key_file is not None
+        key = read_key_file(config.secret_key_file)
+        if key is None:
+            return create_key_file(config.secret_key_file, legacy or new_root_key())
+        if legacy is not None and legacy != key:
+            raise RootKeyError(
+                f"{config.secret_key_file} holds another root key than this database was set"
+                " up with"
+            )
+        return key
+    except KeyFileError as exc:
+        raise RootKeyError(str(exc)) from exc
+    except RootKeyError:
+        raise
+    except ConfigError as exc:
+        hint = (
+            "; this database still holds its root key: set LEDGERPORT_SECRET_KEY_FILE to a new"
+            " file and it is moved there"
+            if legacy is not None
+            else ""
+        )
+        raise RootKeyError(f"{exc}{hint}") from exc
+
+
 @dataclass(frozen=True)
 class Bootstrap:
     platform: Platform
@@ -49,18 +95,32 @@ class Bootstrap:
 
 
 async def bootstrap(store: Store, config: Config, *, clock: Clock | None = None) -> Bootstrap:
-    """The Platform over ``store``: the root key and the admin token come from the
-    environment, else are generated once and stored."""
+    """The Platform over ``store``.
+
+    The root key comes from LEDGERPORT_SECRET_KEY or the key file (generated once, mode 0600);
+    a key an earlier version kept in the database is moved to the key file and deleted there.
+    The database keeps only a check value of the key: a start with another key fails with
+    RootKeyError instead of silently invalidating every stored token and secret. The admin token
+    comes from LEDGERPORT_ADMIN_TOKEN, else is generated once and only its keyed hash stored.
+    """
     async with store.transaction() as tx:
-        root_key = config.secret_key or await _setting_once(tx, "secret_key", new_root_key())
-        keyring = Keyring(root_key)
+        legacy = await tx.fetchval("SELECT value FROM settings WHERE key = $1", _LEGACY_KEY_SETTING)
+    keyring = Keyring(_root_key(config, legacy))
+    async with store.transaction() as tx:
+        check = await _setting_once(tx, _KEY_CHECK_SETTING, keyring.key_check())
+        if check != keyring.key_check():
+            raise RootKeyError(
+                "the root key is not the one this database was set up with: every stored token"
+                " and secret would fail to open; start with the original key"
+            )
+        await tx.execute("DELETE FROM settings WHERE key = $1", _LEGACY_KEY_SETTING)
         new_admin_token = None
         if config.admin_token is not None:
             admin_token_hash = keyring.hash_token(config.admin_token)
         else:
             candidate = new_token(catalog.ADMIN_TOKEN_PREFIX)
             candidate_hash = keyring.hash_token(candidate)
-            # Keyed by the root key's fingerprint: a new root key makes a new admin token.
+            # The slot is named by the root key's fingerprint, as the database has always had it.
             slot = f"admin_token_hash:{keyring.hash_token('')[:16]}"
             admin_token_hash = await _setting_once(tx, slot, candidate_hash)
             if admin_token_hash == candidate_hash:

@@ -21,7 +21,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from ledgerport.clock import Clock
 from ledgerport.config import Config
 from ledgerport.engine import Scheduler
-from ledgerport.http import RequestTracker, create_app
+from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app
 from ledgerport.platform import bootstrap
 from ledgerport.storage import open_store
 
@@ -32,7 +32,9 @@ def _hypercorn_config(config: Config) -> HypercornConfig:
     hc = HypercornConfig()
     host = f"[{config.host}]" if ":" in config.host else config.host
     hc.bind = [f"{host}:{config.port}"]
-    hc.accesslog = logging.getLogger("ledgerport.access")
+    # Off: http.AccessLog writes the access log, one line per request (hypercorn's can write a
+    # request twice).
+    hc.accesslog = None
     hc.errorlog = logging.getLogger("ledgerport.http.server")
     hc.graceful_timeout = config.shutdown_grace
     hc.include_server_header = False
@@ -71,7 +73,7 @@ async def serve(
             nursery.start_soon(_watch_signals, stop)
             await nursery.start(Scheduler(platform).run)
             http_done = trio.Event()
-            tracker = RequestTracker(app)
+            tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
             binds = await nursery.start(
                 _serve_http, tracker, _hypercorn_config(config), stop, http_done
             )

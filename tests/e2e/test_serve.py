@@ -15,6 +15,8 @@ import os
 import re
 import signal
 import socket
+import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -291,6 +293,14 @@ def test_first_start_generates_admin_token_once_and_it_survives_restart(
     server = launch({"LEDGERPORT_ADMIN_TOKEN": None, "LEDGERPORT_DATABASE_URL": None})
 
     assert (tmp_path / "ledgerport.db").is_file()
+    # The generated root key lives beside the database, readable by its owner only.
+    key_file = tmp_path / "ledgerport.db.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_text().strip()
+    assert len(key) >= 32
+    with sqlite3.connect(tmp_path / "ledgerport.db") as db:
+        values = [value for (value,) in db.execute("SELECT value FROM settings")]
+    assert key not in values
     tokens = server.generated_admin_tokens()
     assert len(tokens) == 1, server.stdout()
     token = tokens[0]
@@ -673,3 +683,20 @@ def test_migrate_creates_the_default_database_and_exits(run: Run, tmp_path: Path
     second = run(args=("migrate",))
     assert second.returncode == 0, second.stderr
     assert_no_traceback(first.stderr + second.stderr)
+
+
+# --- the root key ------------------------------------------------------------------------------
+
+
+def test_another_root_key_on_the_same_database_stops_the_start(launch: Launch, run: Run) -> None:
+    server = launch({"LEDGERPORT_SECRET_KEY": "a" * 32})
+    assert server.stop(signal.SIGTERM) == 0
+
+    result = run({"LEDGERPORT_SECRET_KEY": "b" * 32}, timeout=30)
+
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "configuration error" in lines[0]
+    assert "this database was set up with" in lines[0]
+    assert_no_traceback(result.stderr)

@@ -8,6 +8,7 @@ metadata; contract.md: Insufficient scope prefix, role permissions.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,9 +21,11 @@ from ..platforms import build_platform
 from .oauth_helpers import (
     REDIRECT_URI,
     World,
+    add_member,
     authorize,
     basic,
     full_grant,
+    install,
     installation_id,
     login,
     make_world,
@@ -192,8 +195,11 @@ async def test_token_without_scope_gets_insufficient_scope(client, admin_headers
 
 
 async def test_role_without_permission_gets_plain_403(client, admin_headers) -> None:
-    world = await make_world(client, admin_headers, role="viewer")
-    tokens = await full_grant(client, world)
+    world = await make_world(client, admin_headers)
+    await install(client, admin_headers, world)  # an owner installs; the viewer consents within
+    viewer_id, email, password = await add_member(client, admin_headers, world, "viewer")
+    viewer = replace(world, user_id=viewer_id, email=email, password=password)
+    tokens = await full_grant(client, viewer)
     assert (
         await client.get("/invoices", headers=bearer(tokens["access_token"]))
     ).status_code == 200

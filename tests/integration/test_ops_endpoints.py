@@ -9,8 +9,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from ledgerport import catalog
 from ledgerport.http import create_app
 from ledgerport.platform import Platform
 from ledgerport.storage import StorageUnavailable
@@ -281,3 +283,26 @@ async def test_grant_counters_count_issuance_registration_and_device_decisions(
     assert value("ledgerport_session_tokens_issued_total", {"source": "admin"}) == 1.0
     assert value("ledgerport_client_registrations_total", {"type": "CONFIDENTIAL"}) == 1.0
     assert value("ledgerport_device_decisions_total", {"decision": "deny"}) == 1.0
+
+
+def _series(platform: Platform) -> int:
+    return sum(len(family.samples) for family in platform.metrics.registry.collect())
+
+
+async def test_junk_requests_add_no_metric_series(client: Any, platform: Platform) -> None:
+    """Label values come from closed sets: random grant types, methods and paths, answered or
+    refused with 429, add no series (each series is memory kept for the process's life)."""
+
+    async def junk(count: int) -> None:
+        for n in range(count):
+            await client.post("/oauth/token", form={"grant_type": f"urn:junk:{n}"})
+            await client.open(f"/nowhere/{n}", method=f"JUNK{n}")
+            await client.open(f"/oauth/token?{n}", method=f"X{n}")
+
+    limit = catalog.RATE_LIMIT_TOKEN_UNAUTHENTICATED_PER_IP.limit
+    with trio.fail_after(120):
+        await junk(limit + 1)  # every answer there is, refusals included, has its series now
+        before = _series(platform)
+        await junk(1500)
+
+    assert _series(platform) == before

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from ledgerport.storage import Conflict, Store, Transaction, open_postgres
+from ledgerport.storage import BadValue, Conflict, Store, Transaction, open_postgres
 
 TIMEOUT = 30
 
@@ -592,3 +592,16 @@ async def test_placeholders_inside_quoted_text_stay_text(store: Store) -> None:
 
     assert row is not None
     assert (row["quoted"], row["escaped"], row["bound"]) == ("$1 costs $2", "it's $1", "value")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["\ud800", "ok\udfffok", 2**70],
+    ids=["lone-high-surrogate", "lone-low-surrogate", "int-beyond-64-bits"],
+)
+async def test_unstorable_values_are_bad_values(store: Store, value: object) -> None:
+    """Library errors of bad input are converted at the storage boundary: BadValue (a 400),
+    never a UnicodeEncodeError or an OverflowError reaching a handler (a 500)."""
+    with trio.fail_after(30), pytest.raises(BadValue):
+        async with store.transaction() as tx:
+            await tx.fetchval("SELECT value FROM settings WHERE key = $1", value)

@@ -52,7 +52,7 @@ CONTRACT_SCOPES = {
     *(f"{area}:write" for area in AREAS),
 }
 
-SENSITIVE = ("journal:post", "accounts:write", "payments:delete")
+SENSITIVE = ("journal:post", "accounts:write", "payments:delete", "apps:install")
 
 # partner-api.md, Limits: webhook retry delays, attempt -> seconds after the previous failure.
 SPEC_RETRY_DELAYS = {1: 0, 2: 60, 3: 5 * 60, 4: 30 * 60, 5: 2 * 3600, 6: 6 * 3600}
@@ -156,9 +156,9 @@ def test_is_scope() -> None:
     assert not catalog.is_scope("Invoices:read")
 
 
-def test_permissions_are_area_reads_and_writes_plus_posting_and_payment_deletion() -> None:
+def test_permissions_are_area_reads_and_writes_plus_posting_deleting_and_installing() -> None:
     expected = {f"{area}:{access}" for area in AREAS for access in ("read", "write")}
-    expected |= {"journal:post", "payments:delete"}
+    expected |= {"journal:post", "payments:delete", "apps:install"}
     assert len(catalog.PERMISSIONS) == len(set(catalog.PERMISSIONS))
     assert set(catalog.PERMISSIONS) == expected
     assert catalog.SENSITIVE_PERMISSIONS == frozenset(SENSITIVE)

@@ -122,7 +122,7 @@ def test_bad_bind_option_names_the_option() -> None:
     ],
 )
 def test_sqlite_url_forms(url: str, path: str) -> None:
-    database = load({"LEDGERPORT_DATABASE_URL": url}).database
+    database = parse_database_url(url)
 
     assert database.kind == "sqlite"
     assert database.path == path
@@ -260,10 +260,15 @@ def _env_without_ledgerport(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_serve_with_a_bad_database_url_exits_2_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "url",
+    ["mysql://x", "sqlite:///missing/dir/ledger.db", "postgresql://u:s3cretpw@db:99999/x"],
+    ids=["unsupported", "missing-directory", "bad-port"],
+)
+def test_serve_with_a_bad_database_url_exits_2_with_one_line(tmp_path: Path, url: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ledgerport", "serve"],
-        env=_env_without_ledgerport(LEDGERPORT_DATABASE_URL="mysql://x"),
+        env=_env_without_ledgerport(LEDGERPORT_DATABASE_URL=url),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -276,5 +281,36 @@ def test_serve_with_a_bad_database_url_exits_2_with_one_line(tmp_path: Path) -> 
     assert len(lines) == 1, result.stderr
     assert "LEDGERPORT_DATABASE_URL" in lines[0]
     assert "Traceback" not in result.stderr
+    assert "s3cretpw" not in result.stderr
     assert result.stdout == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_sqlite_directory_is_a_configuration_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "ledger.db"
+    with pytest.raises(ConfigError, match=r"^LEDGERPORT_DATABASE_URL: directory .*nowhere"):
+        load({"LEDGERPORT_DATABASE_URL": f"sqlite:///{missing}"})
+
+
+def test_existing_sqlite_directory_loads(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert load({"LEDGERPORT_DATABASE_URL": url}).database.path == str(tmp_path / "ledger.db")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres:s3cretpw@db.example.com:99999/books",
+        "postgresql://postgres:s3cretpw@/books",
+        "postgresql://postgres:s3cretpw@db.example.com",
+        "mysql://postgres:s3cretpw@db.example.com/books",
+        "postgresql://postgres:s3cret@pw@db.example.com:x/books",
+        "postgresql://postgres@db.example.com:x/books?password=s3cretpw",
+    ],
+    ids=["bad-port", "no-host", "no-database", "unsupported", "at-in-password", "query"],
+)
+def test_configuration_errors_never_show_the_password(url: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load({"LEDGERPORT_DATABASE_URL": url})
+    assert "s3cret" not in str(raised.value)
+    assert "***" in str(raised.value)

@@ -21,7 +21,9 @@ from ._errors import AppNotFound as AppNotFound
 from ._errors import AppNotReviewed as AppNotReviewed
 from ._errors import AppsError as AppsError
 from ._errors import InstallationNotFound as InstallationNotFound
+from ._errors import InstallNotPermitted as InstallNotPermitted
 from ._errors import NotAMember as NotAMember
 from ._errors import ScopesNotRegistered as ScopesNotRegistered
 from ._uris import is_loopback_host as is_loopback_host
 from ._uris import redirect_uri_problems as redirect_uri_problems
+from ._uris import web_url_problem as web_url_problem

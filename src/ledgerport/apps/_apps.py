@@ -6,10 +6,15 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
 
 from ledgerport import catalog
-from ledgerport.books import get_business, get_membership, get_user, record_event
+from ledgerport.books import (
+    get_business,
+    get_membership,
+    get_user,
+    record_event,
+    role_permissions,
+)
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
@@ -20,10 +25,11 @@ from ._errors import (
     AppNotFound,
     AppNotReviewed,
     InstallationNotFound,
+    InstallNotPermitted,
     NotAMember,
     ScopesNotRegistered,
 )
-from ._uris import is_loopback_host, redirect_uri_problems
+from ._uris import redirect_uri_problems, web_url_problem
 
 AppType = Literal["CONFIDENTIAL", "PUBLIC"]
 AppStatus = Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
@@ -102,22 +108,6 @@ def _scope_problems(scopes: Sequence[str], field: str) -> list[str]:
     return [f"{field} contains unknown scope {s}" for s in scopes if not catalog.is_scope(s)]
 
 
-def _app_url_problem(url: str) -> str | None:
-    """The App URL frames the app's embedded pages: an absolute https URL (http on loopback)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return "must be an absolute URL"
-    if not host or parts.scheme not in ("https", "http"):
-        return "must be an absolute https URL"
-    if parts.scheme == "http" and not is_loopback_host(host):
-        return "must use https (http only on a loopback address)"
-    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
-        return "must not contain spaces or control characters"
-    return None
-
-
 async def create_app(
     tx: Transaction,
     keyring: Keyring,
@@ -142,8 +132,9 @@ async def create_app(
         problems.append("type must be CONFIDENTIAL or PUBLIC")
     if not name.strip():
         problems.append("name must not be empty")
-    if app_url is not None and _app_url_problem(app_url):
-        problems.append(f"appUrl {_app_url_problem(app_url)}")
+    app_url_problem = web_url_problem(app_url) if app_url is not None else None
+    if app_url_problem:
+        problems.append(f"appUrl {app_url_problem}")
     if problems:
         raise InvalidInput(problems)
     if developer_user_id is not None:
@@ -248,7 +239,9 @@ async def install(
     """Install the app in the business, or widen an ACTIVE installation to the union of scopes.
 
     Emits ``app.installed`` for a new (or renewed) installation and ``app.scopes_updated`` when
-    an ACTIVE one gains scopes.
+    an ACTIVE one gains scopes. Installing or widening needs the user's role to hold
+    ``apps:install`` (owner and admin by default); without it, only scopes the ACTIVE
+    installation already grants may be approved (InstallNotPermitted otherwise).
     """
     problems = _scope_problems(scopes, "scopes")
     if not scopes:
@@ -268,6 +261,9 @@ async def install(
     if membership is None or not membership.active:
         await get_user(tx, user_id)
         raise NotAMember(user_id, business_id)
+    may_install = catalog.PERMISSION_APPS_INSTALL in await role_permissions(
+        tx, business_id, membership.role
+    )
 
     row = await tx.fetchrow(
         "SELECT * FROM installations WHERE app_id = $1 AND business_id = $2", app_id, business_id
@@ -277,6 +273,8 @@ async def install(
         widened = ordered_scopes([*current.scopes, *scopes])
         if widened == current.scopes:
             return current
+        if not may_install:
+            raise InstallNotPermitted()
         await tx.execute(
             "UPDATE installations SET scopes = $1, updated_at = $2 WHERE id = $3",
             json.dumps(list(widened)),
@@ -295,6 +293,8 @@ async def install(
         )
         return widened_installation
 
+    if not may_install:
+        raise InstallNotPermitted()
     granted = ordered_scopes(scopes)
     if row is None:
         installation = Installation(new_id("ins"), app_id, business_id, user_id, granted, "ACTIVE")

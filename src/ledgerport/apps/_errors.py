@@ -51,6 +51,16 @@ class AppNotReviewed(AppsError):
         super().__init__(catalog.CONSENT_NOT_REVIEWED)
 
 
+class InstallNotPermitted(AppsError):
+    """The user's role lacks apps:install, and the business's ACTIVE installation does not
+    already grant every requested scope."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Only an owner or admin of the business can install this app or widen its access"
+        )
+
+
 class ScopesNotRegistered(AppsError):
     def __init__(self, scopes: Sequence[str]) -> None:
         super().__init__(

@@ -1,4 +1,5 @@
-"""Redirect URI rules of the client record and of dynamic registration."""
+"""URL rules of the client record: redirect URIs, and the web pages an app names (its App URL,
+and at registration its client, logo, terms and policy pages)."""
 
 from __future__ import annotations
 
@@ -33,30 +34,37 @@ def redirect_uri_problems(uris: object) -> list[str]:
         ]
     problems: list[str] = []
     for index, uri in enumerate(uris):
-        problem = _uri_problem(uri)
+        problem = _url_problem(uri, redirect=True)
         if problem:
             problems.append(f"redirectUris.{index} {problem}")
     return problems
 
 
-def _uri_problem(uri: object) -> str | None:
+def web_url_problem(url: object) -> str | None:
+    """What is wrong with a web page URL an app names, or None: an absolute https URL (http
+    only on a loopback host) of at most 512 characters, with a valid port, without spaces,
+    control characters or credentials."""
+    return _url_problem(url, redirect=False)
+
+
+def _url_problem(uri: object, *, redirect: bool) -> str | None:
     if not isinstance(uri, str) or not uri:
         return "must be a non-empty string"
     if len(uri) > catalog.URI_MAX_LENGTH:
         return f"must be at most {catalog.URI_MAX_LENGTH} characters"
-    if "*" in uri:
+    if redirect and "*" in uri:
         return "must not contain a wildcard"
-    if any(ch.isspace() or ord(ch) < 0x20 for ch in uri):
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
         return "must not contain spaces or control characters"
     try:
         parts = urlsplit(uri)
         host = parts.hostname
-        parts.port  # noqa: B018 - raises ValueError for a malformed port
+        parts.port  # noqa: B018 - raises ValueError for a malformed or out-of-range port
     except ValueError:
         return "must be a valid absolute URI"
-    if "#" in uri:
+    if redirect and "#" in uri:
         return "must not have a fragment"
-    if parts.query or "?" in uri:
+    if redirect and (parts.query or "?" in uri):
         return "must not have a query string"
     if not host or parts.scheme not in ("https", "http"):
         return "must be an absolute https URI"

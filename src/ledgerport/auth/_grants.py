@@ -61,7 +61,10 @@ def pkce_matches(verifier: str, challenge: str, method: str) -> bool:
         computed = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
     else:
         computed = verifier
-    return hmac.compare_digest(computed, challenge)
+    # As bytes: compare_digest refuses non-ASCII text, which a verifier may hold.
+    return hmac.compare_digest(
+        computed.encode("utf-8", "surrogatepass"), challenge.encode("utf-8", "surrogatepass")
+    )
 
 
 def is_valid_pkce_value(value: str) -> bool:

@@ -10,10 +10,9 @@ registered scopes (default ``profile:read``). Redirect URI problems answer
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from ledgerport import catalog
-from ledgerport.apps import create_app, ordered_scopes, redirect_uri_problems
+from ledgerport.apps import create_app, ordered_scopes, redirect_uri_problems, web_url_problem
 from ledgerport.keys import Keyring
 from ledgerport.storage import Transaction
 
@@ -24,6 +23,8 @@ DEFAULT_AUTH_METHOD = "client_secret_basic"
 DEFAULT_CLIENT_NAME = "Unnamed app"
 _NAME_MAX = 200
 _CONTACTS_MAX = 10
+_CONTACT_MAX_LENGTH = 320
+"""The longest email address (RFC 5321: 64 + 1 + 255)."""
 _URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri")
 _RESPONSE_TYPES = ("code",)
 
@@ -53,16 +54,14 @@ def _string_list(metadata: dict[str, Any], field: str, default: list[str]) -> li
 
 
 def _optional_uri(metadata: dict[str, Any], field: str) -> str | None:
+    """A page the client names (client_uri is also its App URL): the App URL rule."""
     value = metadata.get(field)
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > catalog.URI_MAX_LENGTH:
-        raise InvalidClientMetadata(
-            f"{field} must be a URI of at most {catalog.URI_MAX_LENGTH} chars"
-        )
-    parts = urlsplit(value)
-    if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise InvalidClientMetadata(f"{field} must be an absolute http(s) URI")
+    problem = web_url_problem(value)
+    if problem is not None:
+        raise InvalidClientMetadata(f"{field} {problem}")
+    assert isinstance(value, str)
     return value
 
 
@@ -116,6 +115,10 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     contacts = _string_list(metadata, "contacts", [])
     if len(contacts) > _CONTACTS_MAX:
         raise InvalidClientMetadata(f"contacts may hold at most {_CONTACTS_MAX} addresses")
+    if any(len(contact) > _CONTACT_MAX_LENGTH for contact in contacts):
+        raise InvalidClientMetadata(
+            f"contacts entries must be at most {_CONTACT_MAX_LENGTH} characters"
+        )
 
     registered: dict[str, Any] = {
         "redirect_uris": list(uris),

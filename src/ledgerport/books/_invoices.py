@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ledgerport.errors import InvalidInput
@@ -22,8 +23,12 @@ def invoice_json(row: Row) -> dict[str, Any]:
     }
 
 
+_CURSOR = re.compile(r"c[0-9]{1,18}")
+"""A cursor this list returns: ``c`` and a row's sequence number (ASCII digits, within int64)."""
+
+
 def _decode_cursor(cursor: str) -> int:
-    if not cursor.startswith("c") or not cursor[1:].isdigit():
+    if not _CURSOR.fullmatch(cursor):
         raise InvalidInput(["cursor is not a cursor this list returned"])
     return int(cursor[1:])
 

@@ -106,6 +106,11 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("NOT_AN_ACTIVE_MEMBER", 409, "the user is not an active member there"),
         ErrorCode("APP_NOT_REVIEWED", 400, "an unreviewed app and a non-sandbox business"),
         ErrorCode("SCOPES_NOT_REGISTERED", 400, "scopes the app did not register"),
+        ErrorCode(
+            "INSTALL_NOT_PERMITTED",
+            403,
+            "installing or widening needs apps:install (owner and admin by default)",
+        ),
         ErrorCode("NO_ACTIVE_INSTALLATION", 409, "the app has no ACTIVE installation there"),
         ErrorCode("INVALID_ADMIN_TOKEN", 401, "missing or wrong operator token"),
         ErrorCode("INVALID_TOKEN", 401, "access token missing, expired, revoked or malformed"),

@@ -43,19 +43,28 @@ def is_scope(name: str) -> bool:
 PERMISSION_JOURNAL_POST: Final = "journal:post"
 PERMISSION_ACCOUNTS_WRITE: Final = "accounts:write"
 PERMISSION_PAYMENTS_DELETE: Final = "payments:delete"
+PERMISSION_APPS_INSTALL: Final = "apps:install"
+"""Installing an app in a business, or widening its installation (contract.md)."""
 
 PERMISSIONS: Final[tuple[str, ...]] = (
     *(f"{area}:{access}" for area in AREAS for access in ("read", "write")),
     PERMISSION_JOURNAL_POST,
     PERMISSION_PAYMENTS_DELETE,
+    PERMISSION_APPS_INSTALL,
 )
-"""Every role permission: read and write per area, plus journal posting and payment deletion.
+"""Every role permission: read and write per area, plus journal posting, payment deletion and
+installing apps.
 
 A call needs both the token's scope and the user's permission; the two gates are separate.
 """
 
 SENSITIVE_PERMISSIONS: Final[frozenset[str]] = frozenset(
-    {PERMISSION_JOURNAL_POST, PERMISSION_ACCOUNTS_WRITE, PERMISSION_PAYMENTS_DELETE}
+    {
+        PERMISSION_JOURNAL_POST,
+        PERMISSION_ACCOUNTS_WRITE,
+        PERMISSION_PAYMENTS_DELETE,
+        PERMISSION_APPS_INSTALL,
+    }
 )
 """Permissions held by default only by the owner and admin roles."""
 

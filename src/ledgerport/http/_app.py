@@ -9,11 +9,14 @@ from quart_schema import QuartSchema
 from quart_trio import QuartTrio
 
 from ledgerport import __version__, catalog
+from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 
 from . import _ops, admin, authorize, bridge, device, oauth, pages
+from ._browser import SESSION_COOKIE
 from ._context import PLATFORM_KEY
-from ._errors import register_error_handlers, render_oauth, render_page
+from ._errors import OAUTH, page_shape, register_error_handlers
+from ._openapi import provider_for
 from ._pages import PROBLEM_TITLE
 from .api import blueprint as api_blueprint
 
@@ -34,6 +37,14 @@ def create_app(platform: Platform) -> QuartTrio:
     app = QuartTrio("ledgerport")
     app.config["MAX_CONTENT_LENGTH"] = catalog.REQUEST_BODY_MAX_BYTES
     app.extensions[PLATFORM_KEY] = platform
+    # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere. The
+    # OpenAPI document states the same shapes.
+    error_shapes = {
+        oauth.blueprint.name: OAUTH,
+        authorize.blueprint.name: page_shape(PROBLEM_TITLE),
+        device.blueprint.name: page_shape(PROBLEM_TITLE),
+        bridge.blueprint.name: page_shape(bridge.PAGE_TITLE),
+    }
     QuartSchema(
         app,
         openapi_path="/openapi.json",
@@ -43,21 +54,15 @@ def create_app(platform: Platform) -> QuartTrio:
         info={"title": "ledgerport", "version": __version__},
         security_schemes={
             "admin": {"type": "http", "scheme": "bearer"},
-            "oauth": {"type": "http", "scheme": "bearer"},
+            "accessToken": {"type": "http", "scheme": "bearer"},
+            "clientBasic": {"type": "http", "scheme": "basic"},
+            "session": {"type": "apiKey", "in_": "cookie", "name": SESSION_COOKIE},
         },
+        openapi_provider_class=provider_for(error_shapes),
     )
     # After QuartSchema, which installs its own JSON provider: answers keep their field order.
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere.
-    register_error_handlers(
-        app,
-        {
-            oauth.blueprint.name: render_oauth,
-            authorize.blueprint.name: render_page(PROBLEM_TITLE),
-            device.blueprint.name: render_page(PROBLEM_TITLE),
-            bridge.blueprint.name: render_page(bridge.PAGE_TITLE),
-        },
-    )
+    register_error_handlers(app, error_shapes)
     for blueprint in (
         _ops.blueprint,
         admin.blueprint,
@@ -89,10 +94,9 @@ def create_app(platform: Platform) -> QuartTrio:
         started = g.get("started")
         if started is not None:
             route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
-            metrics.http_requests.labels(route, request.method, str(response.status_code)).inc()
-            metrics.http_latency.labels(route, request.method).observe(
-                time.perf_counter() - started
-            )
+            method = closed_label(request.method, HTTP_METHODS)
+            metrics.http_requests.labels(route, method, str(response.status_code)).inc()
+            metrics.http_latency.labels(route, method).observe(time.perf_counter() - started)
             metrics.http_in_flight.dec()
             g.started = None
         return response

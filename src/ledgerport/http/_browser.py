@@ -8,19 +8,30 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
+from pydantic import Field
 from quart import request
 from werkzeug.sansio.response import Response
 
 from ledgerport import auth
 
 from ._context import platform, unit_of_work
+from ._openapi import Param
 
 _R = TypeVar("_R", bound=Response)
 
 SESSION_COOKIE = "lp_session"
 CSRF_COOKIE = "lp_csrf"
+CSRF_COOKIE_PARAM = Param(
+    CSRF_COOKIE,
+    "cookie",
+    "The random value the form's csrf_token is bound to, set by the page showing the form",
+    required=True,
+)
+"""What every form of the application host posts with, in the OpenAPI document."""
+CsrfToken = Annotated[str, Field(min_length=1, description="The form's token, bound to lp_csrf")]
+"""The field every form of the application host carries, in the OpenAPI document."""
 
 
 def _cookie_flags() -> dict[str, object]:
@@ -43,7 +54,8 @@ def csrf_token(response_cookies: dict[str, str]) -> str:
 
 def csrf_valid(submitted: str | None) -> bool:
     seed = request.cookies.get(CSRF_COOKIE)
-    if not seed or not submitted:
+    # A token is ASCII; compare_digest refuses to compare other text (TypeError).
+    if not seed or not submitted or not submitted.isascii():
         return False
     return hmac.compare_digest(platform().keyring.mac(f"csrf:{seed}"), submitted)
 

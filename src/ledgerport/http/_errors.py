@@ -10,7 +10,9 @@ blueprint that raised chooses the shape (:func:`register_error_handlers`):
   (the OAuth endpoints: 400 for every error but invalid_client 401, 429 and 5xx);
 - the problem page (the application host's HTML pages), which never redirects.
 
-Nothing answered here ever holds a traceback; 5xx answers are logged.
+Nothing answered here ever holds a traceback; 5xx answers are logged. The OpenAPI document
+(``_openapi``) reads the same table and shapes (:func:`class_answer`, :class:`ErrorShape`), so
+it states the statuses this module answers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic import ValidationError
 from quart import Quart, Response, jsonify, request
@@ -166,6 +168,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.NotAMember: _coded("NOT_AN_ACTIVE_MEMBER"),
     apps.AppNotReviewed: _coded("APP_NOT_REVIEWED"),
     apps.ScopesNotRegistered: _coded("SCOPES_NOT_REGISTERED"),
+    apps.InstallNotPermitted: _coded("INSTALL_NOT_PERMITTED"),
     # access (consent pages)
     access.NoBusinessToConnect: Answer(400),
     access.BusinessNotOffered: Answer(403),
@@ -225,9 +228,29 @@ def answer_for(error: BaseException) -> Answer:
     return _coded("INTERNAL_ERROR", message="Internal server error")
 
 
+def class_answer(cls: type[BaseException]) -> Answer:
+    """How exceptions of class ``cls`` are answered, as far as the class tells: the row
+    :func:`answer_for` uses, with the framework's HTTP errors at their class's status (their
+    message and headers depend on the request)."""
+    for klass in cls.__mro__:
+        rule = ANSWERS.get(klass)
+        if isinstance(rule, Answer):
+            return rule
+        if rule is not None:
+            status = getattr(cls, "code", None)
+            return Answer(status if isinstance(status, int) else 500)
+    return _coded("INTERNAL_ERROR", message="Internal server error")
+
+
 def oauth_error_of(error: BaseException) -> str:
     """The OAuth ``error`` value ``error`` is answered with."""
     return answer_for(error).oauth
+
+
+def oauth_status(status: int) -> int:
+    """The status an OAuth endpoint answers for an answer of ``status``: 401, 429 and 5xx
+    stay, every other error is 400 (spec: OAuth errors)."""
+    return status if status >= 500 or status in _OAUTH_STATUSES else 400
 
 
 def envelope(
@@ -252,7 +275,7 @@ def envelope(
     return body
 
 
-def _json_response(body: dict[str, Any], status: int, headers: Mapping[str, str]) -> Response:
+def _json_response(body: Mapping[str, Any], status: int, headers: Mapping[str, str]) -> Response:
     response = jsonify(body)
     response.status_code = status
     for name, value in headers.items():
@@ -261,7 +284,7 @@ def _json_response(body: dict[str, Any], status: int, headers: Mapping[str, str]
 
 
 def oauth_response(
-    body: dict[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
+    body: Mapping[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
     """An OAuth endpoint's JSON answer, never cached."""
     return _json_response(body, status, {**NO_STORE, **(headers or {})})
@@ -279,9 +302,7 @@ async def render_envelope(error: BaseException, answer: Answer) -> Response:
 
 async def render_oauth(error: BaseException, answer: Answer) -> Response:
     """RFC 6749 section 5.2, plus the deprecated ``message`` member."""
-    status = answer.status
-    if status < 500 and status not in _OAUTH_STATUSES:
-        status = 400
+    status = oauth_status(answer.status)
     if isinstance(error, auth.OAuthError):
         description = error.description
     else:
@@ -308,6 +329,24 @@ def render_page(title: str) -> Renderer:
     return render
 
 
+@dataclass(frozen=True)
+class ErrorShape:
+    """How a blueprint answers the exceptions its routes raise: the standard envelope, the OAuth
+    envelope or an HTML page (``kind``, which the OpenAPI document states), and the renderer."""
+
+    kind: Literal["envelope", "oauth", "page"]
+    render: Renderer
+
+
+ENVELOPE = ErrorShape("envelope", render_envelope)
+OAUTH = ErrorShape("oauth", render_oauth)
+
+
+def page_shape(title: str) -> ErrorShape:
+    """Problems shown as the application host's page titled ``title``."""
+    return ErrorShape("page", render_page(title))
+
+
 def _log(error: BaseException, answer: Answer) -> None:
     if answer.status < 500:
         return
@@ -317,15 +356,15 @@ def _log(error: BaseException, answer: Answer) -> None:
         log.error("unhandled error", exc_info=error)
 
 
-def register_error_handlers(app: Quart, renderers: Mapping[str, Renderer]) -> None:
+def register_error_handlers(app: Quart, shapes: Mapping[str, ErrorShape]) -> None:
     """Answer every exception by :data:`ANSWERS`, in the shape of the blueprint that raised it
-    (``renderers`` by blueprint name; the standard envelope for the rest)."""
+    (``shapes`` by blueprint name; the standard envelope for the rest)."""
 
     async def handle(error: Exception) -> Response:
         answer = answer_for(error)
         _log(error, answer)
-        render = renderers.get(request.blueprint or "", render_envelope)
-        return await render(error, answer)
+        shape = shapes.get(request.blueprint or "", ENVELOPE)
+        return await shape.render(error, answer)
 
     app.register_error_handler(HTTPException, handle)
     app.register_error_handler(Exception, handle)

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import ConfigDict, with_config
 from quart import Blueprint, Response
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+
+from ledgerport import storage
 
 from ._context import platform
+from ._openapi import TEXT, Reply, json_reply, operation
 
 blueprint = Blueprint("ops", __name__)
 
 
+@with_config(ConfigDict(extra="forbid"))
+class Health(TypedDict):
+    status: Literal["ok"]
+
+
 @blueprint.get("/healthz")
-async def healthz() -> tuple[dict[str, str], int]:
+@operation(json_reply(200, Health, "The process can serve"), raises=(storage.StorageUnavailable,))
+async def healthz() -> tuple[Health, int]:
     """200 when the process can serve: the database answers a trivial query."""
     await platform().store.ping()
     return {"status": "ok"}, 200
 
 
 @blueprint.get("/metrics")
+@operation(Reply(200, "Prometheus text exposition format", TEXT))
 async def metrics() -> Response:
     return Response(platform().metrics.render(), content_type=CONTENT_TYPE_LATEST)

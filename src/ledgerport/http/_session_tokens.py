@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from ledgerport import apps, auth
 
 from ._context import platform, unit_of_work
 
 
+@with_config(ConfigDict(extra="forbid"))
+class SessionToken(TypedDict):
+    """A session token (a JWT) for an embedded page, and when it expires (unix seconds)."""
+
+    sessionToken: str
+    expiresAt: int
+
+
 async def session_token_answer(
     *, app_id: str, business_id: str, user_id: str, source: Literal["admin", "bridge"]
-) -> dict[str, Any]:
+) -> SessionToken:
     """``{sessionToken, expiresAt}`` for the user viewing the app in the business; counted in
     the metrics by ``source``. Raises as ``auth.issue_session_token`` does."""
     p = platform()

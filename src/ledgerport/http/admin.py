@@ -1,23 +1,52 @@
-"""The operator API, ``/admin/*``: the bookkeeping product's backend provisions tenants here."""
+"""The operator API, ``/admin/*``: the bookkeeping product's backend provisions tenants here.
+
+Request bodies are models validated at the door; answers are the typed dictionaries below, which
+are also what the OpenAPI document says each operation answers.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, with_config
 from quart import Blueprint, request
-from quart_schema import validate_request
+from quart_schema import security_scheme_blueprint, validate_request
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
-from ledgerport import access, apps, auth, books
+from ledgerport import access, apps, auth, books, catalog, storage
+from ledgerport.errors import InvalidInput
 
 from ._context import platform, unit_of_work
-from ._session_tokens import session_token_answer
+from ._openapi import (
+    JSON_BODY_ERRORS,
+    NUL_FREE,
+    Param,
+    Reply,
+    blueprint_raises,
+    json_reply,
+    one_of,
+    operation,
+)
+from ._session_tokens import SessionToken, session_token_answer
 
 blueprint = Blueprint("admin", __name__, url_prefix="/admin")
+security_scheme_blueprint(blueprint, [{"admin": []}])
+# The token is checked before every request; every handler uses the database.
+blueprint_raises(blueprint, auth.InvalidAdminToken, storage.StorageUnavailable)
+
+
+def _document_nul_refusal(schema: dict[str, Any]) -> None:
+    """What ``_Body._no_nul`` refuses, in the document: text fields match a NUL-free pattern
+    (a field with a pattern of its own states the NUL in that pattern)."""
+    for prop in schema.get("properties", {}).values():
+        for candidate in (prop, prop.get("items", {}), *prop.get("anyOf", ())):
+            has_rule = candidate.keys() & {"pattern", "enum", "const"}
+            if candidate.get("type") == "string" and not has_rule:
+                candidate["pattern"] = NUL_FREE
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_document_nul_refusal)
 
     @field_validator("*", mode="after")
     @classmethod
@@ -37,7 +66,12 @@ class BusinessIn(_Body):
 
 
 class UserIn(_Body):
-    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    email: str = Field(
+        min_length=3,
+        max_length=320,
+        pattern=r"^[^@\s]+@[^@\s]+$",
+        json_schema_extra={"pattern": "^[^@\\s\\u0000]+@[^@\\s\\u0000]+$"},
+    )
     password: str = Field(min_length=8, max_length=1024)
     name: str | None = Field(default=None, max_length=200)
 
@@ -48,14 +82,24 @@ class MembershipIn(_Body):
 
 
 class RolePermissionsIn(_Body):
-    permissions: list[str]
+    permissions: list[str] = Field(json_schema_extra={"items": one_of(catalog.PERMISSIONS)})
+
+
+_SCOPES = one_of(catalog.SCOPES)
 
 
 class AppIn(_Body):
     name: str = Field(min_length=1, max_length=200)
     type: Literal["CONFIDENTIAL", "PUBLIC"]
-    redirectUris: list[str]
-    scopes: list[str]
+    # The rules apps.create_app checks, stated in the document only: its messages stay.
+    redirectUris: list[str] = Field(
+        json_schema_extra={
+            "minItems": catalog.REDIRECT_URIS_MIN,
+            "maxItems": catalog.REDIRECT_URIS_MAX,
+            "items": {"type": "string", "minLength": 1, "maxLength": catalog.URI_MAX_LENGTH},
+        }
+    )
+    scopes: list[str] = Field(json_schema_extra={"items": _SCOPES})
     developerUserId: str
     reviewed: bool = False
     appUrl: str | None = Field(default=None, max_length=512)
@@ -73,7 +117,7 @@ class InstallationIn(_Body):
     appId: str
     businessId: str
     userId: str
-    scopes: list[str]
+    scopes: list[str] = Field(json_schema_extra={"items": _SCOPES, "minItems": 1})
 
 
 class SessionTokenIn(_Body):
@@ -84,6 +128,85 @@ class SessionTokenIn(_Body):
 
 class DeveloperTokenIn(_Body):
     userId: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Business(TypedDict):
+    id: str
+    name: str
+    sandbox: bool
+    plan: Literal["free", "paid"]
+    invoiceLimit: int | None
+
+
+@with_config(ConfigDict(extra="forbid"))
+class User(TypedDict):
+    id: str
+    email: str
+    name: str | None
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Membership(TypedDict):
+    businessId: str
+    userId: str
+    role: str
+    active: bool
+
+
+@with_config(ConfigDict(extra="forbid"))
+class RolePermissions(TypedDict):
+    """What the role now holds in the business."""
+
+    businessId: str
+    role: str
+    permissions: list[str]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class App(TypedDict):
+    id: str
+    clientId: str
+    name: str
+    type: Literal["CONFIDENTIAL", "PUBLIC"]
+    redirectUris: list[str]
+    scopes: list[str]
+    developerUserId: str | None
+    reviewed: bool
+    status: Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
+    appUrl: str | None
+
+
+@with_config(ConfigDict(extra="forbid"))
+class RegisteredApp(App):
+    """The app; a CONFIDENTIAL app's client secret is shown here only (null for PUBLIC)."""
+
+    clientSecret: str | None
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Installation(TypedDict):
+    id: str
+    appId: str
+    businessId: str
+    userId: str
+    state: str
+    scopes: list[str]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class DeveloperToken(TypedDict):
+    """A bearer token for /developer/* as the user, shown once."""
+
+    token: str
+
+
+_INPUT_ERRORS = (*JSON_BODY_ERRORS, storage.BadValue)
+"""A body that cannot be read or breaks its model, or a value (of the body or the path) that the
+database cannot store."""
+_ROLE = Param("role", "path", "The role whose permissions change", one_of(catalog.ROLES))
+_NOT_FOUND = (books.BusinessNotFound, books.UserNotFound)
+_DELETED = Reply(204, "Done")
 
 
 @blueprint.before_request
@@ -99,7 +222,7 @@ async def _require_admin_token() -> None:
         raise auth.InvalidAdminToken()
 
 
-def _business_json(business: books.Business) -> dict[str, Any]:
+def _business_json(business: books.Business) -> Business:
     return {
         "id": business.id,
         "name": business.name,
@@ -111,7 +234,8 @@ def _business_json(business: books.Business) -> dict[str, Any]:
 
 @blueprint.post("/businesses")
 @validate_request(BusinessIn)
-async def create_business(data: BusinessIn) -> tuple[dict[str, Any], int]:
+@operation(json_reply(201, Business, "The business"), raises=_INPUT_ERRORS)
+async def create_business(data: BusinessIn) -> tuple[Business, int]:
     """Create a business (tenant)."""
     async with unit_of_work() as tx:
         business = await books.create_business(
@@ -127,7 +251,8 @@ async def create_business(data: BusinessIn) -> tuple[dict[str, Any], int]:
 
 @blueprint.post("/users")
 @validate_request(UserIn)
-async def create_user(data: UserIn) -> tuple[dict[str, Any], int]:
+@operation(json_reply(201, User, "The user"), raises=(*_INPUT_ERRORS, books.EmailTaken))
+async def create_user(data: UserIn) -> tuple[User, int]:
     """Create a user who can sign in on the application host."""
     password_hash = await platform().passwords.hash(data.password)
     async with unit_of_work() as tx:
@@ -139,7 +264,8 @@ async def create_user(data: UserIn) -> tuple[dict[str, Any], int]:
 
 @blueprint.put("/businesses/<business_id>/members/<user_id>")
 @validate_request(MembershipIn)
-async def set_member(business_id: str, user_id: str, data: MembershipIn) -> dict[str, Any]:
+@operation(json_reply(200, Membership, "The membership"), raises=(*_INPUT_ERRORS, *_NOT_FOUND))
+async def set_member(business_id: str, user_id: str, data: MembershipIn) -> Membership:
     """Add a user to a business with a role, or change their role or active flag."""
     async with unit_of_work() as tx:
         membership = await books.set_membership(
@@ -160,7 +286,12 @@ async def set_member(business_id: str, user_id: str, data: MembershipIn) -> dict
 
 @blueprint.put("/businesses/<business_id>/roles/<role>")
 @validate_request(RolePermissionsIn)
-async def set_role(business_id: str, role: str, data: RolePermissionsIn) -> dict[str, Any]:
+@operation(
+    json_reply(200, RolePermissions, "What the role holds in the business now"),
+    raises=(*_INPUT_ERRORS, InvalidInput, books.BusinessNotFound),
+    params=(_ROLE,),
+)
+async def set_role(business_id: str, role: str, data: RolePermissionsIn) -> RolePermissions:
     """Change which permissions a role holds in one business."""
     async with unit_of_work() as tx:
         held = await books.set_role_permissions(
@@ -169,7 +300,7 @@ async def set_role(business_id: str, role: str, data: RolePermissionsIn) -> dict
     return {"businessId": business_id, "role": role, "permissions": sorted(held)}
 
 
-def _app_json(app: apps.App) -> dict[str, Any]:
+def _app_json(app: apps.App) -> App:
     return {
         "id": app.id,
         "clientId": app.client_id,
@@ -186,7 +317,11 @@ def _app_json(app: apps.App) -> dict[str, Any]:
 
 @blueprint.post("/apps")
 @validate_request(AppIn)
-async def create_app(data: AppIn) -> tuple[dict[str, Any], int]:
+@operation(
+    json_reply(201, RegisteredApp, "The app, with its client secret"),
+    raises=(*_INPUT_ERRORS, InvalidInput, books.UserNotFound),
+)
+async def create_app(data: AppIn) -> tuple[RegisteredApp, int]:
     """Register an app; a CONFIDENTIAL app's client secret is in this answer only."""
     p = platform()
     async with unit_of_work() as tx:
@@ -202,14 +337,13 @@ async def create_app(data: AppIn) -> tuple[dict[str, Any], int]:
             reviewed=data.reviewed,
             app_url=data.appUrl,
         )
-    body = _app_json(app)
-    body["clientSecret"] = secret
-    return body, 201
+    return {**_app_json(app), "clientSecret": secret}, 201
 
 
 @blueprint.post("/apps/<app_id>/status")
 @validate_request(AppStatusIn)
-async def set_app_status(app_id: str, data: AppStatusIn) -> dict[str, Any]:
+@operation(json_reply(200, App, "The app"), raises=(*_INPUT_ERRORS, apps.AppNotFound))
+async def set_app_status(app_id: str, data: AppStatusIn) -> App:
     """Suspend, deactivate or reactivate an app; takes effect on its next request."""
     async with unit_of_work() as tx:
         app = await apps.set_app_status(tx, app_id, data.status)
@@ -218,7 +352,8 @@ async def set_app_status(app_id: str, data: AppStatusIn) -> dict[str, Any]:
 
 @blueprint.put("/apps/<app_id>/review")
 @validate_request(AppReviewIn)
-async def set_app_review(app_id: str, data: AppReviewIn) -> dict[str, Any]:
+@operation(json_reply(200, App, "The app"), raises=(*_INPUT_ERRORS, apps.AppNotFound))
+async def set_app_review(app_id: str, data: AppReviewIn) -> App:
     """Record an app's review: reviewed apps (also dynamically registered clients, which start
     unreviewed) may connect to any business, unreviewed ones to sandbox businesses only."""
     async with unit_of_work() as tx:
@@ -226,7 +361,7 @@ async def set_app_review(app_id: str, data: AppReviewIn) -> dict[str, Any]:
     return _app_json(app)
 
 
-def _installation_json(installation: apps.Installation) -> dict[str, Any]:
+def _installation_json(installation: apps.Installation) -> Installation:
     return {
         "id": installation.id,
         "appId": installation.app_id,
@@ -239,7 +374,22 @@ def _installation_json(installation: apps.Installation) -> dict[str, Any]:
 
 @blueprint.post("/installations")
 @validate_request(InstallationIn)
-async def install(data: InstallationIn) -> tuple[dict[str, Any], int]:
+@operation(
+    json_reply(201, Installation, "The ACTIVE installation"),
+    raises=(
+        *_INPUT_ERRORS,
+        InvalidInput,
+        apps.ScopesNotRegistered,
+        apps.AppNotReviewed,
+        apps.AppNotFound,
+        *_NOT_FOUND,
+        apps.AppNotActive,
+        apps.NotAMember,
+        apps.InstallNotPermitted,
+        storage.Conflict,
+    ),
+)
+async def install(data: InstallationIn) -> tuple[Installation, int]:
     """Managed install (or widening of an ACTIVE installation); emits app.installed."""
     async with unit_of_work() as tx:
         installation = await apps.install(
@@ -254,6 +404,7 @@ async def install(data: InstallationIn) -> tuple[dict[str, Any], int]:
 
 
 @blueprint.delete("/installations/<installation_id>")
+@operation(_DELETED, raises=(storage.BadValue, apps.InstallationNotFound))
 async def uninstall(installation_id: str) -> tuple[str, int]:
     """Uninstall: revokes the installation's tokens, cancels its codes, emits app.uninstalled."""
     async with unit_of_work() as tx:
@@ -262,6 +413,10 @@ async def uninstall(installation_id: str) -> tuple[str, int]:
 
 
 @blueprint.delete("/businesses/<business_id>/apps/<app_id>/access")
+@operation(
+    _DELETED,
+    raises=(storage.BadValue, books.BusinessNotFound, apps.AppNotFound, apps.AppHasNoAccess),
+)
 async def revoke_access(business_id: str, app_id: str) -> tuple[str, int]:
     """The business revokes the app's access: its tokens there stop working at once."""
     async with unit_of_work() as tx:
@@ -271,7 +426,18 @@ async def revoke_access(business_id: str, app_id: str) -> tuple[str, int]:
 
 @blueprint.post("/session-tokens")
 @validate_request(SessionTokenIn)
-async def session_token(data: SessionTokenIn) -> tuple[dict[str, Any], int]:
+@operation(
+    json_reply(201, SessionToken, "The session token"),
+    raises=(
+        *_INPUT_ERRORS,
+        apps.AppNotFound,
+        *_NOT_FOUND,
+        apps.AppNotActive,
+        auth.NoActiveInstallation,
+        apps.NotAMember,
+    ),
+)
+async def session_token(data: SessionTokenIn) -> tuple[SessionToken, int]:
     """What the app bridge hands an embedded page: a session token for (app, business, user).
 
     409 when the app is stopped, has no ACTIVE installation in the business, or the user is not
@@ -285,7 +451,11 @@ async def session_token(data: SessionTokenIn) -> tuple[dict[str, Any], int]:
 
 @blueprint.post("/developer-tokens")
 @validate_request(DeveloperTokenIn)
-async def developer_token(data: DeveloperTokenIn) -> tuple[dict[str, str], int]:
+@operation(
+    json_reply(201, DeveloperToken, "The developer token"),
+    raises=(*_INPUT_ERRORS, books.UserNotFound),
+)
+async def developer_token(data: DeveloperTokenIn) -> tuple[DeveloperToken, int]:
     """A bearer token for ``/developer/*`` acting as the user (shown once)."""
     p = platform()
     async with unit_of_work() as tx:

@@ -7,19 +7,59 @@ redirect URI with code (or error) and state.
 
 from __future__ import annotations
 
+from typing import NotRequired
 from urllib.parse import urlencode
 
 from quart import Blueprint, Response, redirect, request
 from quart.typing import ResponseReturnValue
+from quart_schema import security_scheme
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, auth
+from ledgerport import access, apps, auth, catalog, storage
 
-from ._browser import csrf_valid, current_user_id
+from ._browser import CSRF_COOKIE_PARAM, CsrfToken, csrf_valid, current_user_id
 from ._consent import consent_page
 from ._context import platform, unit_of_work
+from ._openapi import (
+    FORM,
+    SIGNED_IN,
+    SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Body,
+    Param,
+    one_of,
+    operation,
+    page,
+    redirect_reply,
+)
 from ._pages import login_redirect, problem_page
 
 blueprint = Blueprint("authorize", __name__, template_folder="templates")
+
+_AUTHORIZE_QUERY = (
+    Param("response_type", "query", "Always code", one_of(catalog.RESPONSE_TYPES), required=True),
+    Param("client_id", "query", "The app's client id", required=True),
+    Param("redirect_uri", "query", "Exactly one of the app's registered URIs", required=True),
+    Param("scope", "query", "Space-separated scopes the app registered", required=True),
+    Param("state", "query", "Echoed on the callback; the client checks it"),
+    Param("code_challenge", "query", "PKCE challenge (RFC 7636); required for PUBLIC apps"),
+    Param(
+        "code_challenge_method",
+        "query",
+        "How the challenge was made (plain when absent)",
+        one_of(catalog.CODE_CHALLENGE_METHODS),
+    ),
+    Param("resource", "query", "RFC 8707: one absolute URI on the API's origin"),
+)
+
+
+class ConsentDecision(TypedDict):
+    """The consent form: approve (for the chosen business) or anything else to deny."""
+
+    csrf_token: CsrfToken
+    request_id: str
+    decision: NotRequired[str]
+    business_id: NotRequired[str]
 
 
 def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:
@@ -30,6 +70,19 @@ def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:
 
 
 @blueprint.get("/oauth/authorize")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The consent form: the app, the scopes and the user's businesses"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    raises=(
+        auth.AuthorizeProblem,
+        apps.AppNotReviewed,
+        access.NoBusinessToConnect,
+        storage.BadValue,
+        storage.StorageUnavailable,
+    ),
+    params=_AUTHORIZE_QUERY,
+)
 async def authorize() -> ResponseReturnValue:
     """Check the request, ask an anonymous visitor to sign in, then show the consent form."""
     p = platform()
@@ -54,6 +107,23 @@ async def authorize() -> ResponseReturnValue:
 
 
 @blueprint.post("/oauth/authorize")
+@security_scheme(SIGNED_IN)
+@operation(
+    redirect_reply("To the app's redirect URI with code (or error=access_denied), state and iss"),
+    page(400, "The form expired (CSRF check failed)"),
+    raises=(
+        auth.AuthorizeProblem,
+        apps.AppNotReviewed,
+        access.BusinessNotOffered,
+        apps.InstallNotPermitted,
+        storage.Conflict,
+        RequestEntityTooLarge,
+        storage.BadValue,
+        storage.StorageUnavailable,
+    ),
+    bodies=(Body(FORM, ConsentDecision),),
+    params=(CSRF_COOKIE_PARAM,),
+)
 async def decide() -> ResponseReturnValue:
     """Approve (install or widen, then a code) or deny; either way back to the app (303)."""
     form = await request.form

@@ -12,19 +12,29 @@ envelope.
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
 
 from quart import Blueprint, Response, render_template, request
 from quart.typing import ResponseReturnValue
+from quart_schema import security_scheme
 
-from ledgerport import apps, auth
+from ledgerport import apps, auth, books, storage
 from ledgerport.errors import InvalidInput
 
 from ._browser import current_user_id
 from ._context import unit_of_work
+from ._openapi import (
+    NO_STORE,
+    SIGNED_IN,
+    SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Param,
+    json_reply,
+    operation,
+    page,
+    redirect_reply,
+)
 from ._pages import login_redirect, problem_page
-from ._session_tokens import session_token_answer
+from ._session_tokens import SessionToken, session_token_answer
 
 blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
 token_blueprint = Blueprint("bridge_token", __name__)
@@ -41,7 +51,29 @@ def _embedded_csp(app_origin: str) -> str:
     )
 
 
+_EMBEDDED_ACCESS = (
+    apps.AppNotFound,
+    books.BusinessNotFound,
+    books.UserNotFound,
+    apps.AppNotActive,
+    auth.NoActiveInstallation,
+    apps.NotAMember,
+)
+"""Why the signed-in user may not view the app in the business: an unknown id, a stopped app, no
+ACTIVE installation there, or not an active member (``auth.check_embedded_access``)."""
+_BUSINESS = Param("business_id", "query", "The business the app is viewed in")
+_GIVEN = {"type": "string", "minLength": 1}
+
+
 @blueprint.get("/apps/<app_id>")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The page framing the app's URL"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    page(404, "The app has no page to show"),
+    raises=(storage.BadValue, *_EMBEDDED_ACCESS, storage.StorageUnavailable),
+    params=(_BUSINESS,),
+)
 async def embedded_app(app_id: str) -> ResponseReturnValue:
     """The page that frames an installed app's URL for a member of ``business_id``."""
     user_id = await current_user_id()
@@ -70,7 +102,22 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
 
 
 @token_blueprint.get("/bridge/session-token")
-async def session_token() -> tuple[dict[str, Any], int, dict[str, str]]:
+@security_scheme(SIGNED_IN)
+@operation(
+    json_reply(200, SessionToken, "The session token", *NO_STORE),
+    raises=(
+        auth.NotSignedIn,
+        InvalidInput,
+        storage.BadValue,
+        *_EMBEDDED_ACCESS,
+        storage.StorageUnavailable,
+    ),
+    params=(
+        Param("app_id", "query", "The app being viewed", _GIVEN, required=True),
+        Param(_BUSINESS.name, "query", _BUSINESS.description, _GIVEN, required=True),
+    ),
+)
+async def session_token() -> tuple[SessionToken, int, dict[str, str]]:
     """A session token for the signed-in user viewing ``app_id`` in ``business_id``."""
     user_id = await current_user_id()
     if user_id is None:

@@ -7,18 +7,59 @@ Wrong codes count against the IP and the user, so codes cannot be guessed at any
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from quart import Blueprint, Response, render_template, request
 from quart.typing import ResponseReturnValue
+from quart_schema import security_scheme
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, auth
+from ledgerport import access, apps, auth, storage
 
-from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
+from ._browser import (
+    CSRF_COOKIE_PARAM,
+    CsrfToken,
+    apply_cookies,
+    csrf_token,
+    csrf_valid,
+    current_user_id,
+)
 from ._consent import consent_page
 from ._context import client_ip, platform, unit_of_work
 from ._oauth_guard import oauth_guard
+from ._openapi import (
+    FORM,
+    RETRY_AFTER,
+    SIGNED_IN,
+    SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Body,
+    Param,
+    operation,
+    page,
+    redirect_reply,
+)
 from ._pages import login_redirect, notice_page, problem_page
 
 blueprint = Blueprint("device", __name__, template_folder="templates")
+
+_TOO_MANY_CODES = page(429, "Too many wrong codes from this address or user", RETRY_AFTER)
+_FORM_ERRORS = (RequestEntityTooLarge, storage.BadValue, storage.StorageUnavailable)
+
+
+class UserCodeEntry(TypedDict):
+    csrf_token: CsrfToken
+    user_code: NotRequired[str]
+
+
+class DeviceDecision(TypedDict):
+    """The consent form: approve (for the chosen business) or anything else to deny."""
+
+    csrf_token: CsrfToken
+    user_code: NotRequired[str]
+    decision: NotRequired[str]
+    business_id: NotRequired[str]
+
 
 MSG_WRONG_CODE = "That code is not valid or has expired. Check the code on your device."
 MSG_CODE_GONE = "This code has expired or was already used. Start again on your device."
@@ -61,6 +102,13 @@ async def _code_guesser(entered: str) -> tuple[str, str] | Response:
 
 
 @blueprint.get("/device")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The code entry form"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    raises=(storage.StorageUnavailable,),
+    params=(Param("user_code", "query", "Fills in the form (verification_uri_complete)"),),
+)
 async def device_form() -> ResponseReturnValue:
     """The code entry form; ``user_code`` in the query (verification_uri_complete) pre-fills it."""
     if await current_user_id() is None:
@@ -69,6 +117,15 @@ async def device_form() -> ResponseReturnValue:
 
 
 @blueprint.post("/device")
+@security_scheme(SIGNED_IN)
+@operation(
+    page(200, "The consent form for the code's request"),
+    page(400, "The form expired (CSRF check failed), or the code is wrong: the form again"),
+    _TOO_MANY_CODES,
+    raises=(auth.NotSignedIn, apps.AppNotReviewed, access.NoBusinessToConnect, *_FORM_ERRORS),
+    bodies=(Body(FORM, UserCodeEntry),),
+    params=(CSRF_COOKIE_PARAM,),
+)
 async def device_submit() -> ResponseReturnValue:
     """Check the entered code and show the consent form for its request."""
     form = await request.form
@@ -101,6 +158,22 @@ async def device_submit() -> ResponseReturnValue:
 
 
 @blueprint.post("/device/decision")
+@security_scheme(SIGNED_IN)
+@operation(
+    page(200, "Connected, or access denied: the device's next poll learns which"),
+    page(400, "The form expired (CSRF check failed), or the code expired or was used"),
+    _TOO_MANY_CODES,
+    raises=(
+        auth.NotSignedIn,
+        apps.AppNotReviewed,
+        access.BusinessNotOffered,
+        apps.InstallNotPermitted,
+        storage.Conflict,
+        *_FORM_ERRORS,
+    ),
+    bodies=(Body(FORM, DeviceDecision),),
+    params=(CSRF_COOKIE_PARAM,),
+)
 async def device_decision() -> ResponseReturnValue:
     """Approve (install, then the device's next poll gets tokens) or deny (access_denied)."""
     form = await request.form

@@ -9,20 +9,240 @@ the blueprint's renderer in ``_errors``) and every answer carries ``Cache-Contro
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any, Literal, NotRequired
 
+from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from quart import Blueprint, Response, jsonify, request
+from quart_schema import security_scheme
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.datastructures import MultiDict
 
-from ledgerport import apps, auth, catalog
+from ledgerport import apps, auth, catalog, storage
+from ledgerport.ops import OTHER, closed_label
 
 from ._context import client_ip, platform, unit_of_work
 from ._errors import oauth_error_of, oauth_response
 from ._oauth_guard import oauth_guard
+from ._openapi import FORM, JSON, NO_STORE, Body, Header, json_reply, one_of, operation
 
 blueprint = Blueprint("oauth", __name__)
 
 GRANTS_AVAILABLE = catalog.GRANT_TYPES
+
+
+# --- What the endpoints read and answer, for the OpenAPI document -------------------------------
+
+
+def _const(value: str) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "const": value})
+
+
+_Given = Annotated[str, Field(min_length=1)]
+"""A parameter the endpoint requires: sent empty, it is missing."""
+
+
+class _ClientInBody(TypedDict):
+    """Client authentication in the body (client_secret_post), or a PUBLIC client's id alone;
+    HTTP Basic is the other way, never both."""
+
+    client_id: NotRequired[str]
+    client_secret: NotRequired[str]
+
+
+class _Resource(TypedDict):
+    resource: NotRequired[
+        Annotated[str, Field(min_length=1, description="RFC 8707: one URI on the API origin")]
+    ]
+
+
+class AuthorizationCodeGrant(_ClientInBody, _Resource):
+    grant_type: Annotated[str, _const(catalog.GRANT_AUTHORIZATION_CODE)]
+    code: _Given
+    redirect_uri: _Given
+    code_verifier: NotRequired[str]
+
+
+class RefreshTokenGrant(_ClientInBody, _Resource):
+    grant_type: Annotated[str, _const(catalog.GRANT_REFRESH_TOKEN)]
+    refresh_token: _Given
+
+
+class DeviceCodeGrant(_ClientInBody, _Resource):
+    grant_type: Annotated[str, _const(catalog.GRANT_DEVICE_CODE)]
+    device_code: _Given
+
+
+class TokenExchangeGrant(_ClientInBody, _Resource):
+    """RFC 8693: a session token for an access token; CONFIDENTIAL clients only."""
+
+    grant_type: Annotated[str, _const(catalog.GRANT_TOKEN_EXCHANGE)]
+    subject_token: _Given
+    subject_token_type: Annotated[str, WithJsonSchema(one_of(catalog.SUBJECT_TOKEN_TYPES))]
+    requested_token_type: NotRequired[Annotated[str, _const(catalog.TOKEN_TYPE_ACCESS)]]
+    scope: NotRequired[str]
+
+
+class TokenRevocation(_ClientInBody):
+    token: _Given
+    token_type_hint: NotRequired[
+        Annotated[str, Field(description="access_token or refresh_token; others are ignored")]
+    ]
+
+
+class TokenIntrospection(TypedDict):
+    """Client credentials go in the Authorization header only."""
+
+    token: _Given
+    token_type_hint: NotRequired[
+        Annotated[str, Field(description="access_token or refresh_token; others are ignored")]
+    ]
+
+
+class DeviceAuthorizationRequest(_ClientInBody, _Resource):
+    scope: Annotated[str, Field(min_length=1, description="Space-separated registered scopes")]
+
+
+_WebPage = Annotated[str | None, Field(max_length=catalog.URI_MAX_LENGTH)]
+
+
+class ClientMetadata(TypedDict):
+    """RFC 7591 client metadata; other members are ignored."""
+
+    redirect_uris: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=catalog.URI_MAX_LENGTH)]],
+        Field(min_length=catalog.REDIRECT_URIS_MIN, max_length=catalog.REDIRECT_URIS_MAX),
+    ]
+    client_name: NotRequired[Annotated[str, Field(min_length=1, max_length=200)]]
+    token_endpoint_auth_method: NotRequired[
+        Annotated[str, WithJsonSchema(one_of(catalog.TOKEN_ENDPOINT_AUTH_METHODS))]
+    ]
+    grant_types: NotRequired[list[Annotated[str, WithJsonSchema(one_of(catalog.GRANT_TYPES))]]]
+    response_types: NotRequired[
+        list[Annotated[str, WithJsonSchema(one_of(catalog.RESPONSE_TYPES))]]
+    ]
+    scope: NotRequired[Annotated[str, Field(description="Space-separated scopes")]]
+    contacts: NotRequired[
+        Annotated[list[Annotated[str, Field(min_length=1, max_length=320)]], Field(max_length=10)]
+    ]
+    client_uri: NotRequired[_WebPage]
+    logo_uri: NotRequired[_WebPage]
+    tos_uri: NotRequired[_WebPage]
+    policy_uri: NotRequired[_WebPage]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ServerMetadata(TypedDict):
+    """RFC 8414 authorization server metadata; api_base_url is the REST API's root."""
+
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    revocation_endpoint: str
+    introspection_endpoint: str
+    device_authorization_endpoint: str
+    registration_endpoint: str
+    jwks_uri: str
+    api_base_url: str
+    scopes_supported: list[str]
+    response_types_supported: list[str]
+    grant_types_supported: list[str]
+    code_challenge_methods_supported: list[str]
+    token_endpoint_auth_methods_supported: list[str]
+    revocation_endpoint_auth_methods_supported: list[str]
+    introspection_endpoint_auth_methods_supported: list[str]
+    authorization_response_iss_parameter_supported: bool
+
+
+@with_config(ConfigDict(extra="forbid"))
+class JsonWebKey(TypedDict):
+    """A P-256 public key that verifies session tokens (RFC 7518)."""
+
+    kty: Literal["EC"]
+    crv: Literal["P-256"]
+    x: str
+    y: str
+    kid: str
+    alg: Literal["ES256"]
+    use: Literal["sig"]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class JsonWebKeySet(TypedDict):
+    keys: list[JsonWebKey]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class TokenResponse(TypedDict):
+    access_token: str
+    token_type: Literal["Bearer"]
+    expires_in: int
+    refresh_token: str
+    scope: str
+    issued_token_type: NotRequired[Annotated[str, _const(catalog.TOKEN_TYPE_ACCESS)]]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Revoked(TypedDict):
+    """Nothing: the token is revoked, or was not one to revoke."""
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ActiveToken(TypedDict):
+    active: Literal[True]
+    scope: str
+    exp: int
+    client_id: str
+    sub: str
+    token_type: Literal["Bearer", "refresh_token"]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class InactiveToken(TypedDict):
+    """Unknown, expired, revoked, another client's, or the caller is not active."""
+
+    active: Literal[False]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class DeviceAuthorization(TypedDict):
+    device_code: str
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str
+    expires_in: int
+    interval: int
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ClientInformation(TypedDict):
+    """RFC 7591 client information: the registered metadata; a CONFIDENTIAL client's secret is
+    shown here only."""
+
+    client_id: str
+    client_id_issued_at: int
+    client_secret: NotRequired[str]
+    client_secret_expires_at: NotRequired[int]
+    redirect_uris: list[str]
+    client_name: str
+    token_endpoint_auth_method: Annotated[
+        str, WithJsonSchema(one_of(catalog.TOKEN_ENDPOINT_AUTH_METHODS))
+    ]
+    grant_types: list[str]
+    response_types: list[str]
+    scope: str
+    contacts: NotRequired[list[str]]
+    client_uri: NotRequired[str]
+    logo_uri: NotRequired[str]
+    tos_uri: NotRequired[str]
+    policy_uri: NotRequired[str]
+
+
+_CLIENT: list[dict[str, list[str]]] = [{"clientBasic": []}]
+"""HTTP Basic client authentication."""
+_CLIENT_OR_BODY: list[dict[str, list[str]]] = [*_CLIENT, {}]
+"""HTTP Basic, or credentials (or a PUBLIC client's id alone) in the body."""
+_GUARDED = (auth.InvalidRequest, auth.InvalidClient, auth.RateLimited, storage.StorageUnavailable)
+"""What every endpoint with client authentication can raise: the lockout and limits included."""
 
 
 async def read_form() -> MultiDict[str, str]:
@@ -119,34 +339,47 @@ async def authenticated_client(
 
 
 @blueprint.get("/.well-known/oauth-authorization-server")
+@operation(json_reply(200, ServerMetadata, "The server metadata", *NO_STORE))
 async def discovery() -> Response:
     """RFC 8414 authorization server metadata."""
     config = platform().config
     base, auth_url = config.base_url, config.auth_url
-    return oauth_response(
-        {
-            "issuer": base,
-            "authorization_endpoint": f"{auth_url}/oauth/authorize",
-            "token_endpoint": f"{base}/oauth/token",
-            "revocation_endpoint": f"{base}/oauth/revoke",
-            "introspection_endpoint": f"{base}/oauth/introspect",
-            "device_authorization_endpoint": f"{base}/oauth/device/authorize",
-            "registration_endpoint": f"{base}/oauth/register",
-            "jwks_uri": f"{base}/.well-known/jwks.json",
-            "api_base_url": base,
-            "scopes_supported": list(catalog.SCOPES),
-            "response_types_supported": ["code"],
-            "grant_types_supported": list(GRANTS_AVAILABLE),
-            "code_challenge_methods_supported": list(catalog.CODE_CHALLENGE_METHODS),
-            "token_endpoint_auth_methods_supported": list(catalog.TOKEN_ENDPOINT_AUTH_METHODS),
-            "revocation_endpoint_auth_methods_supported": list(catalog.TOKEN_ENDPOINT_AUTH_METHODS),
-            "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
-            "authorization_response_iss_parameter_supported": True,
-        }
-    )
+    metadata: ServerMetadata = {
+        "issuer": base,
+        "authorization_endpoint": f"{auth_url}/oauth/authorize",
+        "token_endpoint": f"{base}/oauth/token",
+        "revocation_endpoint": f"{base}/oauth/revoke",
+        "introspection_endpoint": f"{base}/oauth/introspect",
+        "device_authorization_endpoint": f"{base}/oauth/device/authorize",
+        "registration_endpoint": f"{base}/oauth/register",
+        "jwks_uri": f"{base}/.well-known/jwks.json",
+        "api_base_url": base,
+        "scopes_supported": list(catalog.SCOPES),
+        "response_types_supported": ["code"],
+        "grant_types_supported": list(GRANTS_AVAILABLE),
+        "code_challenge_methods_supported": list(catalog.CODE_CHALLENGE_METHODS),
+        "token_endpoint_auth_methods_supported": list(catalog.TOKEN_ENDPOINT_AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(catalog.TOKEN_ENDPOINT_AUTH_METHODS),
+        "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
+        "authorization_response_iss_parameter_supported": True,
+    }
+    return oauth_response(metadata)
 
 
 @blueprint.get("/.well-known/jwks.json")
+@operation(
+    json_reply(
+        200,
+        JsonWebKeySet,
+        "The signing key, its successor and recently retired keys",
+        Header(
+            "Cache-Control",
+            "Cacheable for a while",
+            schema={"type": "string", "enum": [f"public, max-age={catalog.JWKS_MAX_AGE}"]},
+        ),
+    ),
+    raises=(storage.StorageUnavailable,),
+)
 async def jwks() -> Response:
     """Public keys (RFC 7517) that verify session tokens, including the next and retired ones."""
     p = platform()
@@ -213,10 +446,40 @@ async def _token_exchange(
         )
 
 
+def _grant_label(grant_type: str) -> str:
+    """The metrics label of a requested grant type: a known one, missing or other."""
+    return closed_label(grant_type, (*GRANTS_AVAILABLE, "missing"))
+
+
 @blueprint.post("/oauth/token")
+@security_scheme(_CLIENT_OR_BODY)
+@operation(
+    json_reply(200, TokenResponse, "Tokens issued", *NO_STORE),
+    raises=(
+        *_GUARDED,
+        auth.InvalidGrant,
+        auth.UnsupportedGrantType,
+        auth.InvalidScope,
+        auth.InvalidTarget,
+        auth.AuthorizationPending,
+        auth.SlowDown,
+        auth.AccessDenied,
+        auth.ExpiredToken,
+    ),
+    bodies=(
+        Body(
+            FORM,
+            Annotated[
+                AuthorizationCodeGrant | RefreshTokenGrant | DeviceCodeGrant | TokenExchangeGrant,
+                Field(description="One grant's parameters"),
+            ],
+        ),
+        Body(JSON, TokenExchangeGrant),
+    ),
+)
 async def token() -> Response:
     """Token endpoint: authorization_code, refresh_token, device_code and token-exchange."""
-    grant_type = "unknown"
+    grant_type = OTHER  # until the form is read
     metrics = platform().metrics
     try:
         form = await read_token_request()
@@ -225,7 +488,6 @@ async def token() -> Response:
             raise auth.InvalidRequest("grant_type is required")
         credentials, app = await authenticated_client("token", form)
         if grant_type not in GRANTS_AVAILABLE:
-            grant_type = "unsupported"
             raise auth.UnsupportedGrantType("grant_type is not supported")
         p = platform()
         if grant_type == catalog.GRANT_TOKEN_EXCHANGE:
@@ -264,7 +526,7 @@ async def token() -> Response:
                     )
         pair = outcome.unwrap()
     except Exception as error:
-        metrics.oauth_grants.labels(grant_type[:64], oauth_error_of(error)).inc()
+        metrics.oauth_grants.labels(_grant_label(grant_type), oauth_error_of(error)).inc()
         raise
     metrics.oauth_grants.labels(grant_type, "ok").inc()
     body = pair.response()
@@ -274,6 +536,12 @@ async def token() -> Response:
 
 
 @blueprint.post("/oauth/revoke")
+@security_scheme(_CLIENT_OR_BODY)
+@operation(
+    json_reply(200, Revoked, "Revoked, or nothing to revoke", *NO_STORE),
+    raises=_GUARDED,
+    bodies=(Body(FORM, TokenRevocation),),
+)
 async def revoke() -> Response:
     """RFC 7009: 200 whether or not the token was known."""
     form = await read_form()
@@ -293,6 +561,12 @@ async def revoke() -> Response:
 
 
 @blueprint.post("/oauth/introspect")
+@security_scheme(_CLIENT)
+@operation(
+    json_reply(200, ActiveToken | InactiveToken, "What the token is", *NO_STORE),
+    raises=_GUARDED,
+    bodies=(Body(FORM, TokenIntrospection),),
+)
 async def introspect() -> Response:
     """RFC 7662; client credentials in the Authorization header only."""
     form = await read_form()
@@ -314,6 +588,12 @@ async def introspect() -> Response:
 
 
 @blueprint.post("/oauth/device/authorize")
+@security_scheme(_CLIENT_OR_BODY)
+@operation(
+    json_reply(200, DeviceAuthorization, "A device code to poll, a user code to enter", *NO_STORE),
+    raises=(*_GUARDED, auth.InvalidScope, auth.InvalidTarget),
+    bodies=(Body(FORM, DeviceAuthorizationRequest),),
+)
 async def device_authorize() -> Response:
     """RFC 8628 device authorization: a device code to poll and a user code to enter."""
     form = await read_form()
@@ -339,6 +619,17 @@ async def device_authorize() -> Response:
 
 
 @blueprint.post("/oauth/register")
+@operation(
+    json_reply(201, ClientInformation, "The registered client", *NO_STORE),
+    raises=(
+        auth.InvalidRequest,
+        auth.InvalidRedirectUri,
+        auth.InvalidClientMetadata,
+        auth.RateLimited,
+        storage.StorageUnavailable,
+    ),
+    bodies=(Body(JSON, ClientMetadata),),
+)
 async def register() -> Response:
     """RFC 7591 open registration: an unreviewed app, limited to sandbox businesses."""
     oauth_guard().registration(client_ip())

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from quart import Blueprint, Response, redirect, render_template, request
 from quart.typing import ResponseReturnValue
+from quart_schema import security_scheme
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import auth, books
+from ledgerport import auth, books, storage
 
 from ._browser import (
+    CSRF_COOKIE_PARAM,
     SESSION_COOKIE,
+    CsrfToken,
     apply_cookies,
     clear_session_cookie,
     csrf_token,
@@ -18,8 +25,33 @@ from ._browser import (
     set_session_cookie,
 )
 from ._context import platform, unit_of_work
+from ._openapi import (
+    FORM,
+    SET_COOKIE,
+    SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    TEXT,
+    Body,
+    Param,
+    Reply,
+    operation,
+    page,
+    redirect_reply,
+)
 
 blueprint = Blueprint("pages", __name__, template_folder="templates")
+
+_NEXT = "A path on this host to return to; anything else returns to /"
+
+
+class LoginForm(TypedDict):
+    email: NotRequired[str]
+    password: NotRequired[str]
+    next: NotRequired[str]
+    csrf_token: CsrfToken
+
+
+class LogoutForm(TypedDict):
+    csrf_token: CsrfToken
 
 
 async def _login_page(
@@ -41,12 +73,24 @@ async def _login_page(
 
 
 @blueprint.get("/login")
+@operation(
+    page(200, "The sign-in form", SET_COOKIE.optional()),
+    params=(Param("next", "query", _NEXT),),
+)
 async def login_form() -> Response:
     """The sign-in form; ``next`` is where to return afterwards (a path on this host)."""
     return await _login_page(next_path=safe_next(request.args.get("next")))
 
 
 @blueprint.post("/login")
+@operation(
+    redirect_reply("Signed in: to next, with the session cookie", SET_COOKIE),
+    page(400, "The form expired (CSRF check failed): the form again"),
+    page(401, "Wrong email or password: the form again"),
+    raises=(RequestEntityTooLarge, storage.BadValue, storage.StorageUnavailable),
+    bodies=(Body(FORM, LoginForm),),
+    params=(CSRF_COOKIE_PARAM,),
+)
 async def login_submit() -> ResponseReturnValue:
     """Check the credentials, start a cookie session and return (303) to ``next``."""
     form = await request.form
@@ -75,6 +119,13 @@ async def login_submit() -> ResponseReturnValue:
 
 
 @blueprint.post("/logout")
+@operation(
+    redirect_reply("Signed out: to the sign-in page, the session cookie cleared", SET_COOKIE),
+    page(400, "The CSRF check failed"),
+    raises=(RequestEntityTooLarge, storage.StorageUnavailable),
+    bodies=(Body(FORM, LogoutForm),),
+    params=(CSRF_COOKIE_PARAM, Param(SESSION_COOKIE, "cookie", "The session to end, if any")),
+)
 async def logout() -> ResponseReturnValue:
     """End the browser's session."""
     form = await request.form
@@ -90,6 +141,12 @@ async def logout() -> ResponseReturnValue:
 
 
 @blueprint.get("/")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    Reply(200, "Who is signed in", TEXT),
+    redirect_reply("Not signed in: to the sign-in page"),
+    raises=(storage.StorageUnavailable,),
+)
 async def home() -> ResponseReturnValue:
     """Where a sign-in without ``next`` lands: who is signed in."""
     user_id = await current_user_id()

@@ -1,6 +1,11 @@
-"""Operations: metrics, logging with redaction."""
+"""Operations: metrics, logging with redaction and escaped control characters."""
 
 from ._logging import RedactingFilter as RedactingFilter
 from ._logging import configure_logging as configure_logging
+from ._logging import escape_controls as escape_controls
+from ._logging import loggable as loggable
 from ._logging import redact as redact
+from ._metrics import HTTP_METHODS as HTTP_METHODS
+from ._metrics import OTHER as OTHER
 from ._metrics import Metrics as Metrics
+from ._metrics import closed_label as closed_label

@@ -1,4 +1,9 @@
-"""Logging with redaction: raw tokens, secrets and passwords never reach a log line."""
+"""Logging that is safe to feed request data: secrets redacted, one record one line.
+
+Raw tokens, secrets and passwords never reach a log line, and neither do control characters: a
+request path, header or exception message holding a newline (or NUL, a C1 control, U+2028) would
+otherwise split its record or forge a line that looks like the service's own.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,16 @@ _PATTERNS = (
     (re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"), "[REDACTED JWT]"),
 )
 
+# C0, DEL, C1 and the Unicode line and paragraph separators: everything a terminal or a
+# line-based reader (str.splitlines among them) may take as a line break or a command.
+_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))} | {
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
 
 def redact(text: str) -> str:
     for pattern, replacement in _PATTERNS:
@@ -30,19 +45,70 @@ def redact(text: str) -> str:
     return text
 
 
+def escape_controls(text: str) -> str:
+    r"""``text`` with its control characters written as escapes (``\n``, ``\x00``, ``\u2028``).
+
+    Backslashes are left as they are: the point is that no input can end a line or drive a
+    terminal, and the line stays readable.
+    """
+    return text.translate(_ESCAPES)
+
+
+def loggable(text: str) -> str:
+    """``text`` redacted, then escaped: the order matters, since an escape such as ``\\n``
+    glued to a token would hide the token from the patterns' word boundaries."""
+    return escape_controls(redact(text))
+
+
 class RedactingFilter(logging.Filter):
-    """Rewrites each record's final message with secrets masked."""
+    """Rewrites each record's final message with secrets masked and control characters escaped.
+
+    A traceback keeps its own line breaks, but the messages of the exceptions in it are escaped
+    too: they can carry request data.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message)
+        cleaned = loggable(message)
         if record.exc_info and record.exc_text is None:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
+            if record.exc_info and record.exc_info[1] is not None:
+                for raw in _exception_messages(record.exc_info[1]):
+                    record.exc_text = record.exc_text.replace(raw, loggable(raw))
             record.exc_text = redact(record.exc_text)
         if cleaned != message or record.args:
             record.msg, record.args = cleaned, None
         return True
+
+
+def _exception_messages(error: BaseException) -> set[str]:
+    """The non-empty messages and notes of ``error`` and of every exception chained or grouped
+    in it, as the traceback prints them."""
+    messages: set[str] = set()
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        try:
+            messages.add(str(current))
+        except Exception:  # a broken __str__: the traceback prints no message for it either
+            pass
+        messages.update(note for note in getattr(current, "__notes__", ()) if isinstance(note, str))
+        pending.extend(
+            inner
+            for inner in (
+                current.__cause__,
+                current.__context__,
+                *getattr(current, "exceptions", ()),
+            )
+            if inner is not None
+        )
+    messages.discard("")
+    return messages
 
 
 def configure_logging(level: int = logging.INFO) -> None:

@@ -1,8 +1,24 @@
-"""The Prometheus metrics of one service instance, in a registry of its own."""
+"""The Prometheus metrics of one service instance, in a registry of its own.
+
+Every label value comes from a closed set (route templates, known methods, the service's own
+statuses, catalog names), never from raw request input: each distinct value is a series kept
+for the life of the process, so a client could otherwise grow memory without bound.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+OTHER = "other"
+"""The label value of anything outside a label's closed set."""
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def closed_label(value: str, allowed: Collection[str]) -> str:
+    """``value`` when it is one of ``allowed``, else :data:`OTHER`."""
+    return value if value in allowed else OTHER
 
 
 class Metrics:

@@ -84,6 +84,9 @@ class PostgresStore:
             return await trio_asyncio.aio_as_trio(fn, loop=self._loop)(*args)
         except _DATABASE_ERRORS as exc:
             raise _convert(exc) from exc
+        except UnicodeEncodeError as exc:
+            # Text with a lone surrogate (a JSON "\ud800") cannot be sent as UTF-8.
+            raise BadValue(f"postgresql: {exc}") from exc
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[Any]:

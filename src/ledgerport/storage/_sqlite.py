@@ -78,8 +78,10 @@ class SqliteStore:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
             raise _convert(exc) from exc
-        except OverflowError as exc:
-            raise BadValue(f"sqlite: {exc}") from exc
+        except (OverflowError, UnicodeEncodeError) as exc:
+            # An integer beyond 64 bits, or text with a lone surrogate (a JSON "\ud800"):
+            # values no column can hold.
+            raise BadValue(f"sqlite: {type(exc).__name__}: {exc}") from exc
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[_SqliteTransaction]:

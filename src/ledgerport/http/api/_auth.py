@@ -12,6 +12,14 @@ from ledgerport import auth, catalog
 from ledgerport.clock import Clock
 
 from .._context import app_state, client_ip, platform, unit_of_work
+from .._openapi import Header
+
+RATE_LIMIT_HEADERS = (
+    Header("RateLimit-Limit", "Calls per minute of this app in this business"),
+    Header("RateLimit-Remaining", "Calls left in the current minute"),
+    Header("RateLimit-Reset", "Seconds until the budget is whole again"),
+)
+"""What an authenticated call's answer says of the app and business's budget."""
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -1,0 +1,434 @@
+"""The OpenAPI document: what each operation accepts and every answer it can give.
+
+A handler declares, with :func:`operation`, the answers it gives itself (status, media type,
+schema, headers), the request bodies and parameters it reads, and the exceptions it can raise;
+:func:`blueprint_raises` adds what every route of a blueprint can raise (the operator API's 401).
+The status, envelope and description of each raised exception come from ``_errors``
+(:func:`~._errors.class_answer` over ``ANSWERS``, and the :class:`~._errors.ErrorShape` of the
+blueprint: the OAuth endpoints answer 400 for most errors, the pages answer HTML), so the document
+states what the error table answers rather than a second opinion of it. Every documented
+operation can answer 500.
+
+:class:`DocumentProvider` writes it into quart-schema's document. quart-schema alone writes every
+response as inline ``application/json`` and puts response headers under ``content``; it can state
+neither a page, a redirect, an empty answer nor a header, hence the provider. Schemas are named
+components (``#/components/schemas/...``) built by pydantic, so every JSON error answer refers to
+its envelope.
+
+Everything here documents; nothing validates. Handlers keep parsing their own bodies, so their
+error shapes and messages stay as they are.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from http import HTTPStatus
+from typing import Annotated, Any, Literal, NotRequired, TypeVar
+
+from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
+from quart import Blueprint
+from quart_schema import OpenAPIProvider, RequestSchemaValidationError
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+from werkzeug.exceptions import (
+    BadRequest,
+    NotFound,
+    RequestedRangeNotSatisfiable,
+    RequestEntityTooLarge,
+)
+from werkzeug.routing.rules import Rule
+
+from ledgerport import auth, catalog, storage
+from ledgerport.errors import DomainError, InvalidInput
+
+from ._errors import ENVELOPE, Answer, ErrorShape, class_answer, oauth_status
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPERATION = "_ledgerport_operation"
+_BLUEPRINT_RAISES = "_ledgerport_raises"
+_REF = "#/components/schemas/{model}"
+
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+HTML = "text/html"
+TEXT = "text/plain"
+
+NUL_FREE = "^[^\\u0000]*$"
+"""Text no database column can hold a NUL in; the request models refuse it."""
+
+
+# --- The envelopes -------------------------------------------------------------------------------
+
+
+@with_config(ConfigDict(extra="forbid"))
+class AppDataProblem(TypedDict):
+    """One refused app data value (INVALID_APP_DATA_VALUE)."""
+
+    resourceType: NotRequired[str]
+    resourceId: NotRequired[str]
+    key: str
+    reason: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ErrorEnvelope(TypedDict):
+    """The standard error envelope of every route but the OAuth endpoints. ``message`` is an
+    array of sentences for validation failures, which have no ``code``; ``params`` holds the
+    values placed in ``message`` (``{0}`` is ``p0``)."""
+
+    statusCode: int
+    message: str | list[str]
+    error: Annotated[str, WithJsonSchema({"type": "string", "description": "HTTP reason phrase"})]
+    code: NotRequired[
+        Annotated[str, WithJsonSchema({"type": "string", "enum": sorted(catalog.ERROR_CODES)})]
+    ]
+    params: NotRequired[
+        Annotated[
+            dict[str, Any],
+            WithJsonSchema({"type": "object", "propertyNames": {"pattern": "^p[0-9]+$"}}),
+        ]
+    ]
+    details: NotRequired[list[AppDataProblem]]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class OAuthErrorEnvelope(TypedDict):
+    """The OAuth endpoints' errors (RFC 6749 section 5.2); ``message`` repeats the description
+    (or the error) for older clients and is deprecated."""
+
+    error: Annotated[str, WithJsonSchema({"type": "string", "enum": list(catalog.OAUTH_ERRORS)})]
+    error_description: NotRequired[str]
+    message: str
+
+
+_ENVELOPES: Mapping[str, type] = {"envelope": ErrorEnvelope, "oauth": OAuthErrorEnvelope}
+
+
+# --- What an operation declares ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Header:
+    """A response header: ``required`` when every answer of its status carries it."""
+
+    name: str
+    description: str
+    required: bool = True
+    schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "string"})
+
+    def optional(self) -> Header:
+        return replace(self, required=False)
+
+
+RETRY_AFTER = Header(
+    "Retry-After",
+    "Seconds to wait before retrying",
+    schema={"type": "string", "pattern": "^[0-9]+$"},
+)
+WWW_AUTHENTICATE = Header("WWW-Authenticate", "The authentication scheme and realm to use")
+LOCATION = Header("Location", "Where the browser goes next")
+SET_COOKIE = Header("Set-Cookie", "The browser session or CSRF cookie")
+NO_STORE = (
+    Header("Cache-Control", "Never cached", schema={"type": "string", "enum": ["no-store"]}),
+    Header("Pragma", "Never cached", schema={"type": "string", "enum": ["no-cache"]}),
+)
+
+_RAISED_HEADERS: Mapping[type[BaseException], tuple[Header, ...]] = {
+    auth.RateLimited: (RETRY_AFTER,),
+    storage.StorageUnavailable: (RETRY_AFTER,),
+    auth.InvalidAdminToken: (WWW_AUTHENTICATE,),
+    auth.InvalidAccessToken: (WWW_AUTHENTICATE,),
+    auth.InvalidClient: (WWW_AUTHENTICATE.optional(),),
+}
+"""The headers ``ANSWERS`` adds to an exception's answer; invalid_client challenges Basic only
+when the client used Basic."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer the handler gives itself: a status, its body (media type and, for JSON, a type
+    pydantic describes; none for an empty answer) and its headers."""
+
+    status: int
+    description: str
+    media_type: str | None = None
+    schema: Any = None
+    headers: tuple[Header, ...] = ()
+
+
+def one_of(values: Iterable[str]) -> dict[str, Any]:
+    """The schema of a string that is one of ``values``."""
+    return {"type": "string", "enum": list(values)}
+
+
+def json_reply(status: int, schema: Any, description: str, *headers: Header) -> Reply:
+    """A JSON body described by ``schema`` (a model or typed dictionary)."""
+    return Reply(status, description, JSON, schema, headers)
+
+
+def page(status: int, description: str, *headers: Header) -> Reply:
+    """An HTML page of the application host."""
+    return Reply(status, description, HTML, None, headers)
+
+
+def redirect_reply(description: str, *headers: Header, status: int = 303) -> Reply:
+    """A redirect: the Location header, no body worth describing."""
+    return Reply(status, description, None, None, (LOCATION, *headers))
+
+
+@dataclass(frozen=True)
+class Body:
+    """A request body the handler reads: its media type and a type pydantic describes."""
+
+    media_type: str
+    schema: Any
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query, cookie or path parameter (a path parameter's schema replaces the converter's)."""
+
+    name: str
+    location: Literal["query", "cookie", "path"]
+    description: str
+    schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "string"})
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What :func:`operation` declares of a route."""
+
+    replies: tuple[Reply, ...]
+    raises: tuple[type[BaseException], ...]
+    bodies: tuple[Body, ...]
+    params: tuple[Param, ...]
+
+
+def operation(
+    *replies: Reply,
+    raises: Iterable[type[BaseException]] = (),
+    bodies: Iterable[Body] = (),
+    params: Iterable[Param] = (),
+) -> Callable[[F], F]:
+    """Document the route: the ``replies`` it gives itself, the exceptions it ``raises`` (their
+    answers come from the error table), the request ``bodies`` it reads and its ``params``."""
+    documented = Operation(tuple(replies), tuple(raises), tuple(bodies), tuple(params))
+
+    def decorate(handler: F) -> F:
+        setattr(handler, _OPERATION, documented)
+        return handler
+
+    return decorate
+
+
+def blueprint_raises(blueprint: Blueprint, *raises: type[BaseException]) -> None:
+    """Every route of ``blueprint`` can raise ``raises`` (a check before each request)."""
+    setattr(blueprint, _BLUEPRINT_RAISES, raises)
+
+
+JSON_BODY_ERRORS: tuple[type[BaseException], ...] = (
+    RequestSchemaValidationError,
+    BadRequest,
+    UnicodeDecodeError,
+    RecursionError,
+    RequestEntityTooLarge,
+)
+"""What reading a JSON body validated by a request model can raise."""
+
+SIGNED_IN: list[dict[str, list[str]]] = [{"session": []}]
+"""Security of the application host's routes that refuse an anonymous browser."""
+SIGNED_IN_OR_SENT_TO_SIGN_IN: list[dict[str, list[str]]] = [{"session": []}, {}]
+"""Security of the pages that send an anonymous browser to the sign-in page (303)."""
+
+STATIC_FILE = Operation(
+    replies=(
+        Reply(200, "The file", "text/javascript"),
+        Reply(206, "The requested range of the file", "text/javascript"),
+        Reply(304, "Not modified since the version the client holds"),
+        json_reply(404, ErrorEnvelope, "A name with a line break matches no route at all"),
+    ),
+    raises=(NotFound, RequestedRangeNotSatisfiable),
+    bodies=(),
+    params=(),
+)
+"""A blueprint's static files (Quart's own view, which honours conditional and range requests)."""
+
+
+# --- Writing the document ------------------------------------------------------------------------
+
+_UNCODED: Mapping[type[BaseException], str] = {
+    InvalidInput: "validation failure: message is an array of sentences, no code",
+    RequestSchemaValidationError: "the body does not match its schema: message is an array",
+    BadRequest: "the body is not JSON",
+    UnicodeDecodeError: "the body is not UTF-8",
+    RecursionError: "the body is nested too deeply",
+    RequestEntityTooLarge: f"the body is larger than {catalog.REQUEST_BODY_MAX_BYTES} bytes",
+    storage.BadValue: "a value the database cannot store",
+}
+
+
+def _raised_description(cls: type[BaseException], answer: Answer, shape: ErrorShape) -> str:
+    if shape.kind == "oauth":
+        return f"{answer.oauth}: {catalog.OAUTH_ERRORS[answer.oauth].cause}"
+    if answer.code is not None:
+        return f"{answer.code}: {catalog.ERROR_CODES[answer.code].cause}"
+    for klass in cls.__mro__:
+        if klass in _UNCODED:
+            return _UNCODED[klass]
+    if issubclass(cls, DomainError) and cls.__doc__:
+        return inspect.cleandoc(cls.__doc__).splitlines()[0]
+    return HTTPStatus(answer.status).phrase
+
+
+Media = tuple[str, dict[str, Any]]
+"""A media type and its media type object."""
+
+
+@dataclass
+class _Status:
+    """What the document says of one status: every way the operation comes to answer it."""
+
+    descriptions: list[str] = field(default_factory=list)
+    content: dict[str, dict[str, Any]] = field(default_factory=dict)
+    header_groups: list[tuple[Header, ...]] = field(default_factory=list)
+
+    def add(self, description: str, media: Media | None, headers: Iterable[Header]) -> None:
+        if description not in self.descriptions:
+            self.descriptions.append(description)
+        if media is not None:
+            self.content.setdefault(*media)
+        self.header_groups.append(tuple(headers))
+
+    def _always(self, name: str) -> bool:
+        return all(any(h.name == name and h.required for h in g) for g in self.header_groups)
+
+    def response(self, status: int) -> dict[str, Any]:
+        phrase = HTTPStatus(status).phrase
+        response: dict[str, Any] = {"description": f"{phrase}: {'; '.join(self.descriptions)}"}
+        if self.content:
+            response["content"] = self.content
+        headers = {
+            header.name: {
+                "description": header.description,
+                "required": self._always(header.name),
+                "schema": dict(header.schema),
+            }
+            for group in self.header_groups
+            for header in group
+        }
+        if headers:
+            response["headers"] = headers
+        return response
+
+
+def _schema(
+    schema_type: Any, mode: Literal["validation", "serialization"], components: dict[str, Any]
+) -> dict[str, Any]:
+    """``schema_type`` as a reference to its named component (inline when it has no name, as a
+    union has not), its definitions added to ``components``."""
+    schema = TypeAdapter(schema_type).json_schema(ref_template=_REF, mode=mode)
+    components.update(schema.pop("$defs", {}))
+    if not isinstance(schema_type, type):
+        return schema
+    components[schema_type.__name__] = schema
+    return {"$ref": _REF.format(model=schema_type.__name__)}
+
+
+class DocumentProvider(OpenAPIProvider):
+    """quart-schema's document, each operation's answers, bodies and parameters written from its
+    :func:`operation` declaration and the error shape of its blueprint."""
+
+    error_shapes: Mapping[str, ErrorShape] = {}
+
+    def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
+        paths, components = super().build_paths(rule)
+        blueprint_name, _, name = rule.endpoint.rpartition(".")
+        handler = self._app.view_functions[rule.endpoint]
+        documented: Operation | None = getattr(handler, _OPERATION, None)
+        if documented is None and name == "static" and blueprint_name:
+            documented = STATIC_FILE
+        if documented is None:
+            return paths, components
+        blueprint = self._app.blueprints.get(blueprint_name)
+        raises = (*getattr(blueprint, _BLUEPRINT_RAISES, ()), *documented.raises, Exception)
+        shape = self.error_shapes.get(blueprint_name, ENVELOPE)
+        for path_item in paths.values():
+            for method, item in path_item.items():
+                path_item[method] = {
+                    **item,
+                    "parameters": _parameters(item.get("parameters", []), documented.params),
+                    "responses": _responses(documented.replies, raises, shape, components),
+                    **_request_body(item.get("requestBody"), documented.bodies, components),
+                }
+        return paths, components
+
+
+def _responses(
+    replies: Iterable[Reply],
+    raises: Iterable[type[BaseException]],
+    shape: ErrorShape,
+    components: dict[str, Any],
+) -> dict[str, Any]:
+    statuses: dict[int, _Status] = {}
+    for reply in replies:
+        body: Media | None = None
+        if reply.media_type is not None:
+            schema = (
+                {}
+                if reply.schema is None
+                else {"schema": _schema(reply.schema, "serialization", components)}
+            )
+            body = (reply.media_type, schema)
+        statuses.setdefault(reply.status, _Status()).add(reply.description, body, reply.headers)
+    for cls in raises:
+        answer = class_answer(cls)
+        status, headers = answer.status, _RAISED_HEADERS.get(cls, ())
+        if shape.kind == "oauth":
+            status, headers = oauth_status(status), (*NO_STORE, *headers)
+        if shape.kind == "page":
+            media: Media = (HTML, {})
+        else:
+            media = (JSON, {"schema": _schema(_ENVELOPES[shape.kind], "serialization", components)})
+        description = _raised_description(cls, answer, shape)
+        statuses.setdefault(status, _Status()).add(description, media, headers)
+    return {str(status): statuses[status].response(status) for status in sorted(statuses)}
+
+
+def _parameters(documented: list[dict[str, Any]], params: Iterable[Param]) -> list[dict[str, Any]]:
+    """quart-schema's parameters (the path's converters) with ``params`` added or replacing."""
+    declared = {(p.name, p.location): p for p in params}
+    kept = [p for p in documented if (p["name"], p["in"]) not in declared]
+    return kept + [
+        {
+            "name": p.name,
+            "in": p.location,
+            "description": p.description,
+            "required": p.required or p.location == "path",
+            "schema": dict(p.schema),
+        }
+        for p in declared.values()
+    ]
+
+
+def _request_body(
+    validated: dict[str, Any] | None, bodies: Sequence[Body], components: dict[str, Any]
+) -> dict[str, Any]:
+    """The body ``bodies`` declare, or the one quart-schema wrote for a request model; every
+    body the service reads is required."""
+    if bodies:
+        content = {
+            body.media_type: {"schema": _schema(body.schema, "validation", components)}
+            for body in bodies
+        }
+        return {"requestBody": {"required": True, "content": content}}
+    if validated is not None:
+        return {"requestBody": {**validated, "required": True}}
+    return {}
+
+
+def provider_for(shapes: Mapping[str, ErrorShape]) -> type[OpenAPIProvider]:
+    """The document provider of an application whose blueprints answer errors in ``shapes``."""
+    return type("ApplicationDocumentProvider", (DocumentProvider,), {"error_shapes": shapes})

@@ -1,0 +1,207 @@
+"""Who may install: apps:install (owner and admin by default) installs or widens; any other
+member approves only scopes the business's ACTIVE installation already grants (contract.md).
+
+The same rule on the consent page, the device verification page and the operator API.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from .oauth_helpers import (
+    REDIRECT_URI,
+    World,
+    add_member,
+    authorize,
+    device_authorize,
+    device_decide,
+    install,
+    login,
+    make_world,
+    poll,
+)
+
+REFUSAL = "Only an owner or admin of the business can install this app or widen its access"
+NO_INSTALL_ROLES = ("accountant", "viewer")
+
+
+async def _member_world(
+    client: Any, admin_headers: dict[str, str], world: World, role: str
+) -> World:
+    user_id, email, password = await add_member(client, admin_headers, world, role)
+    return replace(world, user_id=user_id, email=email, password=password)
+
+
+async def _consent_decision(client: Any, world: World, scope: str) -> Any:
+    """Approve the consent form for ``scope`` in the world's business; answers the response."""
+    query = {
+        "response_type": "code",
+        "client_id": world.client_id,
+        "redirect_uri": REDIRECT_URI,
+        "scope": scope,
+        "state": "s1",
+    }
+    page = await (await client.get(f"/oauth/authorize?{urlencode(query)}")).get_data(as_text=True)
+    request_id = re.search(r'name="request_id" value="([^"]+)"', page)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert request_id is not None, page
+    assert csrf is not None
+    return await client.post(
+        "/oauth/authorize",
+        form={
+            "request_id": request_id[1],
+            "csrf_token": csrf[1],
+            "business_id": world.business_id,
+            "decision": "approve",
+        },
+    )
+
+
+async def _refused_on_the_page(response: Any) -> None:
+    text = await response.get_data(as_text=True)
+    assert response.status_code == 403, text
+    assert "Location" not in response.headers
+    match = re.search(r'role="alert">(.*?)</p>', text, re.S)
+    assert match is not None, text
+    assert html.unescape(match[1]).strip() == REFUSAL
+
+
+async def _scopes_of(client: Any, admin_headers: dict[str, str], world: World) -> list[str]:
+    """The ACTIVE installation's scopes, as an owner's no-op managed install answers them."""
+    body = await install(client, admin_headers, world, ("invoices:read",))
+    return list(body["scopes"])
+
+
+@pytest.mark.parametrize("role", NO_INSTALL_ROLES)
+async def test_member_without_apps_install_cannot_install_on_the_consent_page(
+    client, admin_headers, role: str
+) -> None:
+    world = await make_world(client, admin_headers)
+    member = await _member_world(client, admin_headers, world, role)
+    await login(client, member)
+
+    await _refused_on_the_page(await _consent_decision(client, member, "invoices:read"))
+
+    response = await client.post(
+        "/admin/installations",
+        json={
+            "appId": world.app_id,
+            "businessId": world.business_id,
+            "userId": world.user_id,
+            "scopes": ["customers:read"],
+        },
+        headers=admin_headers,
+    )
+    # Nothing was installed by the refused approval: the owner's install creates it now.
+    assert (await response.get_json())["scopes"] == ["customers:read"]
+
+
+@pytest.mark.parametrize("role", NO_INSTALL_ROLES)
+async def test_member_without_apps_install_approves_within_the_installation(
+    client, admin_headers, role: str
+) -> None:
+    world = await make_world(client, admin_headers)
+    await install(client, admin_headers, world, ("invoices:read", "customers:read"))
+    member = await _member_world(client, admin_headers, world, role)
+    await login(client, member)
+
+    callback = await authorize(client, member, scope="invoices:read")
+
+    assert callback["code"][0]
+    assert await _scopes_of(client, admin_headers, world) == ["customers:read", "invoices:read"]
+
+
+@pytest.mark.parametrize("role", NO_INSTALL_ROLES)
+async def test_member_without_apps_install_cannot_widen(client, admin_headers, role: str) -> None:
+    world = await make_world(client, admin_headers)
+    await install(client, admin_headers, world, ("invoices:read",))
+    member = await _member_world(client, admin_headers, world, role)
+    await login(client, member)
+
+    await _refused_on_the_page(
+        await _consent_decision(client, member, "invoices:read invoices:write")
+    )
+    assert await _scopes_of(client, admin_headers, world) == ["invoices:read"]
+
+
+@pytest.mark.parametrize("role", ["owner", "admin"])
+async def test_owner_and_admin_install_and_widen(client, admin_headers, role: str) -> None:
+    world = await make_world(client, admin_headers)
+    member = await _member_world(client, admin_headers, world, role)
+    await login(client, member)
+
+    await authorize(client, member, scope="invoices:read")
+    await authorize(client, member, scope="invoices:write")
+
+    assert await _scopes_of(client, admin_headers, world) == ["invoices:read", "invoices:write"]
+
+
+async def test_a_business_can_grant_apps_install_to_a_role(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    response = await client.put(
+        f"/admin/businesses/{world.business_id}/roles/viewer",
+        json={"permissions": ["invoices:read", "apps:install"]},
+        headers=admin_headers,
+    )
+    assert response.status_code == 200
+    viewer = await _member_world(client, admin_headers, world, "viewer")
+    await login(client, viewer)
+
+    callback = await authorize(client, viewer, scope="invoices:read")
+
+    assert callback["code"][0]
+
+
+async def test_device_flow_follows_the_same_rule(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    viewer = await _member_world(client, admin_headers, world, "viewer")
+    started = await (await device_authorize(client, world)).get_json()
+    await login(client, viewer)
+
+    await _refused_on_the_page(await device_decide(client, viewer, started["user_code"]))
+
+    pending = await poll(client, world, started["device_code"])
+    assert (await pending.get_json())["error"] == "authorization_pending"
+
+
+async def test_device_flow_approves_within_the_installation(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    await install(client, admin_headers, world)
+    viewer = await _member_world(client, admin_headers, world, "viewer")
+    started = await (await device_authorize(client, world)).get_json()
+    await login(client, viewer)
+
+    response = await device_decide(client, viewer, started["user_code"])
+
+    assert response.status_code == 200, await response.get_data(as_text=True)
+    tokens = await poll(client, world, started["device_code"])
+    assert tokens.status_code == 200
+
+
+async def test_operator_install_for_a_viewer_is_refused(client, admin_headers) -> None:
+    world = await make_world(client, admin_headers)
+    viewer = await _member_world(client, admin_headers, world, "viewer")
+
+    response = await client.post(
+        "/admin/installations",
+        json={
+            "appId": world.app_id,
+            "businessId": world.business_id,
+            "userId": viewer.user_id,
+            "scopes": ["invoices:read"],
+        },
+        headers=admin_headers,
+    )
+
+    body = await response.get_json()
+    assert response.status_code == 403, body
+    assert body["code"] == "INSTALL_NOT_PERMITTED"
+    await install(client, admin_headers, world)
+    within = await install(client, admin_headers, world, user_id=viewer.user_id)
+    assert within["scopes"] == ["invoices:read"]
