@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -54,3 +55,58 @@ async def test_non_ascii_verifier_of_a_plain_challenge_fails_pkce(
     )
 
     await assert_oauth_error(response, 400, "invalid_grant", "PKCE verification failed")
+
+
+@pytest.mark.parametrize("field", ["client_uri", "logo_uri", "tos_uri", "policy_uri"])
+@pytest.mark.parametrize(
+    "uri",
+    ["https://[::1", "https://example.com:99999/", "http://example.com/", "https://u:p@x.example/"],
+    ids=["unclosed-bracket", "port-out-of-range", "not-https", "credentials"],
+)
+async def test_registration_uri_fields_answer_invalid_client_metadata(
+    client: Any, field: str, uri: str
+) -> None:
+    response = await client.post(
+        "/oauth/register",
+        json={"redirect_uris": ["https://app.example/cb"], field: uri},
+    )
+
+    body = await assert_oauth_error(response, 400, "invalid_client_metadata")
+    assert field in body["error_description"]
+
+
+async def test_registration_contacts_have_a_length_limit(client: Any) -> None:
+    response = await client.post(
+        "/oauth/register",
+        json={"redirect_uris": ["https://app.example/cb"], "contacts": ["a" * 400 + "@x.example"]},
+    )
+
+    await assert_oauth_error(response, 400, "invalid_client_metadata")
+
+
+APP = {"name": "A", "type": "PUBLIC", "redirectUris": ["https://a.example/cb"]}
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/admin/installations", {"appId": "\ud800", "businessId": "b", "userId": "u",
+                                  "scopes": ["invoices:read"]}),
+        ("/admin/session-tokens", {"appId": "a", "businessId": "\udfff", "userId": "u"}),
+        ("/admin/apps", {**APP, "scopes": ["invoices:read"], "developerUserId": "\ud800"}),
+        ("/admin/developer-tokens", {"userId": "\ud800x"}),
+    ],
+    ids=["installation-app-id", "session-token-business-id", "developer-user-id", "user-id"],
+)  # fmt: skip
+async def test_lone_surrogates_in_operator_ids_are_client_errors(
+    client: Any, admin_headers: dict[str, str], path: str, body: dict[str, Any]
+) -> None:
+    response = await client.post(
+        path,
+        data=json.dumps(body).encode(),
+        headers={**admin_headers, "Content-Type": "application/json"},
+    )
+
+    answer = await response.get_json()
+    assert 400 <= response.status_code < 500, answer
+    assert answer["statusCode"] == response.status_code
