@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,3 +85,14 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@contextmanager
+def served(workdir: Path, admin_token: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """A healthy server for the block's length, stopped afterwards whatever happens."""
+    server = start_server(workdir, admin_token, env)
+    try:
+        wait_healthy(server)
+        yield server
+    finally:
+        stop(server.process)

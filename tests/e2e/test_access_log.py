@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from .served import Server, start_server, stop, wait_healthy
+from .served import Server, served
 
 ADMIN_TOKEN = "lp_admin_e2e-access-log-token-0123456789abcdef"
 LOG_TIMEOUT = 5.0
@@ -31,14 +31,10 @@ FORGERY = "%0a1999-12-31%2023:59:59,999%20CRITICAL%20ledgerport.supervisor:%20fo
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     workdir = tmp_path_factory.mktemp("access-log-e2e")
-    running = start_server(
+    with served(
         workdir, ADMIN_TOKEN, {"LEDGERPORT_DATABASE_URL": f"sqlite:///{workdir / 'log.db'}"}
-    )
-    try:
-        wait_healthy(running)
+    ) as running:
         yield running
-    finally:
-        stop(running.process)
 
 
 def marker() -> str:

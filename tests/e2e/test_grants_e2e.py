@@ -27,7 +27,7 @@ import jwt
 import pytest
 import trio
 
-from .served import Server, start_server, stop, wait_healthy
+from .served import Server, served
 
 ADMIN_TOKEN = "lp_admin_e2e-grants-token-0123456789abcdef"
 REDIRECT_URI = "http://127.0.0.1:9/callback"
@@ -46,14 +46,10 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     workdir = tmp_path_factory.mktemp("grants-e2e")
-    running = start_server(
+    with served(
         workdir, ADMIN_TOKEN, {"LEDGERPORT_DATABASE_URL": f"sqlite:///{workdir / 'grants.db'}"}
-    )
-    try:
-        wait_healthy(running)
+    ) as running:
         yield running
-    finally:
-        stop(running.process)
 
 
 # --- what the operator provisions ----------------------------------------------------------------

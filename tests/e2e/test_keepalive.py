@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from .served import Server, start_server, stop, wait_healthy
+from .served import Server, served
 
 ADMIN_TOKEN = "lp_admin_e2e-keepalive-token-0123456789abcdef"
 ATTEMPTS = 20
@@ -35,14 +35,10 @@ HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     workdir = tmp_path_factory.mktemp("keepalive-e2e")
-    running = start_server(
+    with served(
         workdir, ADMIN_TOKEN, {"LEDGERPORT_DATABASE_URL": f"sqlite:///{workdir / 'ka.db'}"}
-    )
-    try:
-        wait_healthy(running)
+    ) as running:
         yield running
-    finally:
-        stop(running.process)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .served import Server, start_server, stop, wait_healthy
+from .served import Server, served
 
 ADMIN_TOKEN = "lp_admin_e2e-contract-token-0123456789abcdef"
 PASSWORD = "contract password 1"
@@ -112,12 +112,8 @@ the stored state or a rule beyond JSON Schema knows; every other operation accep
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     workdir = tmp_path_factory.mktemp("openapi-contract")
-    running = start_server(workdir, ADMIN_TOKEN, {"LEDGERPORT_PASSWORD_HASHING": "fast"})
-    try:
-        wait_healthy(running)
+    with served(workdir, ADMIN_TOKEN, {"LEDGERPORT_PASSWORD_HASHING": "fast"}) as running:
         yield running
-    finally:
-        stop(running.process)
 
 
 @dataclass(frozen=True)

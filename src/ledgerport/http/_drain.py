@@ -10,14 +10,16 @@ can end without waiting out the grace period.
 from __future__ import annotations
 
 import trio
-from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
+from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, HTTPScope
+
+from ._asgi import HttpWrapper
 
 
-class RequestTracker:
+class RequestTracker(HttpWrapper):
     """An ASGI wrapper that knows how many HTTP requests the application is answering."""
 
     def __init__(self, app: ASGIFramework) -> None:
-        self._app = app
+        super().__init__(app)
         self._active = 0
         self._idle = trio.Event()
         self._idle.set()
@@ -26,12 +28,9 @@ class RequestTracker:
     def active(self) -> int:
         return self._active
 
-    async def __call__(
-        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    async def http(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
         self._active += 1
         if self._active == 1:
             self._idle = trio.Event()

@@ -14,23 +14,23 @@ from collections.abc import Iterable
 
 import trio
 from hypercorn.typing import (
-    ASGIFramework,
     ASGIReceiveCallable,
     ASGIReceiveEvent,
     ASGISendCallable,
     ASGISendEvent,
     HTTPScope,
-    Scope,
 )
 
 from ledgerport.ops import loggable
+
+from ._asgi import HttpWrapper
 
 log = logging.getLogger("ledgerport.access")
 
 _HTTP1 = frozenset({"1.0", "1.1"})
 
 
-class ConnectionGuard:
+class ConnectionGuard(HttpWrapper):
     """Keeps hypercorn's end-of-response work on a connection from being cancelled.
 
     Hypercorn completes a response inside the application's last ``send``: still in that call,
@@ -53,15 +53,9 @@ class ConnectionGuard:
     the point of an early answer.
     """
 
-    def __init__(self, app: ASGIFramework) -> None:
-        self._app = app
-
-    async def __call__(
-        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    async def http(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
         sending = trio.Lock()
         # HTTP/1 only: on HTTP/2 a body left unread ends just its stream, and the Connection
         # header is forbidden.
@@ -94,7 +88,7 @@ def _declares_body(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     return False
 
 
-class AccessLog:
+class AccessLog(HttpWrapper):
     """Writes one access-log line per HTTP request, once the application is done with it.
 
     Hypercorn's own access log (left off in ``serve.py``) writes a request twice when the client
@@ -107,15 +101,9 @@ class AccessLog:
     request can put a token into the log or forge a line of it.
     """
 
-    def __init__(self, app: ASGIFramework) -> None:
-        self._app = app
-
-    async def __call__(
-        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    async def http(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
         status = size = "-"
 
         async def observed_send(message: ASGISendEvent) -> None:
