@@ -21,10 +21,6 @@ from ._errors import InvalidClientMetadata, InvalidRedirectUri
 DEFAULT_SCOPE = "profile:read"
 DEFAULT_AUTH_METHOD = "client_secret_basic"
 DEFAULT_CLIENT_NAME = "Unnamed app"
-_NAME_MAX = 200
-_CONTACTS_MAX = 10
-_CONTACT_MAX_LENGTH = 320
-"""The longest email address (RFC 5321: 64 + 1 + 255)."""
 _URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri")
 _RESPONSE_TYPES = ("code",)
 
@@ -95,9 +91,9 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         raise InvalidClientMetadata(f"scope names an unknown scope: {unknown[0]}")
 
     name = metadata.get("client_name", DEFAULT_CLIENT_NAME)
-    if not isinstance(name, str) or not name.strip() or len(name) > _NAME_MAX:
+    if not isinstance(name, str) or not name.strip() or len(name) > catalog.CLIENT_NAME_MAX_LENGTH:
         raise InvalidClientMetadata(
-            f"client_name must be a non-empty string of at most {_NAME_MAX}"
+            f"client_name must be a non-empty string of at most {catalog.CLIENT_NAME_MAX_LENGTH}"
         )
 
     grant_types = _string_list(
@@ -113,11 +109,13 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         raise InvalidClientMetadata("response_types supports code only")
 
     contacts = _string_list(metadata, "contacts", [])
-    if len(contacts) > _CONTACTS_MAX:
-        raise InvalidClientMetadata(f"contacts may hold at most {_CONTACTS_MAX} addresses")
-    if any(len(contact) > _CONTACT_MAX_LENGTH for contact in contacts):
+    if len(contacts) > catalog.REGISTRATION_CONTACTS_MAX:
         raise InvalidClientMetadata(
-            f"contacts entries must be at most {_CONTACT_MAX_LENGTH} characters"
+            f"contacts may hold at most {catalog.REGISTRATION_CONTACTS_MAX} addresses"
+        )
+    if any(len(contact) > catalog.CONTACT_MAX_LENGTH for contact in contacts):
+        raise InvalidClientMetadata(
+            f"contacts entries must be at most {catalog.CONTACT_MAX_LENGTH} characters"
         )
 
     registered: dict[str, Any] = {

@@ -59,6 +59,11 @@ REQUEST_BODY_MAX_BYTES: Final = 1024 * 1024
 """Largest request body the service reads."""
 OAUTH_JSON_MAX_BYTES: Final = 64 * 1024
 """Largest JSON body of /oauth/register and of a token exchange sent as JSON."""
+CLIENT_NAME_MAX_LENGTH: Final = 200
+"""Longest app name, at the operator API and at registration."""
+REGISTRATION_CONTACTS_MAX: Final = 10
+CONTACT_MAX_LENGTH: Final = 320
+"""The longest email address (RFC 5321: 64 + 1 + 255)."""
 
 # --- Webhooks and events -------------------------------------------------------------------------
 

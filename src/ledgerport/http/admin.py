@@ -89,7 +89,7 @@ _SCOPES = one_of(catalog.SCOPES)
 
 
 class AppIn(_Body):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=catalog.CLIENT_NAME_MAX_LENGTH)
     type: Literal["CONFIDENTIAL", "PUBLIC"]
     # The rules apps.create_app checks, stated in the document only: its messages stay.
     redirectUris: list[str] = Field(

@@ -112,7 +112,9 @@ class ClientMetadata(TypedDict):
         list[Annotated[str, Field(min_length=1, max_length=catalog.URI_MAX_LENGTH)]],
         Field(min_length=catalog.REDIRECT_URIS_MIN, max_length=catalog.REDIRECT_URIS_MAX),
     ]
-    client_name: NotRequired[Annotated[str, Field(min_length=1, max_length=200)]]
+    client_name: NotRequired[
+        Annotated[str, Field(min_length=1, max_length=catalog.CLIENT_NAME_MAX_LENGTH)]
+    ]
     token_endpoint_auth_method: NotRequired[
         Annotated[str, WithJsonSchema(one_of(catalog.TOKEN_ENDPOINT_AUTH_METHODS))]
     ]
@@ -122,7 +124,10 @@ class ClientMetadata(TypedDict):
     ]
     scope: NotRequired[Annotated[str, Field(description="Space-separated scopes")]]
     contacts: NotRequired[
-        Annotated[list[Annotated[str, Field(min_length=1, max_length=320)]], Field(max_length=10)]
+        Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=catalog.CONTACT_MAX_LENGTH)]],
+            Field(max_length=catalog.REGISTRATION_CONTACTS_MAX),
+        ]
     ]
     client_uri: NotRequired[_WebPage]
     logo_uri: NotRequired[_WebPage]
