@@ -605,3 +605,101 @@ async def test_unstorable_values_are_bad_values(store: Store, value: object) -> 
     with trio.fail_after(30), pytest.raises(BadValue):
         async with store.transaction() as tx:
             await tx.fetchval("SELECT value FROM settings WHERE key = $1", value)
+
+
+# --- queued writes and serialization keys ---------------------------------------------------------
+
+
+async def _append_counters(tx: Transaction, items: list[object]) -> None:
+    await tx.executemany(
+        "INSERT INTO test_counters (name, value) VALUES ($1, $2)", [(i, 1) for i in items]
+    )
+
+
+async def _counter_names(store: Store) -> list[str]:
+    async with store.transaction() as tx:
+        rows = await tx.fetch("SELECT name FROM test_counters ORDER BY name")
+    return [row["name"] for row in rows]
+
+
+async def test_queued_items_are_written_just_before_commit(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        await _create(store, COUNTERS_DDL)
+        async with store.transaction() as tx:
+            tx.queue("counters", _append_counters).append("a")
+            tx.queue("counters", _append_counters).extend(["b", "c"])
+            queued_yet = await tx.fetchval("SELECT COUNT(*) FROM test_counters")
+
+        assert queued_yet == 0
+        assert await _counter_names(store) == ["a", "b", "c"]
+
+
+async def test_queued_items_of_a_rolled_back_transaction_are_never_written(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        await _create(store, COUNTERS_DDL)
+
+        async def queue_then_fail() -> None:
+            async with store.transaction() as tx:
+                tx.queue("counters", _append_counters).append("a")
+                raise _Boom
+
+        with pytest.raises(_Boom):
+            await queue_then_fail()
+
+        assert await _counter_names(store) == []
+
+
+async def test_a_failing_flush_rolls_the_whole_transaction_back(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        await _create(store, COUNTERS_DDL)
+
+        async def write_then_queue_duplicates() -> None:
+            async with store.transaction() as tx:
+                await tx.execute("INSERT INTO test_counters (name, value) VALUES ('direct', 1)")
+                tx.queue("counters", _append_counters).extend(["dup", "dup"])
+
+        with pytest.raises(Conflict):
+            await write_then_queue_duplicates()
+
+        assert await _counter_names(store) == []
+        async with store.transaction() as tx:  # the store is usable again
+            tx.queue("counters", _append_counters).append("after")
+        assert await _counter_names(store) == ["after"]
+
+
+async def test_a_serialization_key_holds_others_until_commit(store: Store) -> None:
+    """The second transaction to take a key passes only once the first has committed: what it
+    then reads includes the first's write."""
+    first_holds = trio.Event()
+    seen: dict[str, int] = {}
+
+    async def first() -> None:
+        async with store.transaction() as tx:
+            await tx.serialize("k")
+            await tx.serialize("k")  # again: free
+            first_holds.set()
+            await trio.sleep(0.3)
+            await tx.execute("INSERT INTO test_counters (name, value) VALUES ('first', 1)")
+
+    async def second() -> None:
+        await first_holds.wait()
+        async with store.transaction() as tx:
+            await tx.serialize("k")
+            seen["rows"] = await tx.fetchval("SELECT COUNT(*) FROM test_counters")
+
+    with trio.fail_after(TIMEOUT):
+        await _create(store, COUNTERS_DDL)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first)
+            nursery.start_soon(second)
+
+    assert seen == {"rows": 1}
+
+
+async def test_different_serialization_keys_do_not_wait(postgres_url: str) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with open_postgres(postgres_url, max_size=2) as store:
+            async with store.transaction() as one:
+                await one.serialize("key-one")
+                async with store.transaction() as other:
+                    await other.serialize("key-two")

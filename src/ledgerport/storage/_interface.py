@@ -7,10 +7,10 @@ rewrites them to SQLite's numbered form (``?1``). Rows come back as plain dicts.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
 Row = dict[str, Any]
 
@@ -60,8 +60,26 @@ class Migration:
 class Transaction(Protocol):
     """One open transaction: everything done through it commits together or not at all."""
 
+    row_lock: str
+    """Appended to a SELECT, locks the rows it reads until the transaction ends: `` FOR UPDATE``
+    on PostgreSQL, nothing on SQLite, whose write transaction holds the whole database."""
+
     async def execute(self, sql: str, *args: Any) -> int:
         """Run a statement; answers the number of rows it changed."""
+        ...
+
+    def queue(self, name: str, flush: Flush) -> list[Any]:
+        """The items queued under ``name`` in this transaction, to append to: just before the
+        transaction commits, ``flush(tx, items)`` writes them in it (the first call's ``flush``
+        is the one used). A failing flush rolls the whole transaction back."""
+        ...
+
+    async def serialize(self, key: str) -> None:
+        """Until this transaction ends, hold ``key``: another transaction serializing on the
+        same key waits here until this one commits or rolls back. PostgreSQL takes a
+        transaction-level advisory lock on the key's hash (two keys may share one, which only
+        makes them wait on each other); SQLite has nothing to do, its write transaction holds
+        the whole database. Taking a key again in the same transaction is free."""
         ...
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
@@ -71,6 +89,29 @@ class Transaction(Protocol):
     async def fetchval(self, sql: str, *args: Any) -> Any: ...
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+Flush: TypeAlias = Callable[[Transaction, list[Any]], Awaitable[None]]
+
+
+class CommitQueues:
+    """A transaction's queued writes (``Transaction.queue``), flushed just before its commit."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, tuple[Flush, list[Any]]] = {}
+
+    def queue(self, name: str, flush: Flush) -> list[Any]:
+        if name not in self._queues:
+            self._queues[name] = (flush, [])
+        return self._queues[name][1]
+
+    async def flush(self, tx: Transaction) -> None:
+        # A flush may queue more (under another name): flush until nothing is left.
+        while self._queues:
+            name = next(iter(self._queues))
+            flush, items = self._queues.pop(name)
+            if items:
+                await flush(tx, items)
 
 
 class Store(Protocol):

@@ -19,7 +19,9 @@ import trio_asyncio
 
 from ._interface import (
     BadValue,
+    CommitQueues,
     Conflict,
+    Flush,
     Migration,
     MigrationError,
     Row,
@@ -46,9 +48,16 @@ _DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 
 
 class _PostgresTransaction:
+    row_lock = " FOR UPDATE"
+
     def __init__(self, store: PostgresStore, conn: Any) -> None:
         self._store = store
         self._conn = conn
+        self._serialized: set[str] = set()
+        self._queues = CommitQueues()
+
+    def queue(self, name: str, flush: Flush) -> list[Any]:
+        return self._queues.queue(name, flush)
 
     async def execute(self, sql: str, *args: Any) -> int:
         status: str = await self._store._call(self._conn.execute, sql, *args)
@@ -57,6 +66,11 @@ class _PostgresTransaction:
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         await self._store._call(self._conn.executemany, sql, rows)
+
+    async def serialize(self, key: str) -> None:
+        if key not in self._serialized:
+            await self.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
+            self._serialized.add(key)
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         records = await self._store._call(self._conn.fetch, sql, *args)
@@ -108,8 +122,10 @@ class PostgresStore:
         async with self._connection() as conn:
             tx = conn.transaction()
             await self._call(tx.start)
+            unit = _PostgresTransaction(self, conn)
             try:
-                yield _PostgresTransaction(self, conn)
+                yield unit
+                await unit._queues.flush(unit)
             except BaseException:
                 with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
                     scope.shield = True

@@ -15,7 +15,16 @@ from typing import Any, Literal, TypeVar
 
 import trio
 
-from ._interface import BadValue, Conflict, Migration, MigrationError, Row, StorageUnavailable
+from ._interface import (
+    BadValue,
+    CommitQueues,
+    Conflict,
+    Flush,
+    Migration,
+    MigrationError,
+    Row,
+    StorageUnavailable,
+)
 from ._migrations import load_migrations
 
 # A quoted string or identifier (kept as is) or a $N placeholder (rewritten to SQLite's ?N).
@@ -35,8 +44,14 @@ def _convert(exc: sqlite3.Error) -> Exception:
 
 
 class _SqliteTransaction:
+    row_lock = ""
+
     def __init__(self, store: SqliteStore) -> None:
         self._store = store
+        self._queues = CommitQueues()
+
+    def queue(self, name: str, flush: Flush) -> list[Any]:
+        return self._queues.queue(name, flush)
 
     async def execute(self, sql: str, *args: Any) -> int:
         cursor = await self._store._call(self._store._conn.execute, _translate(sql), args)
@@ -44,6 +59,9 @@ class _SqliteTransaction:
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         await self._store._call(self._store._conn.executemany, _translate(sql), rows)
+
+    async def serialize(self, key: str) -> None:
+        pass  # the write transaction already holds the whole database
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         def run() -> list[Row]:
@@ -87,8 +105,10 @@ class SqliteStore:
     async def transaction(self) -> AsyncIterator[_SqliteTransaction]:
         async with self._lock:
             await self._call(self._conn.execute, "BEGIN IMMEDIATE")
+            tx = _SqliteTransaction(self)
             try:
-                yield _SqliteTransaction(self)
+                yield tx
+                await tx._queues.flush(tx)
             except BaseException:
                 with trio.CancelScope(shield=True):
                     await self._call(self._conn.execute, "ROLLBACK")
