@@ -1,32 +1,63 @@
 """Shared fixtures: a migrated store on each backend, a platform and an HTTP test client.
 
 The ``store`` fixture is parametrized over SQLite and PostgreSQL (see ``stores.py`` for where the
-PostgreSQL databases come from, and how the tests skip, or fail in CI, without a server).
+PostgreSQL databases come from, and how the tests skip, or fail in CI, without a server). Tests
+marked ``redis`` or using ``redis_url`` skip with the reason where Redis does not answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import trio_asyncio
 
 from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
-from ledgerport.http import create_app
+from ledgerport.http import create_app, use_platform
 from ledgerport.platform import Platform
 from ledgerport.storage import Store
 
 from .platforms import build_platform
-from .stores import REQUIRE_POSTGRES, fresh_database, open_test_store, postgres_unusable
+from .stores import (
+    REDIS_URL,
+    REQUIRE_POSTGRES,
+    drop_idle_databases,
+    fresh_database,
+    open_test_store,
+    postgres_unusable,
+    redis_unusable,
+)
 
 ADMIN_TOKEN = "lp_admin_test-token-0123456789abcdef"
 SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The ``redis`` marker, declared here beside its fixture (markers are strict)."""
+    config.addinivalue_line(
+        "markers", "redis: needs the Redis server named by LEDGERPORT_TEST_REDIS"
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the migrated PostgreSQL databases this process kept for reuse."""
+    if postgres_unusable() is None:
+        drop_idle_databases()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """PostgreSQL tests skip with the reason when no server answers (fail when it is
-    required). Decided here, outside the test's trio run, so the reason is reported."""
+    required), Redis tests skip likewise (never required). Decided here, outside the test's
+    trio run, so the reason is reported."""
+    needs_redis = item.get_closest_marker("redis") is not None or "redis_url" in getattr(
+        item, "fixturenames", ()
+    )
+    if needs_redis:
+        redis_reason = redis_unusable()
+        if redis_reason is not None:
+            pytest.skip(redis_reason)
     needs_postgres = item.get_closest_marker("postgres") is not None or "postgres_url" in getattr(
         item, "fixturenames", ()
     )
@@ -55,18 +86,31 @@ async def postgres_url(asyncio_loop: object) -> AsyncIterator[str]:
         yield url
 
 
+@pytest.fixture
+def redis_url() -> str:
+    """The URL of the test Redis (shared: count under a root key of the test's own)."""
+    return REDIS_URL
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-async def empty_store(request: pytest.FixtureRequest, asyncio_loop: object) -> AsyncIterator[Store]:
-    """An unmigrated store on each backend."""
-    async with open_test_store(request.param, migrate=False) as store:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend of the test (a module narrows it with an indirect parametrize)."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+async def empty_store(backend: str, asyncio_loop: object) -> AsyncIterator[Store]:
+    """An unmigrated store."""
+    async with open_test_store(backend, migrate=False) as store:
         yield store
 
 
 @pytest.fixture
-async def store(empty_store: Store) -> Store:
-    """A migrated store on each backend."""
-    await empty_store.migrate()
-    return empty_store
+async def store(backend: str, asyncio_loop: object) -> AsyncIterator[Store]:
+    """A migrated store."""
+    async with open_test_store(backend) as store:
+        yield store
 
 
 @pytest.fixture
@@ -97,8 +141,22 @@ async def platform(store: Store, clock: FrozenClock) -> Platform:
     )
 
 
+_SHARED_APPS: list[Any] = []
+"""The one application of this process (see ``http.use_platform``)."""
+
+
 @pytest.fixture
 def app(platform: Platform):  # type: ignore[no-untyped-def]
+    """The application, serving the test's platform."""
+    if not _SHARED_APPS:
+        _SHARED_APPS.append(create_app(platform))
+    use_platform(_SHARED_APPS[0], platform)
+    return _SHARED_APPS[0]
+
+
+@pytest.fixture
+def fresh_app(platform: Platform):  # type: ignore[no-untyped-def]
+    """An application of the test's own, for a test that adds routes to it."""
     return create_app(platform)
 
 

@@ -64,6 +64,11 @@ class Config:
     )
     shutdown_grace: float = 10.0
     password_hashing: Literal["standard", "fast"] = "standard"
+    redis_url: str | None = None
+    rate_limit_factor: int = 1
+    """Every rate limit's allowance is multiplied by it (1, the spec's limits, in production)."""
+    """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else in
+    the PostgreSQL database, or in the process on SQLite."""
 
     @property
     def development(self) -> bool:
@@ -108,6 +113,33 @@ def parse_database_url(value: str) -> DatabaseURL:
         f"LEDGERPORT_DATABASE_URL: unsupported URL {shown}; "
         "expected sqlite:///path.db or postgresql://user:password@host:port/database"
     )
+
+
+def parse_redis_url(value: str) -> str | None:
+    """``redis://[[user]:password@]host[:port][/database]`` (``rediss://`` for TLS), or None when
+    empty."""
+    value = value.strip()
+    if not value:
+        return None
+    shown = repr(mask_url_password(value))
+    parts = urlsplit(value)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ConfigError(
+            f"LEDGERPORT_REDIS_URL: unsupported URL {shown}; "
+            "expected redis://[:password@]host[:port][/database] or rediss:// for TLS"
+        )
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a malformed or out-of-range port
+    except ValueError as exc:
+        raise ConfigError(f"LEDGERPORT_REDIS_URL: bad port in {shown}") from exc
+    if not parts.hostname:
+        raise ConfigError(f"LEDGERPORT_REDIS_URL: no host in {shown}")
+    database = parts.path.strip("/")
+    if database and not (database.isascii() and database.isdigit()):
+        raise ConfigError(
+            f"LEDGERPORT_REDIS_URL: the path of {shown} must be a database number, like /0"
+        )
+    return value
 
 
 def parse_bind(value: str, name: str = "LEDGERPORT_BIND") -> tuple[str, int]:
@@ -184,6 +216,18 @@ def _parse_key_file(value: str | None, database: DatabaseURL) -> str | None:
     return path
 
 
+def _parse_rate_limit_factor(value: str, *, development: bool) -> int:
+    """How many times the spec's rate limits a development instance allows (contract tests and
+    load tests on one machine send far more than one client would); production keeps 1."""
+    name = "LEDGERPORT_RATE_LIMIT_FACTOR"
+    if not value.strip().isdigit() or not 1 <= int(value) <= 1_000_000:
+        raise ConfigError(f"{name}: expected a whole number from 1, got {value!r}")
+    factor = int(value)
+    if factor != 1 and not development:
+        raise ConfigError(f"{name}: only 1 (the spec's limits) outside LEDGERPORT_ENV=development")
+    return factor
+
+
 def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Config:
     """Read and validate the configuration; ``bind`` (from --bind) overrides LEDGERPORT_BIND."""
     env = os.environ if env is None else env
@@ -248,4 +292,8 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
             env.get("LEDGERPORT_SHUTDOWN_GRACE", "10"), "LEDGERPORT_SHUTDOWN_GRACE"
         ),
         password_hashing="fast" if password_hashing == "fast" else "standard",
+        redis_url=parse_redis_url(env.get("LEDGERPORT_REDIS_URL", "")),
+        rate_limit_factor=_parse_rate_limit_factor(
+            env.get("LEDGERPORT_RATE_LIMIT_FACTOR", "1"), development=environment == "development"
+        ),
     )

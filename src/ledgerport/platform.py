@@ -1,8 +1,9 @@
 """The running platform's shared parts, built once at start by :func:`bootstrap`.
 
 :class:`Platform` is what every request handler and engine task reaches the store, the clock, the
-keys, the password hasher and the metrics through. The server, the tests and the benchmarks all
-get theirs from :func:`bootstrap`, which also settles the root key and the admin token.
+keys, the password hasher, the rate limiter and the metrics through. The server, the tests and the
+benchmarks all get theirs from :func:`bootstrap`, which also settles the root key and the admin
+token.
 """
 
 from __future__ import annotations
@@ -10,7 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ledgerport import catalog
-from ledgerport.auth import Keyring, Passwords, new_root_key, new_token
+from ledgerport.auth import (
+    Keyring,
+    MemoryRateLimiter,
+    Passwords,
+    RateLimiter,
+    ScaledRateLimiter,
+    StoreRateLimiter,
+    connect_redis_limiter,
+    new_root_key,
+    new_token,
+)
 from ledgerport.clock import Clock, SystemClock
 from ledgerport.config import Config, ConfigError
 from ledgerport.keys import KeyFileError, create_key_file, read_key_file
@@ -25,6 +36,7 @@ class Platform:
     keyring: Keyring
     admin_token_hash: str
     passwords: Passwords
+    limiter: RateLimiter
     clock: Clock = field(default_factory=SystemClock)
     metrics: Metrics = field(default_factory=Metrics)
 
@@ -88,6 +100,21 @@ def _root_key(config: Config, legacy: str | None) -> str:
         raise RootKeyError(f"{exc}{hint}") from exc
 
 
+async def _limiter(store: Store, config: Config, clock: Clock, keyring: Keyring) -> RateLimiter:
+    """Where the rate limits and lockouts are counted: Redis when configured, else the database
+    on PostgreSQL (every process serving it shares the counts), else this process (SQLite)."""
+    limiter: RateLimiter
+    if config.redis_url is not None:
+        limiter = await connect_redis_limiter(config.redis_url, clock, keyring)
+    elif store.kind == "postgresql":
+        limiter = StoreRateLimiter(store, clock, keyring)
+    else:
+        limiter = MemoryRateLimiter(clock)
+    if config.rate_limit_factor != 1:
+        limiter = ScaledRateLimiter(limiter, config.rate_limit_factor)
+    return limiter
+
+
 @dataclass(frozen=True)
 class Bootstrap:
     platform: Platform
@@ -102,6 +129,8 @@ async def bootstrap(store: Store, config: Config, *, clock: Clock | None = None)
     The database keeps only a check value of the key: a start with another key fails with
     RootKeyError instead of silently invalidating every stored token and secret. The admin token
     comes from LEDGERPORT_ADMIN_TOKEN, else is generated once and only its keyed hash stored.
+    The rate limiter is chosen by the store and the configuration (``_limiter``); Redis must
+    answer at start (StorageUnavailable otherwise).
     """
     async with store.transaction() as tx:
         legacy = await tx.fetchval("SELECT value FROM settings WHERE key = $1", _LEGACY_KEY_SETTING)
@@ -125,12 +154,14 @@ async def bootstrap(store: Store, config: Config, *, clock: Clock | None = None)
             admin_token_hash = await _setting_once(tx, slot, candidate_hash)
             if admin_token_hash == candidate_hash:
                 new_admin_token = candidate
+    clock = clock or SystemClock()
     platform = Platform(
         config=config,
         store=store,
         keyring=keyring,
         admin_token_hash=admin_token_hash,
         passwords=Passwords(config.password_hashing),
-        clock=clock or SystemClock(),
+        limiter=await _limiter(store, config, clock, keyring),
+        clock=clock,
     )
     return Bootstrap(platform, new_admin_token)

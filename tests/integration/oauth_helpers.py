@@ -46,10 +46,15 @@ async def make_world(
     reviewed: bool = True,
     sandbox: bool = False,
     scopes: tuple[str, ...] = ("invoices:read", "invoices:write", "customers:read"),
+    business_fields: dict[str, Any] | None = None,
 ) -> World:
+    """A business (``business_fields`` adds fields such as its plan), a member with ``role`` and an
+    app registered with ``scopes``."""
     business = await (
         await client.post(
-            "/admin/businesses", json={"name": "Acme", "sandbox": sandbox}, headers=admin_headers
+            "/admin/businesses",
+            json={"name": "Acme", "sandbox": sandbox, **(business_fields or {})},
+            headers=admin_headers,
         )
     ).get_json()
     email, password = f"{secrets.token_hex(4)}@example.com", "correct horse battery"

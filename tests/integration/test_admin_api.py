@@ -17,7 +17,7 @@ UNUSABLE_PASSWORD_HASH = "unusable"  # seeded users never sign in; Argon2 is slo
 
 # Requests refused before any storage access behave the same on both backends; running these
 # large tables once (on SQLite) keeps the suite fast. Everything that stores runs on both.
-before_storage = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
+before_storage = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 # --- Helpers -------------------------------------------------------------------------------------
@@ -286,7 +286,7 @@ async def test_invoice_limit_beyond_64_bits_is_a_validation_failure(
 
 
 @pytest.mark.parametrize(
-    "empty_store",
+    "backend",
     [
         "sqlite",
         pytest.param(

@@ -60,7 +60,7 @@ LOCK_FAILURES = 10
 # Everything that stores or reads device codes, grants and installations runs on both backends.
 # Lockouts and wrong-code windows live in memory (contract.md allows it), and request checks and
 # page rendering do not depend on storage: those run on SQLite only, which keeps the file quick.
-SQLITE_ONLY = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 # --- helpers --------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ CRASH_MESSAGE = "kaboom: secret internal detail 7f3a"
 
 # Routing and body parsing fail before any storage access, alike on both backends: these tables
 # run once (on SQLite) to keep the suite fast.
-before_storage = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
+before_storage = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 async def _envelope(response: Any, status: int) -> dict[str, Any]:
@@ -205,8 +205,9 @@ def _crashing_view(kind: str) -> Any:
 
 @pytest.mark.parametrize("kind", ["runtime", "key", "zero-division"])
 async def test_exception_in_a_handler_is_500_envelope_without_internals(
-    app: Any, kind: str
+    fresh_app: Any, kind: str
 ) -> None:
+    app = fresh_app
     app.add_url_rule("/test-only/crash", f"test_crash_{kind}", _crashing_view(kind))
     client = app.test_client()
 

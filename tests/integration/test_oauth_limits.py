@@ -3,7 +3,7 @@ limit and the OAuth metrics.
 
 Spec: Limits > Rate limits; contract.md: Details fixed for consistency (lockout, the Limits
 table read as one scheme). Limits live in memory, so these run on SQLite only (the module
-overrides ``empty_store``) to keep the 300-call test quick.
+overrides ``store``) to keep the 300-call test quick.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ OTHER_IP = {"client": ("203.0.113.9", 40000)}
 
 
 @pytest.fixture
-async def empty_store(tmp_path: Any) -> AsyncIterator[Store]:
+async def store(tmp_path: Any) -> AsyncIterator[Store]:
     async with open_sqlite(str(tmp_path) + "/limits.db") as store:
+        await store.migrate()
         yield store
 
 

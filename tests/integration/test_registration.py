@@ -45,7 +45,7 @@ TOKEN_EXCHANGE = catalog.GRANT_TOKEN_EXCHANGE
 DEVICE_CODE = catalog.GRANT_DEVICE_CODE
 ALL_GRANTS = [*DEFAULT_GRANTS, DEVICE_CODE, TOKEN_EXCHANGE]
 
-SQLITE_ONLY = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 """For refusals decided before anything is stored, and for the in-memory rate limit: the
 backend cannot change the answer, so these run on SQLite only to keep the module quick. Whatever
 writes (registrations, NUL and surrogate strings, the flows) runs on both backends."""

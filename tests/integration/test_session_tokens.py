@@ -46,7 +46,7 @@ TTL = 50  # the spec's "about 50 seconds" of a session token
 
 # Checks made before or without any storage access behave the same on both backends: they run
 # once, on SQLite (their setup may still store).
-before_storage = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
+before_storage = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 # --- Helpers -------------------------------------------------------------------------------------

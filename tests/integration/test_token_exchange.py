@@ -51,7 +51,7 @@ TTL = 50  # the spec's "about 50 seconds" of a session token
 
 # Checks of the request's own parameters involve no storage of their own and behave the same on
 # both backends: they run once, on SQLite (their setup still stores).
-sqlite_only = pytest.mark.parametrize("empty_store", ["sqlite"], indirect=True)
+sqlite_only = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 # --- Helpers -------------------------------------------------------------------------------------
@@ -864,7 +864,7 @@ async def test_exchange_counts_against_the_confidential_client_limit(
         guard = oauth.oauth_guard()
     # limit - 1 token requests of this client from as many other addresses.
     for n in range(limit - 1):
-        guard.authenticated(
+        await guard.authenticated(
             "token",
             f"198.18.{n // 250}.{n % 250}",
             world.client_id,

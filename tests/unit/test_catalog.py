@@ -341,3 +341,20 @@ def test_catalog_doc_lists_every_rate_limit() -> None:
     rows = re.findall(r"^\| `([a-z-]+)` \| ([\d,]+) \|", CATALOG_DOC.read_text(), re.M)
     documented = {name: int(limit.replace(",", "")) for name, limit in rows}
     assert documented == {name: rl.limit for name, rl in catalog.RATE_LIMITS.items()}
+
+
+def test_events_doc_is_the_catalog_rendered() -> None:
+    from ledgerport.catalog import events_doc
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "events.md"
+    assert page.read_text(encoding="utf-8") == events_doc.render(), (
+        "regenerate: python -m ledgerport.catalog.events_doc > docs/events.md"
+    )
+
+
+def test_account_types_in_the_request_model_are_the_catalogs() -> None:
+    import typing
+
+    from ledgerport.http.api.ledger import AccountIn
+
+    assert typing.get_args(AccountIn.model_fields["type"].annotation) == catalog.ACCOUNT_TYPES

@@ -314,3 +314,17 @@ def test_configuration_errors_never_show_the_password(url: str) -> None:
         load({"LEDGERPORT_DATABASE_URL": url})
     assert "s3cret" not in str(raised.value)
     assert "***" in str(raised.value)
+
+
+def test_rate_limit_factor_is_one_unless_development() -> None:
+    assert load({}).rate_limit_factor == 1
+    with pytest.raises(ConfigError, match="LEDGERPORT_RATE_LIMIT_FACTOR"):
+        load({"LEDGERPORT_RATE_LIMIT_FACTOR": "10"})
+    development = {"LEDGERPORT_ENV": "development", "LEDGERPORT_RATE_LIMIT_FACTOR": "10"}
+    assert load(development).rate_limit_factor == 10
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", "many", ""])
+def test_rate_limit_factor_must_be_a_whole_number(value: str) -> None:
+    with pytest.raises(ConfigError, match="LEDGERPORT_RATE_LIMIT_FACTOR"):
+        load({"LEDGERPORT_ENV": "development", "LEDGERPORT_RATE_LIMIT_FACTOR": value})

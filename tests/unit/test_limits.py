@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from ledgerport import catalog
-from ledgerport.auth import Lockout, SlidingWindow
+from ledgerport.auth import (
+    Budget,
+    Lockout,
+    LockoutRule,
+    MemoryRateLimiter,
+    ScaledRateLimiter,
+    SlidingWindow,
+)
+from ledgerport.catalog import RateLimit
 from ledgerport.clock import FrozenClock
 
 
@@ -110,3 +118,16 @@ def test_lockout_custom_parameters() -> None:
     assert lockout.locked_for("k") == 1
     clock.advance(1)
     assert lockout.locked_for("k") is None
+
+
+async def test_a_scaled_limiter_multiplies_allowances_not_lockouts() -> None:
+    clock = FrozenClock()
+    limiter = ScaledRateLimiter(MemoryRateLimiter(clock), 3)
+    budget = Budget(RateLimit("tiny", 2, 60, "ip"), ("198.51.100.1",))
+    rule = LockoutRule("test", failures=2)
+
+    verdicts = [await limiter.take(budget) for _ in range(7)]
+    locked = [await limiter.failed(rule, ("k",)) for _ in range(2)]
+
+    assert [v.allowed for v in verdicts] == [True] * 6 + [False]
+    assert locked == [False, True]

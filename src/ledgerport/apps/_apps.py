@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from ._errors import (
     InstallNotPermitted,
     NotAMember,
     ScopesNotRegistered,
+    UnsupportedApiVersion,
 )
 from ._uris import redirect_uri_problems, web_url_problem
 
@@ -209,6 +211,30 @@ async def set_app_reviewed(tx: Transaction, app_id: str, reviewed: bool) -> App:
     return await get_app(tx, app_id)
 
 
+def resolve_api_version(
+    requested: str | None, pinned: str | None, *, today: datetime.date
+) -> catalog.ApiVersion:
+    """The version a call is served in: the Service-Version header, else the app's pin, else
+    the current one; UnsupportedApiVersion when that one does not exist or is past sunset."""
+    name = requested or pinned or catalog.CURRENT_API_VERSION
+    version = catalog.resolve_version(name, today)
+    if version is None:
+        raise UnsupportedApiVersion(name)
+    return version
+
+
+async def pin_version(
+    tx: Transaction, app_id: str, version: str | None, *, today: datetime.date
+) -> App:
+    """Pin the app to a supported version (its calls without a header get it), or unpin."""
+    if version is not None and catalog.resolve_version(version, today) is None:
+        raise UnsupportedApiVersion(version)
+    changed = await tx.execute("UPDATE apps SET pinned_version = $1 WHERE id = $2", version, app_id)
+    if not changed:
+        raise AppNotFound(app_id)
+    return await get_app(tx, app_id)
+
+
 async def get_installation(tx: Transaction, installation_id: str) -> Installation:
     row = await tx.fetchrow("SELECT * FROM installations WHERE id = $1", installation_id)
     if row is None:
@@ -363,3 +389,22 @@ async def end_installation_state(
     )
     if not changed:
         raise InstallationNotFound(installation.id)
+
+
+async def request_business_redaction(tx: Transaction, *, now: float, business_id: str) -> int:
+    """The business asked to be forgotten: every app ever installed there gets
+    ``business.redact`` (an app event, whatever the installation's state); answers how many."""
+    await get_business(tx, business_id)
+    rows = await tx.fetch(
+        "SELECT * FROM installations WHERE business_id = $1 ORDER BY created_at, id", business_id
+    )
+    requested_at = datetime.datetime.fromtimestamp(int(now), datetime.UTC).isoformat()
+    for row in rows:
+        await record_installation_event(
+            tx,
+            now=now,
+            type="business.redact",
+            installation=Installation.from_row(row),
+            data={"requestedAt": requested_at.replace("+00:00", "Z")},
+        )
+    return len(rows)

@@ -1,9 +1,10 @@
 """What the apps package refuses: unknown apps and installations, stopped or unreviewed apps,
-members who are not, scopes the app never registered."""
+members who are not, scopes the app never registered, app data fields and values that break
+their rules."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ledgerport import catalog
 from ledgerport.errors import DomainError
@@ -61,8 +62,123 @@ class InstallNotPermitted(AppsError):
         )
 
 
+class UnsupportedApiVersion(AppsError):
+    """The version asked for (header, pin or current) does not exist or is past its sunset."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(
+            "API version {0} does not exist or is no longer supported", params=[version]
+        )
+
+
+class IdempotencyKeyReused(AppsError):
+    """An Idempotency-Key came back with another request than the one it first carried."""
+
+    def __init__(self) -> None:
+        super().__init__("This Idempotency-Key was used for another request in the last 24 hours")
+
+
 class ScopesNotRegistered(AppsError):
     def __init__(self, scopes: Sequence[str]) -> None:
         super().__init__(
             "Requested scopes not permitted for this client: {0}", params=[" ".join(scopes)]
         )
+
+
+# --- App data ------------------------------------------------------------------------------------
+
+
+class AppDataForConnectedAppsOnly(AppsError):
+    """/app-data was asked for with the application host's session cookie: app data answers
+    connected apps only, which present an OAuth access token."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The app data API is available to connected apps only: it needs an OAuth access"
+            " token, not a session cookie"
+        )
+
+
+class UnknownAppDataField(AppsError):
+    """The app declared no field with that key for that resource type."""
+
+    def __init__(self, resource_type: str, key: str) -> None:
+        super().__init__(
+            "{0} is not an app data field this app declared for {1}", params=[key, resource_type]
+        )
+
+
+class InvalidAppDataValue(AppsError):
+    """Values break their fields' type, length, range or choice rules; ``details`` names every
+    one ({resourceType, resourceId, key, reason}), so one answer lists all there is to fix."""
+
+    def __init__(self, details: Sequence[Mapping[str, str]]) -> None:
+        self.details = [dict(detail) for detail in details]
+        super().__init__(
+            "{0} app data value(s) break their field's rules: see details",
+            params=[len(self.details)],
+        )
+
+
+class AppCannotAccessType(AppsError):
+    """The installation lacks the read scope of the resource type."""
+
+    def __init__(self, resource_type: str, scope: str) -> None:
+        super().__init__(
+            "The app's installation lacks {0}, which app data on {1} records needs",
+            params=[scope, resource_type],
+        )
+
+
+class ResourceIdsMissing(AppsError):
+    """GET /app-data named no resource."""
+
+    def __init__(self) -> None:
+        super().__init__("Provide resourceId or resourceIds")
+
+
+class TooManyResourceIds(AppsError):
+    def __init__(self, given: int) -> None:
+        super().__init__(
+            "resourceIds accepts at most {0} ids; {1} were given",
+            params=[catalog.APP_DATA_RESOURCE_IDS_MAX, given],
+        )
+
+
+class AppDataValueNotFound(AppsError):
+    """The app has no app data value with that id in the business."""
+
+    def __init__(self, value_id: str) -> None:
+        super().__init__("App data value {0} not found", params=[value_id])
+
+
+class InvalidChoices(AppsError):
+    """A CHOICE field's options are not 1 to 50 distinct non-empty strings of at most 60
+    characters after trimming; ``reason`` says which rule they break."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            "choices must be {0} to {1} distinct non-empty options of at most {2} characters: {3}",
+            params=[
+                catalog.CHOICE_OPTIONS_MIN,
+                catalog.CHOICE_OPTIONS_MAX,
+                catalog.CHOICE_OPTION_MAX_LENGTH,
+                reason,
+            ],
+        )
+
+
+class AppDataFieldExists(AppsError):
+    """The app already declared a field with that key for that resource type."""
+
+    def __init__(self, resource_type: str, key: str) -> None:
+        super().__init__(
+            "An app data field {0} is already declared for {1}", params=[key, resource_type]
+        )
+
+
+class AppDataFieldNotFound(AppsError):
+    """The app has no app data field with that id."""
+
+    def __init__(self, field_id: str) -> None:
+        super().__init__("App data field {0} not found", params=[field_id])

@@ -29,6 +29,8 @@ from ._errors import AccessDenied as AccessDenied
 from ._errors import AuthError as AuthError
 from ._errors import AuthorizationPending as AuthorizationPending
 from ._errors import AuthorizeProblem as AuthorizeProblem
+from ._errors import ConnectedAppsOnly as ConnectedAppsOnly
+from ._errors import EndpointNotExposed as EndpointNotExposed
 from ._errors import ExpiredToken as ExpiredToken
 from ._errors import InsufficientScope as InsufficientScope
 from ._errors import InvalidAccessToken as InvalidAccessToken
@@ -67,11 +69,20 @@ from ._grants import revoke_family as revoke_family
 from ._grants import revoke_token as revoke_token
 from ._grants import rotate_refresh_token as rotate_refresh_token
 from ._grants import start_family as start_family
+from ._limits import Budget as Budget
 from ._limits import Lockout as Lockout
+from ._limits import LockoutRule as LockoutRule
+from ._limits import MemoryRateLimiter as MemoryRateLimiter
+from ._limits import RateLimiter as RateLimiter
+from ._limits import ScaledRateLimiter as ScaledRateLimiter
 from ._limits import SlidingWindow as SlidingWindow
+from ._limits import Standing as Standing
+from ._limits import Verdict as Verdict
 from ._passwords import PASSWORD_PROFILES as PASSWORD_PROFILES
 from ._passwords import PasswordProfile as PasswordProfile
 from ._passwords import Passwords as Passwords
+from ._redis_limits import RedisRateLimiter as RedisRateLimiter
+from ._redis_limits import connect_redis_limiter as connect_redis_limiter
 from ._registration import check_client_metadata as check_client_metadata
 from ._registration import register_client as register_client
 from ._session_tokens import SESSION_TOKEN_TYP as SESSION_TOKEN_TYP
@@ -93,3 +104,5 @@ from ._sessions import issue_developer_token as issue_developer_token
 from ._sessions import login_session_user as login_session_user
 from ._sessions import purge_expired_login_sessions as purge_expired_login_sessions
 from ._sessions import start_login_session as start_login_session
+from ._shared_limits import LIMIT_BUCKETS as LIMIT_BUCKETS
+from ._shared_limits import StoreRateLimiter as StoreRateLimiter

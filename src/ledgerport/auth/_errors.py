@@ -59,6 +59,24 @@ class RateLimited(AuthError):
         super().__init__("Too many requests: retry after {0} seconds", params=[retry_after])
 
 
+class ConnectedAppsOnly(AuthError):
+    """The event log was asked for with the application host's session cookie: it answers
+    connected apps only, which present an OAuth access token."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The event log is available to connected apps only: it needs an OAuth access token,"
+            " not a session cookie"
+        )
+
+
+class EndpointNotExposed(AuthError):
+    """The route belongs to the bookkeeping product itself, outside the partner surface."""
+
+    def __init__(self) -> None:
+        super().__init__("This endpoint is not exposed to OAuth clients")
+
+
 class NoActiveInstallation(AuthError):
     def __init__(self, app_id: str, business_id: str) -> None:
         super().__init__(

@@ -53,6 +53,8 @@ class AccessGrant:
     user_id: str
     scopes: frozenset[str]
     expires_at: float
+    pinned_version: str | None = None
+    """The app's pinned API version, if any."""
 
 
 def pkce_matches(verifier: str, challenge: str, method: str) -> bool:
@@ -349,7 +351,7 @@ async def rotate_refresh_token(
 _GRANT_COLUMNS = (
     "f.id AS family_id, f.app_id, a.client_id, a.status AS app_status, f.installation_id,"
     " i.state AS installation_state, f.business_id, f.user_id, f.scopes,"
-    " f.revoked_at AS family_revoked_at"
+    " f.revoked_at AS family_revoked_at, a.pinned_version"
 )
 
 
@@ -370,6 +372,7 @@ def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
         user_id=row["user_id"],
         scopes=frozenset(json.loads(row["scopes"])),
         expires_at=expires_at,
+        pinned_version=row["pinned_version"],
     )
 
 

@@ -1,7 +1,14 @@
-"""Sliding-window rate limits and the failed-authentication lockout, in memory.
+"""Rate limits and the failed-authentication lockout: one interface, three places to count.
 
-Both reset on restart, which is safe: a restart only forgets recent counts. Time comes from the
-injected clock, so tests set it instead of sleeping.
+A request names the budgets it counts against (:class:`Budget`: a rate limit of the catalog and
+who is counted) and asks a :class:`RateLimiter` to take one from each of them at once: either
+every budget has room and each is charged, or none is charged and the answer says which budget
+refused and for how long. Lockouts lock a key for a while after too many failures.
+
+:class:`MemoryRateLimiter` counts in the process (exact sliding windows); it is the default on
+SQLite, where one process serves. Several processes sharing one database share their counts
+through the database (``StoreRateLimiter``) or Redis (``RedisRateLimiter``). Time always comes
+from the injected clock, so tests set it instead of sleeping.
 """
 
 from __future__ import annotations
@@ -9,11 +16,93 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Hashable
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from ledgerport import catalog
 from ledgerport.clock import Clock
 
 _SWEEP_EVERY = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One caller's budget: the rate limit ``limit`` counted for ``key`` (an IP, an (IP, client)
+    pair, an (app, business) pair, ...; the parts as given, compared as a whole)."""
+
+    limit: catalog.RateLimit
+    key: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What a budget holds after a request: ``remaining`` requests, whole again in
+    ``reset_in`` seconds (0 when nothing is counted)."""
+
+    limit: int
+    remaining: int
+    reset_in: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to a request counted against several budgets at once.
+
+    ``refused_by`` is the first budget (in the order asked) that had no room, and
+    ``retry_after`` the seconds until every budget has room again (0 when allowed);
+    ``standings`` holds each budget's standing, in the order asked.
+    """
+
+    refused_by: catalog.RateLimit | None
+    retry_after: int
+    standings: tuple[Standing, ...]
+
+    @property
+    def allowed(self) -> bool:
+        return self.refused_by is None
+
+
+@dataclass(frozen=True, slots=True)
+class LockoutRule:
+    """``failures`` failures of one key within ``window`` seconds lock it for ``duration``.
+
+    ``name`` tells lockouts apart where they are kept (two rules never share a count)."""
+
+    name: str
+    failures: int = catalog.LOCKOUT_FAILURES
+    window: float = catalog.LOCKOUT_WINDOW
+    duration: float = catalog.LOCKOUT_DURATION
+
+
+class RateLimiter(Protocol):
+    """Where the counts of the rate limits and lockouts are kept."""
+
+    async def take(self, *budgets: Budget) -> Verdict:
+        """Count one request against every budget (distinct ones), or, when any of them has no
+        room, against none: a request refused by one budget does not use up the others."""
+        ...
+
+    async def retry_after(self, *budgets: Budget) -> int | None:
+        """Seconds until every budget has room for one more request, or None when they have
+        room now; counts nothing."""
+        ...
+
+    async def hit(self, *budgets: Budget) -> None:
+        """Count one event against every budget, room or not (a failure already made)."""
+        ...
+
+    async def locked_for(self, rule: LockoutRule, key: tuple[str, ...]) -> int | None:
+        """Seconds ``key`` stays locked under ``rule``, or None."""
+        ...
+
+    async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:
+        """Record a failure of ``key``; answers True when this failure locks it."""
+        ...
+
+
+def ceil_seconds(seconds: float) -> int:
+    """A wait as whole seconds for Retry-After: rounded up, at least 1."""
+    return max(1, math.ceil(seconds))
 
 
 class SlidingWindow:
@@ -38,7 +127,9 @@ class SlidingWindow:
         hits = self._recent(key, now)
         if len(hits) < self.limit:
             return None
-        return max(1, math.ceil(hits[0] + self.window - now))
+        # The hit whose leaving brings the count below the limit (the oldest, unless events
+        # counted regardless of room took it past the limit).
+        return ceil_seconds(hits[len(hits) - self.limit] + self.window - now)
 
     def hit(self, key: Hashable) -> None:
         now = self._clock.now()
@@ -58,9 +149,10 @@ class SlidingWindow:
         return max(0, self.limit - len(self._recent(key, self._clock.now())))
 
     def reset_in(self, key: Hashable) -> int:
+        """Seconds until every hit of ``key`` has left the window (0 when none is counted)."""
         now = self._clock.now()
         hits = self._recent(key, now)
-        return 0 if not hits else max(1, math.ceil(hits[0] + self.window - now))
+        return 0 if not hits else ceil_seconds(hits[-1] + self.window - now)
 
     def _sweep(self, now: float) -> None:
         self._since_sweep = 0
@@ -93,7 +185,7 @@ class Lockout:
         if now >= until:
             del self._locked_until[key]
             return None
-        return max(1, math.ceil(until - now))
+        return ceil_seconds(until - now)
 
     def failed(self, key: Hashable) -> bool:
         """Record a failure; answers True when this failure locks the key."""
@@ -102,3 +194,101 @@ class Lockout:
             self._locked_until[key] = self._clock.now() + self._duration
             return True
         return False
+
+
+class MemoryRateLimiter:
+    """Counts in this process: exact sliding windows, forgotten on restart (which only forgets
+    recent counts). Each call runs without a checkpoint, so a multi-budget take is atomic."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._windows: dict[str, SlidingWindow] = {}
+        self._lockouts: dict[str, Lockout] = {}
+
+    def _window(self, limit: catalog.RateLimit) -> SlidingWindow:
+        window = self._windows.get(limit.name)
+        if window is None:
+            window = self._windows[limit.name] = SlidingWindow(
+                self._clock, limit.limit, limit.window_seconds
+            )
+        return window
+
+    def _lockout(self, rule: LockoutRule) -> Lockout:
+        lockout = self._lockouts.get(rule.name)
+        if lockout is None:
+            lockout = self._lockouts[rule.name] = Lockout(
+                self._clock, failures=rule.failures, window=rule.window, duration=rule.duration
+            )
+        return lockout
+
+    def _refusal(self, budgets: tuple[Budget, ...]) -> tuple[catalog.RateLimit | None, int]:
+        """The first budget without room and the wait until all have room (None, 0 if none)."""
+        refused_by: catalog.RateLimit | None = None
+        retry_after = 0
+        for budget in budgets:
+            wait = self._window(budget.limit).retry_after(budget.key)
+            if wait is not None:
+                refused_by = refused_by or budget.limit
+                retry_after = max(retry_after, wait)
+        return refused_by, retry_after
+
+    def _standings(self, budgets: tuple[Budget, ...]) -> tuple[Standing, ...]:
+        standings = []
+        for budget in budgets:
+            window = self._window(budget.limit)
+            standings.append(
+                Standing(window.limit, window.remaining(budget.key), window.reset_in(budget.key))
+            )
+        return tuple(standings)
+
+    async def take(self, *budgets: Budget) -> Verdict:
+        refused_by, retry_after = self._refusal(budgets)
+        if refused_by is None:
+            for budget in budgets:
+                self._window(budget.limit).hit(budget.key)
+        return Verdict(refused_by, retry_after, self._standings(budgets))
+
+    async def retry_after(self, *budgets: Budget) -> int | None:
+        refused_by, retry_after = self._refusal(budgets)
+        return None if refused_by is None else retry_after
+
+    async def hit(self, *budgets: Budget) -> None:
+        for budget in budgets:
+            self._window(budget.limit).hit(budget.key)
+
+    async def locked_for(self, rule: LockoutRule, key: tuple[str, ...]) -> int | None:
+        return self._lockout(rule).locked_for(key)
+
+    async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:
+        return self._lockout(rule).failed(key)
+
+
+class ScaledRateLimiter:
+    """Another limiter, with every rate limit's allowance multiplied by ``factor``: a development
+    instance under contract or load tests from one machine (LEDGERPORT_RATE_LIMIT_FACTOR).
+    Lockouts are unchanged."""
+
+    def __init__(self, inner: RateLimiter, factor: int) -> None:
+        self._inner = inner
+        self._factor = factor
+
+    def _scaled(self, budgets: tuple[Budget, ...]) -> tuple[Budget, ...]:
+        return tuple(
+            replace(budget, limit=replace(budget.limit, limit=budget.limit.limit * self._factor))
+            for budget in budgets
+        )
+
+    async def take(self, *budgets: Budget) -> Verdict:
+        return await self._inner.take(*self._scaled(budgets))
+
+    async def retry_after(self, *budgets: Budget) -> int | None:
+        return await self._inner.retry_after(*self._scaled(budgets))
+
+    async def hit(self, *budgets: Budget) -> None:
+        await self._inner.hit(*self._scaled(budgets))
+
+    async def locked_for(self, rule: LockoutRule, key: tuple[str, ...]) -> int | None:
+        return await self._inner.locked_for(rule, key)
+
+    async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:
+        return await self._inner.failed(rule, key)

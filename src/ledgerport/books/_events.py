@@ -2,6 +2,18 @@
 
 The engine reads committed events and owns everything that happens later (deliveries, function
 runs); the pull feed reads the same rows.
+
+A business's events become visible in ``seq`` order. A reader pages the log by ``seq`` (the
+feed's cursor is the last event it saw), so an event that became visible after a later one would
+be skipped for good, and a sequence alone does not prevent that on PostgreSQL: two transactions
+draw ``seq`` 10 and 11 and the second may commit first. So ``record_event`` only queues the event
+in the transaction (``Transaction.queue``); just before the commit, the transaction takes its
+businesses' event keys (``Transaction.serialize``, in sorted order), inserts its events, which
+draw their ``seq`` now, and commits, releasing the keys. The next transaction with events of the
+same business draws its ``seq`` only after this one has committed or rolled back. The keys are
+held only for the insert and the commit, and a transaction holding one waits for nothing but
+another's commit: no deadlock with the rows the write itself locked. Writers of different
+businesses do not wait on each other; SQLite has one writer at a time anyway.
 """
 
 from __future__ import annotations
@@ -54,22 +66,33 @@ async def record_event(
     business_id: str | None,
     app_id: str | None = None,
 ) -> str:
-    """Append an event inside the caller's transaction; answers its id."""
+    """Record an event in the caller's transaction (written at its commit); answers its id."""
     if catalog.event_type(type) is None:
         raise UnknownEventType(type)
     event_id = new_id("evt")
-    await tx.execute(
-        "INSERT INTO events (id, business_id, app_id, type, api_version, data, created_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        event_id,
-        business_id,
-        app_id,
-        type,
-        catalog.CURRENT_API_VERSION,
-        json.dumps(data, separators=(",", ":")),
-        now,
+    tx.queue("events", _insert_events).append(
+        (
+            event_id,
+            business_id,
+            app_id,
+            type,
+            catalog.CURRENT_API_VERSION,
+            json.dumps(data, separators=(",", ":")),
+            now,
+        )
     )
     return event_id
+
+
+async def _insert_events(tx: Transaction, rows: list[Any]) -> None:
+    """The transaction's queued events, inserted at its commit (see the module's docstring)."""
+    for business_id in sorted({row[1] or "" for row in rows}):
+        await tx.serialize(f"events:{business_id}")
+    await tx.executemany(
+        "INSERT INTO events (id, business_id, app_id, type, api_version, data, created_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        rows,
+    )
 
 
 async def events_after(tx: Transaction, after_seq: int, limit: int) -> list[Event]:

@@ -12,7 +12,8 @@ state as a table lives here once:
   and the invalid_grant descriptions;
 - ``_consent``: the consent page's messages;
 - ``_error_codes``: the standard envelope's codes with their statuses;
-- ``_tokens``: the prefixes of every kind of token and secret.
+- ``_tokens``: the prefixes of every kind of token and secret;
+- ``_records``: the kinds of business records, their ids and numbers, the plans' ceilings.
 
 Why: the same facts are needed by the OAuth server, the data API, the delivery engine, the
 discovery document, the OpenAPI document and the tests. Keeping them as immutable data means no
@@ -139,6 +140,14 @@ from ._oauth import TOKEN_TYPE_JWT as TOKEN_TYPE_JWT
 from ._oauth import USER_CODE_ALPHABET as USER_CODE_ALPHABET
 from ._oauth import USER_CODE_LENGTH as USER_CODE_LENGTH
 from ._oauth import OAuthErrorCode as OAuthErrorCode
+from ._records import ACCOUNT_TYPES as ACCOUNT_TYPES
+from ._records import DEFAULT_CURRENCY as DEFAULT_CURRENCY
+from ._records import FREE_PLAN_YEARLY_INVOICES as FREE_PLAN_YEARLY_INVOICES
+from ._records import FREE_PLAN_YEARLY_TURNOVER as FREE_PLAN_YEARLY_TURNOVER
+from ._records import INTERNAL_AREAS as INTERNAL_AREAS
+from ._records import NUMBER_DIGITS as NUMBER_DIGITS
+from ._records import RECORD_KINDS as RECORD_KINDS
+from ._records import RecordKind as RecordKind
 from ._scopes import APP_DATA_RESOURCE_SCOPES as APP_DATA_RESOURCE_SCOPES
 from ._scopes import APP_DATA_RESOURCE_TYPES as APP_DATA_RESOURCE_TYPES
 from ._scopes import AREAS as AREAS

@@ -117,6 +117,19 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("NOT_SIGNED_IN", 401, "the browser has no session on the application host"),
         ErrorCode("INSUFFICIENT_SCOPE", 403, "the token lacks the endpoint's scope"),
         ErrorCode("PERMISSION_DENIED", 403, "the user's role lacks the endpoint's permission"),
+        ErrorCode("INVALID_STATE", 409, "the record's status does not allow the change"),
+        ErrorCode(
+            "ENDPOINT_NOT_EXPOSED", 403, "the route is the product's own, outside the partner API"
+        ),
+        ErrorCode(
+            "PLAN_INVOICE_LIMIT_REACHED",
+            403,
+            "the business's plan reached its yearly invoice ceiling; only new invoices blocked",
+        ),
+        ErrorCode("ACCOUNT_CODE_TAKEN", 409, "the chart of accounts has an account with that code"),
+        ErrorCode("IDEMPOTENCY_KEY_REUSED", 400, "the Idempotency-Key came with another request"),
+        ErrorCode("APP_DATA_FIELD_EXISTS", 409, "the app declared that key for that type"),
+        ErrorCode("APP_DATA_FIELD_NOT_FOUND", 404, "no app data field with that id of the app"),
         ErrorCode("CONFLICT", 409, "a concurrent change won; retry the request"),
         ErrorCode("SERVICE_UNAVAILABLE", 503, "the database cannot be reached; retry"),
         ErrorCode("INTERNAL_ERROR", 500, "failure on the service side"),

@@ -1,4 +1,5 @@
-"""Periodic housekeeping: expired rows are purged on a fixed interval."""
+"""Periodic housekeeping on a fixed interval: expired rows and events past retention are purged,
+and sent invoices past their due date are marked overdue."""
 
 from __future__ import annotations
 
@@ -6,18 +7,30 @@ import logging
 
 import trio
 
-from ledgerport import auth, catalog
+from ledgerport import apps, auth, books, catalog
 from ledgerport.platform import Platform
 
 log = logging.getLogger("ledgerport.scheduler")
 
 
-class Scheduler:
-    """Runs the hourly cleanup; later work (due retries, retention purges) joins it here."""
+OVERDUE_BATCH = 100
+"""Invoices marked overdue per transaction."""
 
-    def __init__(self, platform: Platform, *, interval: float = catalog.CLEANUP_INTERVAL) -> None:
+
+class Scheduler:
+    """Runs the hourly work: the cleanup of expired rows and events past their retention, and
+    overdue invoices; later work (due retries, delivery retention) joins it here."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        *,
+        interval: float = catalog.CLEANUP_INTERVAL,
+        overdue_batch: int = OVERDUE_BATCH,
+    ) -> None:
         self._platform = platform
         self._interval = interval
+        self._overdue_batch = overdue_batch
 
     async def cleanup_once(self) -> dict[str, int]:
         """Purge what has expired; answers the rows removed by kind."""
@@ -31,6 +44,8 @@ class Scheduler:
                 "device_code": await auth.purge_expired_device_codes(tx, now=now),
                 "spent_session_token": await auth.purge_spent_session_tokens(tx, now=now),
                 "signing_key": await auth.purge_expired_signing_keys(tx, now=now),
+                "event": await books.purge_expired_events(tx, now=now),
+                "idempotency_key": await apps.purge_idempotency_keys(tx, now=now),
             }
             # The next session-token signing key is published ahead of its first use.
             await auth.rotate_signing_keys(tx, p.keyring, now=now)
@@ -38,8 +53,23 @@ class Scheduler:
             p.metrics.cleanup_rows.labels(kind).inc(count)
         return removed
 
+    async def mark_overdue(self) -> int:
+        """Mark every sent invoice whose due date has passed overdue, a batch per transaction;
+        answers how many."""
+        p = self._platform
+        marked = 0
+        while True:
+            async with p.store.transaction() as tx:
+                looked_at, batch = await books.mark_overdue_invoices(
+                    tx, now=p.now(), limit=self._overdue_batch
+                )
+            marked += batch
+            if looked_at < self._overdue_batch:
+                return marked
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             await self.cleanup_once()
+            await self.mark_overdue()
             await trio.sleep(self._interval)

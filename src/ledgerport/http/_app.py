@@ -14,11 +14,14 @@ from ledgerport.platform import Platform
 
 from . import _ops, admin, authorize, bridge, device, oauth, pages
 from ._browser import SESSION_COOKIE
-from ._context import PLATFORM_KEY
+from ._context import APP_STATE_PREFIX, PLATFORM_KEY
+from ._context import platform as current_platform
 from ._errors import OAUTH, page_shape, register_error_handlers
 from ._openapi import provider_for
 from ._pages import PROBLEM_TITLE
+from .api import RecordIdConverter
 from .api import blueprint as api_blueprint
+from .developer import blueprint as developer_blueprint
 
 _SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
@@ -32,11 +35,21 @@ _PAGE_CSP = (
 _API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 
+def use_platform(app: QuartTrio, platform: Platform) -> None:
+    """Serve ``platform`` from now on. Building an application compiles a hundred URL rules
+    (about 0.2 s), so the tests build one per process and point it at each test's platform;
+    everything a request reaches of the platform is looked up at the request, and what the
+    application built for the platform it served before (limits, lockouts) is dropped."""
+    for key in [key for key in app.extensions if key.startswith(APP_STATE_PREFIX)]:
+        del app.extensions[key]
+    app.extensions[PLATFORM_KEY] = platform
+
+
 def create_app(platform: Platform) -> QuartTrio:
     """Build the HTTP application serving ``platform``."""
     app = QuartTrio("ledgerport")
     app.config["MAX_CONTENT_LENGTH"] = catalog.REQUEST_BODY_MAX_BYTES
-    app.extensions[PLATFORM_KEY] = platform
+    use_platform(app, platform)
     # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere. The
     # OpenAPI document states the same shapes.
     error_shapes = {
@@ -56,6 +69,7 @@ def create_app(platform: Platform) -> QuartTrio:
             "admin": {"type": "http", "scheme": "bearer"},
             "accessToken": {"type": "http", "scheme": "bearer"},
             "clientBasic": {"type": "http", "scheme": "basic"},
+            "developerToken": {"type": "http", "scheme": "bearer"},
             "session": {"type": "apiKey", "in_": "cookie", "name": SESSION_COOKIE},
         },
         openapi_provider_class=provider_for(error_shapes),
@@ -63,6 +77,7 @@ def create_app(platform: Platform) -> QuartTrio:
     # After QuartSchema, which installs its own JSON provider: answers keep their field order.
     app.json.sort_keys = False  # type: ignore[attr-defined]
     register_error_handlers(app, error_shapes)
+    app.url_map.converters["record"] = RecordIdConverter
     for blueprint in (
         _ops.blueprint,
         admin.blueprint,
@@ -73,15 +88,14 @@ def create_app(platform: Platform) -> QuartTrio:
         bridge.blueprint,
         bridge.token_blueprint,
         api_blueprint,
+        developer_blueprint,
     ):
         app.register_blueprint(blueprint)
-
-    metrics = platform.metrics
 
     @app.before_request
     async def _start_timer() -> None:
         g.started = time.perf_counter()
-        metrics.http_in_flight.inc()
+        current_platform().metrics.http_in_flight.inc()
 
     @app.after_request
     async def _finish(response: Response) -> Response:
@@ -91,8 +105,11 @@ def create_app(platform: Platform) -> QuartTrio:
         response.headers.setdefault("Content-Security-Policy", _PAGE_CSP if is_html else _API_CSP)
         for name, value in (g.get("rate_limit_headers") or {}).items():
             response.headers[name] = value
+        for name, value in (g.get("response_headers") or {}).items():
+            response.headers[name] = value
         started = g.get("started")
         if started is not None:
+            metrics = current_platform().metrics
             route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
             method = closed_label(request.method, HTTP_METHODS)
             metrics.http_requests.labels(route, method, str(response.status_code)).inc()

@@ -13,6 +13,8 @@ from ledgerport.platform import Platform
 from ledgerport.storage import Transaction
 
 PLATFORM_KEY = "ledgerport.platform"
+APP_STATE_PREFIX = "ledgerport.state."
+"""Keys of what the application builds for its platform on first use (``app_state``)."""
 
 _T = TypeVar("_T")
 
@@ -23,7 +25,7 @@ def platform() -> Platform:
 
 def app_state(kind: type[_T], build: Callable[[], _T]) -> _T:
     """The application's one ``kind`` object (limits, lockouts), built on first use."""
-    key = f"ledgerport.{kind.__qualname__}"
+    key = f"{APP_STATE_PREFIX}{kind.__qualname__}"
     existing = current_app.extensions.get(key)
     if existing is None:
         existing = current_app.extensions[key] = build()

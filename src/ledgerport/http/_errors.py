@@ -4,8 +4,9 @@
 ``code`` and headers; the lookup walks the exception's class hierarchy, most specific first. The
 blueprint that raised chooses the shape (:func:`register_error_handlers`):
 
-- the standard envelope ``{statusCode, message, error, code?, params?}`` (every non-OAuth API
-  route; validation failures carry an array message and no code);
+- the standard envelope ``{statusCode, message, error, code?, params?, details?}`` (every
+  non-OAuth API route; validation failures carry an array message and no code; ``details`` is a
+  domain error's own list, as INVALID_APP_DATA_VALUE's);
 - the OAuth envelope ``{error, error_description?, message}`` with ``Cache-Control: no-store``
   (the OAuth endpoints: 400 for every error but invalid_client 401, 429 and 5xx);
 - the problem page (the application host's HTML pages), which never redirects.
@@ -79,6 +80,12 @@ class Answer:
 
     def arguments(self, error: BaseException) -> tuple[object, ...]:
         return error.params if isinstance(error, DomainError) else self.params
+
+    def details(self, error: BaseException) -> list[dict[str, Any]] | None:
+        """The envelope's ``details``: a domain error's own list of objects, when it has one
+        (INVALID_APP_DATA_VALUE names every refused value there)."""
+        details = getattr(error, "details", None) if isinstance(error, DomainError) else None
+        return details if isinstance(details, list) else None
 
     def header_values(self, error: BaseException) -> dict[str, str]:
         return dict(self.headers(error)) if self.headers is not None else {}
@@ -160,6 +167,13 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     books.BusinessNotFound: _coded("BUSINESS_NOT_FOUND"),
     books.UserNotFound: _coded("USER_NOT_FOUND"),
     books.EmailTaken: _coded("EMAIL_TAKEN"),
+    books.UnknownCursor: _coded("UNKNOWN_CURSOR"),
+    books.UnknownEventTypes: _coded("UNKNOWN_EVENT_TYPE_TYPES"),
+    books.EventNotFound: _coded("EVENT_NOT_FOUND"),
+    books.RecordNotFound: _coded("RECORD_NOT_FOUND"),
+    books.RecordInWrongState: _coded("INVALID_STATE"),
+    books.InvoiceCeilingReached: _coded("PLAN_INVOICE_LIMIT_REACHED"),
+    books.AccountCodeTaken: _coded("ACCOUNT_CODE_TAKEN"),
     # apps
     apps.AppNotFound: _coded("APP_NOT_FOUND"),
     apps.InstallationNotFound: _coded("INSTALLATION_NOT_FOUND"),
@@ -169,6 +183,18 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.AppNotReviewed: _coded("APP_NOT_REVIEWED"),
     apps.ScopesNotRegistered: _coded("SCOPES_NOT_REGISTERED"),
     apps.InstallNotPermitted: _coded("INSTALL_NOT_PERMITTED"),
+    apps.UnsupportedApiVersion: _coded("UNSUPPORTED_API_VERSION"),
+    apps.IdempotencyKeyReused: _coded("IDEMPOTENCY_KEY_REUSED"),
+    apps.AppDataForConnectedAppsOnly: _coded("APP_DATA_API_AVAILABLE_CONNECTED_APPS_ONLY"),
+    apps.UnknownAppDataField: _coded("UNKNOWN_APP_DATA_FIELD"),
+    apps.InvalidAppDataValue: _coded("INVALID_APP_DATA_VALUE"),
+    apps.AppCannotAccessType: _coded("APP_CANNOT_ACCESS_TYPE_RECORD"),
+    apps.ResourceIdsMissing: _coded("PROVIDE_RESOURCEID_RESOURCEIDS"),
+    apps.TooManyResourceIds: _coded("RESOURCEIDS_ACCEPTS_MOST_50_IDS"),
+    apps.AppDataValueNotFound: _coded("APP_DATA_VALUE_NOT_FOUND"),
+    apps.InvalidChoices: _coded("INVALID_CHOICES"),
+    apps.AppDataFieldExists: _coded("APP_DATA_FIELD_EXISTS"),
+    apps.AppDataFieldNotFound: _coded("APP_DATA_FIELD_NOT_FOUND"),
     # access (consent pages)
     access.NoBusinessToConnect: Answer(400),
     access.BusinessNotOffered: Answer(403),
@@ -181,12 +207,14 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "INVALID_TOKEN", headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport"'}
     ),
     auth.NotSignedIn: _coded("NOT_SIGNED_IN"),
+    auth.EndpointNotExposed: _coded("ENDPOINT_NOT_EXPOSED"),
     auth.InsufficientScope: _coded("INSUFFICIENT_SCOPE"),
     auth.PermissionDenied: _coded("PERMISSION_DENIED"),
     auth.RateLimited: _coded(
         "APP_RATE_LIMITED", oauth_error="temporarily_unavailable", headers=_retry_after
     ),
     auth.NoActiveInstallation: _coded("NO_ACTIVE_INSTALLATION"),
+    auth.ConnectedAppsOnly: _coded("EVENT_LOG_AVAILABLE_CONNECTED_APPS_ONLY"),
     # auth: the OAuth endpoints, one class per error value
     auth.OAuthError: _oauth("invalid_request"),
     auth.InvalidRequest: _oauth("invalid_request"),
@@ -295,7 +323,11 @@ Renderer: TypeAlias = Callable[[BaseException, Answer], Awaitable[Response]]
 
 async def render_envelope(error: BaseException, answer: Answer) -> Response:
     body = envelope(
-        answer.status, answer.text(error), code=answer.code, params=answer.arguments(error)
+        answer.status,
+        answer.text(error),
+        code=answer.code,
+        params=answer.arguments(error),
+        details=answer.details(error),
     )
     return _json_response(body, answer.status, answer.header_values(error))
 

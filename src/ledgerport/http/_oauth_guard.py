@@ -6,13 +6,16 @@ the IP's ceiling of 1,200, and at the token endpoint the confidential client's 6
 Ten failed authentications of an (IP, client) pair within 60 s lock it for 60 s; device
 authorization keeps its own count and lock. Registration is limited per IP, and wrong user codes
 on the device verification page per IP and per user.
+
+The counts live in the platform's limiter, so every process sharing it shares them.
 """
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from ledgerport import catalog
-from ledgerport.auth import Lockout, RateLimited, SlidingWindow
-from ledgerport.clock import Clock
+from ledgerport.auth import Budget, LockoutRule, RateLimited, RateLimiter
 from ledgerport.ops import Metrics
 
 from ._context import app_state, platform
@@ -23,91 +26,89 @@ _UNAUTHENTICATED = {
     "introspect": catalog.RATE_LIMIT_INTROSPECT_UNAUTHENTICATED_PER_IP,
     "device": catalog.RATE_LIMIT_DEVICE_UNAUTHENTICATED_PER_IP,
 }
+_CLIENT_LOCKOUT = LockoutRule("oauth-lockout")
+"""Failed client authentications at the token, revocation and introspection endpoints."""
+_DEVICE_LOCKOUT = LockoutRule("device-lockout")
+"""Failed client authentications at device authorization: its own count and lock."""
 
 
-def _window(clock: Clock, limit: catalog.RateLimit) -> SlidingWindow:
-    return SlidingWindow(clock, limit.limit, limit.window_seconds)
+def _lockout(endpoint: str) -> LockoutRule:
+    return _DEVICE_LOCKOUT if endpoint == "device" else _CLIENT_LOCKOUT
 
 
 class OAuthGuard:
-    def __init__(self, clock: Clock, metrics: Metrics) -> None:
+    def __init__(self, limiter: RateLimiter, metrics: Metrics) -> None:
+        self._limiter = limiter
         self._metrics = metrics
-        self._unauthenticated = {
-            endpoint: _window(clock, limit) for endpoint, limit in _UNAUTHENTICATED.items()
-        }
-        self._with_secret = _window(clock, catalog.RATE_LIMIT_OAUTH_CLIENT_WITH_SECRET)
-        self._without_secret = _window(clock, catalog.RATE_LIMIT_OAUTH_CLIENT_WITHOUT_SECRET)
-        self._ip_ceiling = _window(clock, catalog.RATE_LIMIT_OAUTH_IP_CEILING)
-        self._confidential = _window(clock, catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT)
-        self.lockout = Lockout(clock)
-        self.device_lockout = Lockout(clock)
-        self._registration = _window(clock, catalog.RATE_LIMIT_REGISTER_PER_IP)
-        self._user_code_ip = _window(clock, catalog.RATE_LIMIT_USER_CODE_PER_IP)
-        self._user_code_user = _window(clock, catalog.RATE_LIMIT_USER_CODE_PER_USER)
 
-    def _refuse(self, name: str, wait: int) -> None:
+    def _refuse(self, name: str, wait: int) -> NoReturn:
         self._metrics.rate_limited.labels(name).inc()
         raise RateLimited(wait)
 
-    def check_lock(self, endpoint: str, ip: str, client_id: str | None) -> None:
+    async def check_lock(self, endpoint: str, ip: str, client_id: str | None) -> None:
         if not client_id:
             return
-        lockout = self.device_lockout if endpoint == "device" else self.lockout
-        wait = lockout.locked_for((ip, client_id))
+        rule = _lockout(endpoint)
+        wait = await self._limiter.locked_for(rule, (ip, client_id))
         if wait is not None:
-            self._refuse("oauth-lockout", wait)
+            self._refuse(rule.name, wait)
 
-    def failed_authentication(self, endpoint: str, ip: str, client_id: str | None) -> None:
+    async def failed_authentication(self, endpoint: str, ip: str, client_id: str | None) -> None:
         """Count a failure; raises 429 when the IP is past its unauthenticated budget."""
         self._metrics.oauth_client_auth_failures.labels(endpoint).inc()
-        lockout = self.device_lockout if endpoint == "device" else self.lockout
-        if lockout.failed((ip, client_id or "")):
+        if await self._limiter.failed(_lockout(endpoint), (ip, client_id or "")):
             self._metrics.oauth_lockouts.labels(endpoint).inc()
-        self.unauthenticated(endpoint, ip)
+        await self.unauthenticated(endpoint, ip)
 
-    def unauthenticated(self, endpoint: str, ip: str) -> None:
-        window = self._unauthenticated.get(endpoint)
-        if window is None:
+    async def unauthenticated(self, endpoint: str, ip: str) -> None:
+        limit = _UNAUTHENTICATED.get(endpoint)
+        if limit is None:
             return
-        wait = window.take(ip)
-        if wait is not None:
-            self._refuse(f"{endpoint}-unauthenticated-per-ip", wait)
+        verdict = await self._limiter.take(Budget(limit, (ip,)))
+        if verdict.refused_by is not None:
+            self._refuse(verdict.refused_by.name, verdict.retry_after)
 
-    def authenticated(
+    async def authenticated(
         self, endpoint: str, ip: str, client_id: str, *, with_secret: bool, confidential: bool
     ) -> None:
-        pair = self._with_secret if with_secret else self._without_secret
-        checks: list[tuple[str, SlidingWindow, object]] = [
-            ("oauth-ip-client", pair, (ip, client_id)),
-            ("oauth-ip-ceiling", self._ip_ceiling, ip),
+        pair = (
+            catalog.RATE_LIMIT_OAUTH_CLIENT_WITH_SECRET
+            if with_secret
+            else catalog.RATE_LIMIT_OAUTH_CLIENT_WITHOUT_SECRET
+        )
+        budgets = [
+            Budget(pair, (ip, client_id)),
+            Budget(catalog.RATE_LIMIT_OAUTH_IP_CEILING, (ip,)),
         ]
         if endpoint == "token" and confidential:
-            checks.append(("token-confidential-client", self._confidential, client_id))
-        for name, window, key in checks:
-            wait = window.retry_after(key)
-            if wait is not None:
-                self._refuse(name, wait)
-        for _, window, key in checks:
-            window.hit(key)
+            budgets.append(Budget(catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT, (client_id,)))
+        verdict = await self._limiter.take(*budgets)
+        if verdict.refused_by is not None:
+            self._refuse(verdict.refused_by.name, verdict.retry_after)
 
-    def registration(self, ip: str) -> None:
-        wait = self._registration.take(ip)
-        if wait is not None:
-            self._refuse("register-per-ip", wait)
+    async def registration(self, ip: str) -> None:
+        verdict = await self._limiter.take(Budget(catalog.RATE_LIMIT_REGISTER_PER_IP, (ip,)))
+        if verdict.refused_by is not None:
+            self._refuse(verdict.refused_by.name, verdict.retry_after)
 
-    def user_code_wait(self, ip: str, user_id: str) -> int | None:
+    async def user_code_wait(self, ip: str, user_id: str) -> int | None:
         """Seconds before this IP or user may try another user code, or None."""
-        waits = [self._user_code_ip.retry_after(ip), self._user_code_user.retry_after(user_id)]
-        known = [w for w in waits if w is not None]
-        if known:
+        wait = await self._limiter.retry_after(*_user_code_budgets(ip, user_id))
+        if wait is not None:
             self._metrics.rate_limited.labels("user-code").inc()
-        return max(known) if known else None
+        return wait
 
-    def wrong_user_code(self, ip: str, user_id: str) -> None:
-        self._user_code_ip.hit(ip)
-        self._user_code_user.hit(user_id)
+    async def wrong_user_code(self, ip: str, user_id: str) -> None:
+        await self._limiter.hit(*_user_code_budgets(ip, user_id))
+
+
+def _user_code_budgets(ip: str, user_id: str) -> tuple[Budget, Budget]:
+    return (
+        Budget(catalog.RATE_LIMIT_USER_CODE_PER_IP, (ip,)),
+        Budget(catalog.RATE_LIMIT_USER_CODE_PER_USER, (user_id,)),
+    )
 
 
 def oauth_guard() -> OAuthGuard:
-    """The application's one OAuthGuard."""
-    return app_state(OAuthGuard, lambda: OAuthGuard(platform().clock, platform().metrics))
+    """The application's one OAuthGuard, over the platform's limiter."""
+    return app_state(OAuthGuard, lambda: OAuthGuard(platform().limiter, platform().metrics))

@@ -21,6 +21,7 @@ error shapes and messages stay as they are.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -180,18 +181,21 @@ def redirect_reply(description: str, *headers: Header, status: int = 303) -> Rep
 
 @dataclass(frozen=True)
 class Body:
-    """A request body the handler reads: its media type and a type pydantic describes."""
+    """A request body the handler reads: its media type and a type pydantic describes;
+    ``required`` False when it may be left out (every field optional)."""
 
     media_type: str
     schema: Any
+    required: bool = True
 
 
 @dataclass(frozen=True)
 class Param:
-    """A query, cookie or path parameter (a path parameter's schema replaces the converter's)."""
+    """A query, header, cookie or path parameter (a path parameter's schema replaces the
+    converter's)."""
 
     name: str
-    location: Literal["query", "cookie", "path"]
+    location: Literal["query", "header", "cookie", "path"]
     description: str
     schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "string"})
     required: bool = False
@@ -342,6 +346,15 @@ class DocumentProvider(OpenAPIProvider):
     :func:`operation` declaration and the error shape of its blueprint."""
 
     error_shapes: Mapping[str, ErrorShape] = {}
+    _built: tuple[int, dict[str, Any]] | None = None
+
+    def schema(self) -> dict[str, Any]:
+        """The document, built once per set of routes (building it takes seconds); a copy, so
+        no caller changes the kept one."""
+        rules = sum(1 for _ in self._app.url_map.iter_rules())
+        if self._built is None or self._built[0] != rules:
+            self._built = (rules, super().schema())
+        return copy.deepcopy(self._built[1])
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
@@ -416,14 +429,15 @@ def _parameters(documented: list[dict[str, Any]], params: Iterable[Param]) -> li
 def _request_body(
     validated: dict[str, Any] | None, bodies: Sequence[Body], components: dict[str, Any]
 ) -> dict[str, Any]:
-    """The body ``bodies`` declare, or the one quart-schema wrote for a request model; every
-    body the service reads is required."""
+    """The body ``bodies`` declare (required unless each may be left out), or the one
+    quart-schema wrote for a request model (required)."""
     if bodies:
         content = {
             body.media_type: {"schema": _schema(body.schema, "validation", components)}
             for body in bodies
         }
-        return {"requestBody": {"required": True, "content": content}}
+        required = any(body.required for body in bodies)
+        return {"requestBody": {"required": required, "content": content}}
     if validated is not None:
         return {"requestBody": {**validated, "required": True}}
     return {}

@@ -16,6 +16,7 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from ledgerport import access, apps, auth, books, catalog, storage
 from ledgerport.errors import InvalidInput
 
+from ._answers import App, app_json
 from ._context import platform, unit_of_work
 from ._openapi import (
     JSON_BODY_ERRORS,
@@ -164,20 +165,6 @@ class RolePermissions(TypedDict):
 
 
 @with_config(ConfigDict(extra="forbid"))
-class App(TypedDict):
-    id: str
-    clientId: str
-    name: str
-    type: Literal["CONFIDENTIAL", "PUBLIC"]
-    redirectUris: list[str]
-    scopes: list[str]
-    developerUserId: str | None
-    reviewed: bool
-    status: Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
-    appUrl: str | None
-
-
-@with_config(ConfigDict(extra="forbid"))
 class RegisteredApp(App):
     """The app; a CONFIDENTIAL app's client secret is shown here only (null for PUBLIC)."""
 
@@ -300,21 +287,6 @@ async def set_role(business_id: str, role: str, data: RolePermissionsIn) -> Role
     return {"businessId": business_id, "role": role, "permissions": sorted(held)}
 
 
-def _app_json(app: apps.App) -> App:
-    return {
-        "id": app.id,
-        "clientId": app.client_id,
-        "name": app.name,
-        "type": app.type,
-        "redirectUris": list(app.redirect_uris),
-        "scopes": list(app.scopes),
-        "developerUserId": app.developer_user_id,
-        "reviewed": app.reviewed,
-        "status": app.status,
-        "appUrl": app.app_url,
-    }
-
-
 @blueprint.post("/apps")
 @validate_request(AppIn)
 @operation(
@@ -337,7 +309,7 @@ async def create_app(data: AppIn) -> tuple[RegisteredApp, int]:
             reviewed=data.reviewed,
             app_url=data.appUrl,
         )
-    return {**_app_json(app), "clientSecret": secret}, 201
+    return {**app_json(app), "clientSecret": secret}, 201
 
 
 @blueprint.post("/apps/<app_id>/status")
@@ -347,7 +319,7 @@ async def set_app_status(app_id: str, data: AppStatusIn) -> App:
     """Suspend, deactivate or reactivate an app; takes effect on its next request."""
     async with unit_of_work() as tx:
         app = await apps.set_app_status(tx, app_id, data.status)
-    return _app_json(app)
+    return app_json(app)
 
 
 @blueprint.put("/apps/<app_id>/review")
@@ -358,7 +330,7 @@ async def set_app_review(app_id: str, data: AppReviewIn) -> App:
     unreviewed) may connect to any business, unreviewed ones to sandbox businesses only."""
     async with unit_of_work() as tx:
         app = await apps.set_app_reviewed(tx, app_id, data.reviewed)
-    return _app_json(app)
+    return app_json(app)
 
 
 def _installation_json(installation: apps.Installation) -> Installation:
@@ -422,6 +394,54 @@ async def revoke_access(business_id: str, app_id: str) -> tuple[str, int]:
     async with unit_of_work() as tx:
         await access.revoke_access(tx, now=platform().now(), business_id=business_id, app_id=app_id)
     return "", 204
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Redaction(TypedDict):
+    """How many apps were asked to erase the business's data."""
+
+    notified: int
+
+
+_REDACTED = json_reply(200, dict[str, Any], "The record, its personal data erased")
+_REDACT_RAISES = (storage.BadValue, books.BusinessNotFound, books.RecordNotFound)
+
+
+async def _redact(business_id: str, kind: books.PartyKind, party_id: str) -> dict[str, Any]:
+    async with unit_of_work() as tx:
+        await books.get_business(tx, business_id)
+        return await books.redact_party(
+            tx, now=platform().now(), business_id=business_id, kind=kind, party_id=party_id
+        )
+
+
+@blueprint.post("/businesses/<business_id>/customers/<customer_id>/redact")
+@operation(_REDACTED, raises=_REDACT_RAISES)
+async def redact_customer(business_id: str, customer_id: str) -> dict[str, Any]:
+    """A customer asked to be forgotten: their name and email are erased, and every entitled
+    app gets customer.redact to erase what it holds."""
+    return await _redact(business_id, "customer", customer_id)
+
+
+@blueprint.post("/businesses/<business_id>/suppliers/<supplier_id>/redact")
+@operation(_REDACTED, raises=_REDACT_RAISES)
+async def redact_supplier(business_id: str, supplier_id: str) -> dict[str, Any]:
+    """A supplier asked to be forgotten: as for a customer, with supplier.redact."""
+    return await _redact(business_id, "supplier", supplier_id)
+
+
+@blueprint.post("/businesses/<business_id>/redact")
+@operation(
+    json_reply(202, Redaction, "The apps ever installed in the business are asked to erase"),
+    raises=(storage.BadValue, books.BusinessNotFound),
+)
+async def redact_business(business_id: str) -> tuple[Redaction, int]:
+    """The business asked to be forgotten: every app ever installed there gets business.redact."""
+    async with unit_of_work() as tx:
+        notified = await apps.request_business_redaction(
+            tx, now=platform().now(), business_id=business_id
+        )
+    return {"notified": notified}, 202
 
 
 @blueprint.post("/session-tokens")

@@ -95,7 +95,7 @@ async def _code_guesser(entered: str) -> tuple[str, str] | Response:
     if user_id is None:
         raise auth.NotSignedIn("Sign in again and re-enter the code.")
     ip = client_ip()
-    wait = oauth_guard().user_code_wait(ip, user_id)
+    wait = await oauth_guard().user_code_wait(ip, user_id)
     if wait is not None:
         return await _too_many_codes(entered, wait)
     return user_id, ip
@@ -144,7 +144,7 @@ async def device_submit() -> ResponseReturnValue:
             tx, p.keyring, now=p.now(), user_code=entered
         )
         if found is None:
-            oauth_guard().wrong_user_code(ip, user_id)
+            await oauth_guard().wrong_user_code(ip, user_id)
             p.metrics.device_decisions.labels("wrong_code").inc()
             return await _code_form(entered, error=MSG_WRONG_CODE, status=400)
         businesses = await access.consent_businesses(tx, found.app, user_id)
@@ -191,7 +191,7 @@ async def device_decision() -> ResponseReturnValue:
         )
         if found is None:
             # The decision names its code too: a wrong one counts as a guess.
-            oauth_guard().wrong_user_code(ip, user_id)
+            await oauth_guard().wrong_user_code(ip, user_id)
             p.metrics.device_decisions.labels("wrong_code").inc()
             return await problem_page(MSG_CODE_GONE)
         if form.get("decision") != "approve":

@@ -318,12 +318,12 @@ async def authenticated_client(
             request.headers.get("Authorization"), _single_form(form), allow_body=allow_body
         )
     except auth.InvalidClient:
-        g.failed_authentication(endpoint, ip, None)
+        await g.failed_authentication(endpoint, ip, None)
         raise
     except auth.OAuthError:
-        g.unauthenticated(endpoint, ip)
+        await g.unauthenticated(endpoint, ip)
         raise
-    g.check_lock(endpoint, ip, credentials.client_id)
+    await g.check_lock(endpoint, ip, credentials.client_id)
     p = platform()
     try:
         async with unit_of_work() as tx:
@@ -331,9 +331,9 @@ async def authenticated_client(
                 tx, p.keyring, credentials, allow_inactive=allow_inactive
             )
     except auth.InvalidClient:
-        g.failed_authentication(endpoint, ip, credentials.client_id)
+        await g.failed_authentication(endpoint, ip, credentials.client_id)
         raise
-    g.authenticated(
+    await g.authenticated(
         endpoint,
         ip,
         app.client_id,
@@ -637,7 +637,7 @@ async def device_authorize() -> Response:
 )
 async def register() -> Response:
     """RFC 7591 open registration: an unreviewed app, limited to sandbox businesses."""
-    oauth_guard().registration(client_ip())
+    await oauth_guard().registration(client_ip())
     metadata = await read_json_object()
     p = platform()
     async with unit_of_work() as tx:

@@ -1,0 +1,263 @@
+"""Rate limits and lockouts shared by the processes of one database, in the table ``rate_limits``.
+
+Shared counters do not keep every hit's time: a budget's hits are counted in ``LIMIT_BUCKETS``
+buckets per window (a second wide for a minute, five seconds for five minutes), and a bucket
+counts while any part of it lies inside the window. So no sliding window ever holds more than the
+limit, and a hit is forgotten between ``window`` and ``window + window / LIMIT_BUCKETS`` seconds
+after it was made instead of exactly ``window``: a refused caller waits at most one bucket longer
+than an exact window would make it, and Retry-After and RateLimit-Reset are at most that much
+later. Lockouts keep the times of their last failures, so they count exactly.
+
+Keys are stored as keyed hashes (IPs, client and user ids never reach the table) under the
+root key, which every process of a deployment shares. Time comes from the injected clock: the
+buckets are numbered by it, never by the database's clock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ledgerport import catalog
+from ledgerport.clock import Clock
+from ledgerport.keys import Keyring
+from ledgerport.storage import Store, Transaction
+
+from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds
+
+LIMIT_BUCKETS = 60
+"""Buckets per window in shared counters; a bucket's width bounds how late a hit is forgotten."""
+_SWEEP_INTERVAL = 60.0
+"""Seconds between two deletions of the rows that no longer count, per process."""
+
+
+class BucketCount:
+    """The hits of one budget and key per bucket, oldest first, as seen at ``now``.
+
+    A hit at ``t`` falls in bucket ``ceil(t / width)``, which covers the times
+    ``(index - 1) * width < t <= index * width``; the bucket counts while
+    ``index * width > now - window``. Buckets that no longer count are dropped on reading.
+    """
+
+    def __init__(self, limit: catalog.RateLimit, hits: Iterable[Sequence[int]], now: float) -> None:
+        self.limit = limit.limit
+        self.window = float(limit.window_seconds)
+        self.width = self.window / LIMIT_BUCKETS
+        self.now = now
+        start = now - self.window
+        self.hits = sorted((int(i), int(n)) for i, n in hits if int(i) * self.width > start)
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self.hits)
+
+    def wait(self) -> int | None:
+        """Seconds until one more hit fits (until enough of the oldest buckets have left the
+        window), or None when it fits now."""
+        excess = self.total - self.limit + 1
+        if excess <= 0:
+            return None
+        leaving = zip(self.hits, itertools.accumulate(n for _, n in self.hits), strict=True)
+        index = next(i for (i, _), gone in leaving if gone >= excess)
+        return ceil_seconds(index * self.width + self.window - self.now)
+
+    def add(self) -> None:
+        index = math.ceil(self.now / self.width)
+        counts = dict(self.hits)
+        counts[index] = counts.get(index, 0) + 1
+        self.hits = sorted(counts.items())
+
+    def standing(self) -> Standing:
+        return Standing(self.limit, max(0, self.limit - self.total), self.reset_in())
+
+    def reset_in(self) -> int:
+        """Seconds until the newest bucket stops counting (0 when nothing counts)."""
+        return 0 if not self.hits else ceil_seconds(self.expires_at() - self.now)
+
+    def expires_at(self) -> float:
+        """When nothing of this count counts any more."""
+        return self.hits[-1][0] * self.width + self.window if self.hits else self.now
+
+
+def refusal(counts: Sequence[BucketCount], budgets: Sequence[Budget]) -> Verdict | None:
+    """The verdict refusing a take when any count has no room, else None."""
+    waits = [count.wait() for count in counts]
+    refused = [(budget, wait) for budget, wait in zip(budgets, waits, strict=True) if wait]
+    if not refused:
+        return None
+    return Verdict(
+        refused[0][0].limit,
+        max(wait for _, wait in refused),
+        tuple(count.standing() for count in counts),
+    )
+
+
+class FailureLog:
+    """A lockout's state for one key: the times of its last failures and the lock's end."""
+
+    def __init__(self, rule: LockoutRule, failures: Iterable[float], until: float, now: float):
+        self.rule = rule
+        self.now = now
+        self.failures = [t for t in failures if t > now - rule.window]
+        self.until = until
+
+    def locked_for(self) -> int | None:
+        return ceil_seconds(self.until - self.now) if self.until > self.now else None
+
+    def fail(self) -> bool:
+        """Record a failure at ``now``; answers True when it locks the key."""
+        self.failures = [*self.failures, self.now][-self.rule.failures :]
+        if len(self.failures) >= self.rule.failures:
+            self.until = self.now + self.rule.duration
+            return True
+        return False
+
+    def expires_at(self) -> float:
+        return max(self.until, self.failures[-1] + self.rule.window if self.failures else 0.0)
+
+
+def stored_key(keyring: Keyring, name: str, key: tuple[str, ...]) -> str:
+    """The key a budget or lockout is kept under: a keyed hash of its name and key parts."""
+    return keyring.hash_token(json.dumps([name, *key]))[:32]
+
+
+class StoreRateLimiter:
+    """Counts in the database's ``rate_limits`` table, shared by every process using it.
+
+    A take locks the rows of all its budgets in one statement (an upsert, in a fixed order so two
+    takes never wait on each other in a cycle), decides, and writes the new counts in the same
+    transaction: concurrent requests from several processes see each other's hits.
+    """
+
+    def __init__(self, store: Store, clock: Clock, keyring: Keyring) -> None:
+        self._store = store
+        self._clock = clock
+        self._keyring = keyring
+        self._next_sweep = 0.0
+
+    def _key(self, name: str, key: tuple[str, ...]) -> str:
+        return stored_key(self._keyring, name, key)
+
+    async def _lock_rows(self, tx: Transaction, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
+        """The stored states of ``keys`` (budget, key), rows created and locked for this
+        transaction. The dummy update is what takes the lock of a row that already exists."""
+        ordered = sorted(set(keys))
+        values = ", ".join(f"(${2 * i + 1}, ${2 * i + 2}, '', 0)" for i in range(len(ordered)))
+        rows = await tx.fetch(
+            f"INSERT INTO rate_limits (budget, key, state, expires_at) VALUES {values}"
+            " ON CONFLICT (budget, key) DO UPDATE SET budget = excluded.budget"
+            " RETURNING budget, key, state",
+            *[part for pair in ordered for part in pair],
+        )
+        return {(row["budget"], row["key"]): row["state"] for row in rows}
+
+    async def _read_rows(self, tx: Transaction, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
+        where = " OR ".join(
+            f"(budget = ${2 * i + 1} AND key = ${2 * i + 2})" for i in range(len(keys))
+        )
+        rows = await tx.fetch(
+            f"SELECT budget, key, state FROM rate_limits WHERE {where}",
+            *[part for pair in keys for part in pair],
+        )
+        return {(row["budget"], row["key"]): row["state"] for row in rows}
+
+    async def _write(self, tx: Transaction, rows: Sequence[tuple[str, str, str, float]]) -> None:
+        await tx.executemany(
+            "UPDATE rate_limits SET state = $3, expires_at = $4 WHERE budget = $1 AND key = $2",
+            rows,
+        )
+
+    def _keys(self, budgets: Sequence[Budget]) -> list[tuple[str, str]]:
+        return [(b.limit.name, self._key(b.limit.name, b.key)) for b in budgets]
+
+    @staticmethod
+    def _counts(
+        budgets: Sequence[Budget],
+        keys: Sequence[tuple[str, str]],
+        states: dict[Any, str],
+        now: float,
+    ) -> list[BucketCount]:
+        return [
+            BucketCount(b.limit, json.loads(states.get(k) or "[]"), now)
+            for b, k in zip(budgets, keys, strict=True)
+        ]
+
+    async def _count(self, budgets: Sequence[Budget], *, always: bool) -> Verdict:
+        now = self._clock.now()
+        keys = self._keys(budgets)
+        async with self._store.transaction() as tx:
+            counts = self._counts(budgets, keys, await self._lock_rows(tx, keys), now)
+            refused = None if always else refusal(counts, budgets)
+            if refused is None:
+                for count in counts:
+                    count.add()
+                await self._write(
+                    tx,
+                    [
+                        (name, key, json.dumps(count.hits), count.expires_at())
+                        for (name, key), count in zip(keys, counts, strict=True)
+                    ],
+                )
+        await self._sweep(now)
+        if refused is not None:
+            return refused
+        return Verdict(None, 0, tuple(count.standing() for count in counts))
+
+    async def take(self, *budgets: Budget) -> Verdict:
+        return await self._count(budgets, always=False)
+
+    async def retry_after(self, *budgets: Budget) -> int | None:
+        now = self._clock.now()
+        keys = self._keys(budgets)
+        async with self._store.transaction() as tx:
+            counts = self._counts(budgets, keys, await self._read_rows(tx, keys), now)
+        verdict = refusal(counts, budgets)
+        return None if verdict is None else verdict.retry_after
+
+    async def hit(self, *budgets: Budget) -> None:
+        await self._count(budgets, always=True)
+
+    def _log(self, rule: LockoutRule, state: str | None, now: float) -> FailureLog:
+        stored = json.loads(state) if state else {}
+        return FailureLog(rule, stored.get("failures", []), stored.get("until", 0.0), now)
+
+    async def locked_for(self, rule: LockoutRule, key: tuple[str, ...]) -> int | None:
+        now = self._clock.now()
+        async with self._store.transaction() as tx:
+            state = await tx.fetchval(
+                "SELECT state FROM rate_limits WHERE budget = $1 AND key = $2",
+                rule.name,
+                self._key(rule.name, key),
+            )
+        return self._log(rule, state, now).locked_for()
+
+    async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:
+        now = self._clock.now()
+        stored = (rule.name, self._key(rule.name, key))
+        async with self._store.transaction() as tx:
+            log = self._log(rule, (await self._lock_rows(tx, [stored]))[stored], now)
+            locked = log.fail()
+            state = json.dumps({"failures": log.failures, "until": log.until})
+            await self._write(tx, [(*stored, state, log.expires_at())])
+        await self._sweep(now)
+        return locked
+
+    async def _sweep(self, now: float) -> None:
+        """Delete, at most once a minute, the rows whose counts no longer count.
+
+        On PostgreSQL rows another transaction holds are skipped (they are in use, and waiting
+        for them could deadlock with a take locking them in another order).
+        """
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + _SWEEP_INTERVAL
+        skip_locked = " FOR UPDATE SKIP LOCKED" if self._store.kind == "postgresql" else ""
+        async with self._store.transaction() as tx:
+            await tx.execute(
+                "DELETE FROM rate_limits WHERE (budget, key) IN"
+                f" (SELECT budget, key FROM rate_limits WHERE expires_at < $1{skip_locked})",
+                now,
+            )

@@ -1,0 +1,5 @@
+"""The developer console API, ``/developer/*``: an app's developer manages the app."""
+
+from . import app_data_fields as app_data_fields
+from . import versions as versions
+from ._blueprint import blueprint as blueprint

@@ -1,0 +1,115 @@
+"""A business's events become visible in ``seq`` order, on both backends.
+
+A reader pages the log by ``seq``: were an event with a lower ``seq`` to commit after one with a
+higher, a reader between the two commits would page past it and never see it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from ledgerport import books
+from ledgerport.storage import Store, Transaction
+
+TIMEOUT = 30
+NOW = 1_700_000_000.0
+
+
+async def _business(store: Store) -> str:
+    async with store.transaction() as tx:
+        business = await books.create_business(tx, now=NOW, name="Northwind")
+    return business.id
+
+
+async def _record(tx: Transaction, business_id: str, name: str) -> str:
+    return await books.record_event(
+        tx, now=NOW, type="customer.created", data={"name": name}, business_id=business_id
+    )
+
+
+async def _log(store: Store, business_id: str) -> list[str]:
+    async with store.transaction() as tx:
+        rows = await tx.fetch(
+            "SELECT data FROM events WHERE business_id = $1 ORDER BY seq", business_id
+        )
+    return [json.loads(row["data"])["name"] for row in rows]
+
+
+async def test_an_event_recorded_first_but_committed_last_comes_last(store: Store) -> None:
+    """The log's order is the order of the commits (on SQLite the quick writer waits for the
+    slow one to commit; on PostgreSQL it commits first)."""
+    business_id = await _business(store)
+    first_recorded = trio.Event()
+    committed: list[str] = []
+
+    async def slow() -> None:
+        async with store.transaction() as tx:
+            await _record(tx, business_id, "slow")
+            first_recorded.set()
+            await trio.sleep(0.3)
+        committed.append("slow")
+
+    async def quick() -> None:
+        await first_recorded.wait()
+        async with store.transaction() as tx:
+            await _record(tx, business_id, "quick")
+        committed.append("quick")
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow)
+            nursery.start_soon(quick)
+
+    assert await _log(store, business_id) == committed
+    if store.kind == "postgresql":
+        assert committed == ["quick", "slow"]
+
+
+@pytest.mark.parametrize("writers", [8])
+async def test_concurrent_writers_never_let_a_reader_page_past_an_event(
+    store: Store, writers: int
+) -> None:
+    """Readers page the log while writers commit; every reader, paging by ``seq`` from where it
+    left off, ends up with every event exactly once."""
+    business_id = await _business(store)
+    done = trio.Event()
+    pages: list[list[str]] = [[] for _ in range(2)]
+
+    async def writer(index: int) -> None:
+        for round_ in range(5):
+            async with store.transaction() as tx:
+                await _record(tx, business_id, f"w{index}-{round_}")
+                await trio.sleep(0.01 * ((index + round_) % 3))
+
+    async def reader(seen: list[str]) -> None:
+        after = 0
+        while True:
+            finished = done.is_set()
+            async with store.transaction() as tx:
+                rows = await tx.fetch(
+                    "SELECT seq, data FROM events WHERE business_id = $1 AND seq > $2 ORDER BY seq",
+                    business_id,
+                    after,
+                )
+            for row in rows:
+                after = int(row["seq"])
+                seen.append(json.loads(row["data"])["name"])
+            if finished:
+                return
+            await trio.sleep(0.005)
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as readers:
+            for seen in pages:
+                readers.start_soon(reader, seen)
+            async with trio.open_nursery() as nursery:
+                for index in range(writers):
+                    nursery.start_soon(writer, index)
+            done.set()
+
+    expected = sorted(f"w{i}-{r}" for i in range(writers) for r in range(5))
+    for seen in pages:
+        assert sorted(seen) == expected

@@ -1,0 +1,315 @@
+"""The limiter contract, held by every place the counts can be kept: in memory, in the database
+(SQLite and PostgreSQL) and in Redis.
+
+The clock is a FrozenClock moved by the tests, never slept on. It starts on a whole second, where
+the shared counters' one-second buckets begin, so most figures are the exact sliding window's on
+every backend; ``test_shared_counters_stay_within_their_bound`` checks the bound off those
+boundaries. A second limiter over the same counts (another process) is ``Backend.twin``: the
+same object in memory, another connection pool or client for PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+import pytest
+import trio
+
+from ledgerport import auth, catalog
+from ledgerport.auth import Budget, LockoutRule, RateLimiter
+from ledgerport.clock import FrozenClock
+from ledgerport.storage import Store, open_postgres
+
+from ..stores import REDIS_URL, fresh_database, open_test_store
+
+TIMEOUT = 30
+TWO_PER_MINUTE = catalog.RateLimit("test-two-per-minute", 2, 60, "ip")
+THREE_PER_MINUTE = catalog.RateLimit("test-three-per-minute", 3, 60, "ip")
+TWO_PER_FIVE_MINUTES = catalog.RateLimit("test-two-per-five-minutes", 2, 300, "user")
+ONE_PER_MINUTE = catalog.RateLimit("test-one-per-minute", 1, 60, "ip")
+LOCKOUT = LockoutRule("test-lockout")
+SHARED = (
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+)
+
+
+@dataclass
+class Backend:
+    limiter: RateLimiter
+    twin: Callable[[], Awaitable[RateLimiter]]
+    """Another limiter over the same counts, as a second process would have."""
+
+
+async def _migrated(store: Store) -> Store:
+    await store.migrate()
+    return store
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        pytest.param("postgresql", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+async def backend(
+    request: pytest.FixtureRequest, asyncio_loop: object, clock: FrozenClock
+) -> AsyncIterator[Backend]:
+    # A root key of the test's own: shared counters are stored under keys hashed with it, so
+    # tests sharing a database or Redis never count each other's hits.
+    keyring = auth.Keyring(secrets.token_urlsafe(32))
+    async with AsyncExitStack() as stack:
+        if request.param == "memory":
+            memory = auth.MemoryRateLimiter(clock)
+
+            async def same() -> RateLimiter:
+                return memory
+
+            yield Backend(memory, same)
+        elif request.param == "sqlite":
+            sqlite = await stack.enter_async_context(open_test_store("sqlite"))
+
+            async def over_sqlite() -> RateLimiter:
+                return auth.StoreRateLimiter(sqlite, clock, keyring)
+
+            yield Backend(await over_sqlite(), over_sqlite)
+        elif request.param == "postgresql":
+            url = await stack.enter_async_context(fresh_database())
+
+            async def over_postgres() -> RateLimiter:
+                store = await stack.enter_async_context(open_postgres(url, max_size=5))
+                return auth.StoreRateLimiter(await _migrated(store), clock, keyring)
+
+            yield Backend(await over_postgres(), over_postgres)
+        else:
+
+            async def over_redis() -> RateLimiter:
+                return await auth.connect_redis_limiter(REDIS_URL, clock, keyring)
+
+            yield Backend(await over_redis(), over_redis)
+
+
+def by_ip(limit: catalog.RateLimit, ip: str = "192.0.2.1") -> Budget:
+    return Budget(limit, (ip,))
+
+
+async def test_a_burst_takes_exactly_the_limit(backend: Backend) -> None:
+    limiter = backend.limiter
+    with trio.fail_after(TIMEOUT):
+        verdicts = [await limiter.take(by_ip(THREE_PER_MINUTE)) for _ in range(3)]
+        assert [v.allowed for v in verdicts] == [True, True, True]
+        assert [v.standings[0].remaining for v in verdicts] == [2, 1, 0]
+        assert {v.standings[0].limit for v in verdicts} == {3}
+        assert {v.standings[0].reset_in for v in verdicts} == {60}
+        refused = await limiter.take(by_ip(THREE_PER_MINUTE))
+        assert refused.refused_by == THREE_PER_MINUTE
+        assert refused.retry_after == 60
+        assert refused.standings[0].remaining == 0
+        # A refused take is not counted: the budget is whole again a window after the burst.
+        assert (await limiter.take(by_ip(THREE_PER_MINUTE))).retry_after == 60
+        assert await limiter.retry_after(by_ip(THREE_PER_MINUTE)) == 60
+
+
+async def test_the_window_slides_hit_by_hit(backend: Backend, clock: FrozenClock) -> None:
+    limiter = backend.limiter
+    budget = by_ip(TWO_PER_MINUTE)
+    with trio.fail_after(TIMEOUT):
+        assert (await limiter.take(budget)).allowed
+        clock.advance(10)
+        second = await limiter.take(budget)
+        assert second.allowed
+        assert second.standings[0].reset_in == 60
+        clock.advance(49.5)  # 59.5 s after the first hit
+        assert await limiter.retry_after(budget) == 1
+        clock.advance(0.5)  # 60 s after the first hit: it has left the window
+        assert await limiter.retry_after(budget) is None
+        third = await limiter.take(budget)
+        assert (third.allowed, third.standings[0].remaining) == (True, 0)
+        assert await limiter.retry_after(budget) == 10  # until the hit at t=10 leaves
+        clock.advance(10)
+        assert (await limiter.take(budget)).allowed
+
+
+async def test_five_minute_windows(backend: Backend, clock: FrozenClock) -> None:
+    limiter = backend.limiter
+    budget = Budget(TWO_PER_FIVE_MINUTES, ("usr_1",))
+    with trio.fail_after(TIMEOUT):
+        assert (await limiter.take(budget)).allowed
+        clock.advance(100)
+        assert (await limiter.take(budget)).allowed
+        assert (await limiter.take(budget)).retry_after == 200
+        clock.advance(200)
+        verdict = await limiter.take(budget)
+        assert verdict.allowed
+        assert verdict.standings[0].reset_in == 300
+
+
+async def test_a_refusal_uses_up_no_budget(backend: Backend) -> None:
+    """Several budgets are taken together or not at all; the first refusing one is named and
+    the wait is until every one has room."""
+    limiter = backend.limiter
+    ip = by_ip(THREE_PER_MINUTE)
+    with trio.fail_after(TIMEOUT):
+        assert (await limiter.take(by_ip(ONE_PER_MINUTE))).allowed
+        for _ in range(3):
+            refused = await limiter.take(ip, by_ip(ONE_PER_MINUTE))
+            assert refused.refused_by == ONE_PER_MINUTE
+            assert refused.retry_after == 60
+            assert refused.standings[0].remaining == 3
+        assert [(await limiter.take(ip)).allowed for _ in range(4)] == [True] * 3 + [False]
+        both = await limiter.take(ip, by_ip(ONE_PER_MINUTE))
+        assert both.refused_by == THREE_PER_MINUTE
+        assert [s.remaining for s in both.standings] == [0, 0]
+
+
+async def test_keys_and_limits_count_apart(backend: Backend) -> None:
+    limiter = backend.limiter
+    pair = Budget(TWO_PER_MINUTE, ("192.0.2.1", "client-a"))
+    with trio.fail_after(TIMEOUT):
+        await limiter.take(pair)
+        await limiter.take(pair)
+        assert await limiter.retry_after(pair) == 60
+        assert await limiter.retry_after(Budget(TWO_PER_MINUTE, ("192.0.2.1", "client-b"))) is None
+        assert await limiter.retry_after(Budget(TWO_PER_MINUTE, ("192.0.2.1client-a",))) is None
+        assert await limiter.retry_after(Budget(THREE_PER_MINUTE, pair.key)) is None
+        fresh = await limiter.take(Budget(TWO_PER_MINUTE, ("198.51.100.7", "client-a")))
+        assert fresh.standings[0].remaining == 1
+
+
+async def test_hits_count_whatever_the_room(backend: Backend, clock: FrozenClock) -> None:
+    """``hit`` counts failures already made, past the limit too; ``retry_after`` counts nothing."""
+    limiter = backend.limiter
+    budget = by_ip(TWO_PER_MINUTE)
+    with trio.fail_after(TIMEOUT):
+        for _ in range(3):
+            assert await limiter.retry_after(budget) is None
+        await limiter.hit(budget)
+        for _ in range(2):  # three hits, at t=0, 1 and 2, against a limit of two
+            clock.advance(1)
+            await limiter.hit(budget)
+        assert await limiter.retry_after(budget) == 59  # two must leave: until the one at t=1
+        assert (await limiter.take(budget)).standings[0].remaining == 0
+        clock.advance(59)
+        assert await limiter.retry_after(budget) is None
+
+
+async def test_lockout_locks_on_the_tenth_failure(backend: Backend, clock: FrozenClock) -> None:
+    limiter = backend.limiter
+    rule = LockoutRule("test-client-lockout")
+    assert (rule.failures, rule.window, rule.duration) == (10, 60, 60)
+    key = ("192.0.2.1", "client")
+    with trio.fail_after(TIMEOUT):
+        for _ in range(9):
+            assert await limiter.failed(rule, key) is False
+            assert await limiter.locked_for(rule, key) is None
+        assert await limiter.failed(rule, key) is True
+        assert await limiter.locked_for(rule, key) == 60
+        assert await limiter.locked_for(rule, ("192.0.2.1", "other")) is None
+        assert await limiter.locked_for(rule, ("198.51.100.7", "client")) is None
+        assert await limiter.locked_for(LOCKOUT, key) is None  # another rule, its own count
+        clock.advance(59.5)
+        assert await limiter.locked_for(rule, key) == 1
+        clock.advance(0.5)
+        assert await limiter.locked_for(rule, key) is None
+
+
+async def test_lockout_counts_failures_within_its_window_only(
+    backend: Backend, clock: FrozenClock
+) -> None:
+    limiter = backend.limiter
+    key = ("192.0.2.1", "client")
+    with trio.fail_after(TIMEOUT):
+        for _ in range(9):
+            await limiter.failed(LOCKOUT, key)
+        clock.advance(60)  # the nine failures age out
+        for _ in range(9):
+            assert await limiter.failed(LOCKOUT, key) is False
+        assert await limiter.locked_for(LOCKOUT, key) is None
+        assert await limiter.failed(LOCKOUT, key) is True
+        # Ten failures spread over 59 s, off whole seconds: lockouts count exactly.
+        spread = ("192.0.2.1", "spread")
+        clock.advance(0.3)
+        locked = [await limiter.failed(LOCKOUT, spread)]
+        for _ in range(9):
+            clock.advance(59 / 9)
+            locked.append(await limiter.failed(LOCKOUT, spread))
+        assert locked == [False] * 9 + [True]
+
+
+async def test_lockout_rule_parameters(backend: Backend, clock: FrozenClock) -> None:
+    limiter = backend.limiter
+    rule = LockoutRule("test-short-lockout", failures=2, window=10, duration=30)
+    with trio.fail_after(TIMEOUT):
+        assert await limiter.failed(rule, ("k",)) is False
+        clock.advance(9.9)
+        assert await limiter.failed(rule, ("k",)) is True
+        clock.advance(29)
+        assert await limiter.locked_for(rule, ("k",)) == 1
+        clock.advance(1)
+        assert await limiter.locked_for(rule, ("k",)) is None
+
+
+@pytest.mark.parametrize("backend", SHARED, indirect=True)
+async def test_shared_counters_stay_within_their_bound(
+    backend: Backend, clock: FrozenClock
+) -> None:
+    """Off the buckets' boundaries the shared counters never allow more than the limit in any
+    window, and forget a hit at most one bucket (a second of a minute) after an exact window."""
+    limiter = backend.limiter
+    width = 60 / auth.LIMIT_BUCKETS
+    budget = by_ip(ONE_PER_MINUTE)
+    with trio.fail_after(TIMEOUT):
+        clock.advance(0.25)
+        made = clock.now()
+        assert (await limiter.take(budget)).allowed
+        clock.advance(60 - 0.26)  # 0.01 s before an exact window would forget the hit
+        wait = await limiter.retry_after(budget)
+        assert wait is not None
+        assert 1 <= wait <= 1 + width
+        clock.set(made + 60 + width)
+        verdict = await limiter.take(budget)
+        assert verdict.allowed
+        assert 60 <= verdict.standings[0].reset_in <= 60 + width
+
+
+async def test_concurrent_takes_from_two_processes_stay_all_or_nothing(
+    backend: Backend,
+) -> None:
+    """Takes of two budgets racing from two limiters over the same counts: the budget that
+    refuses most of them is not charged by the others."""
+    wide = catalog.RateLimit("test-race-wide", 12, 60, "ip")
+    allowed: list[bool] = []
+
+    async def take(limiter: RateLimiter) -> None:
+        verdict = await limiter.take(by_ip(wide), Budget(TWO_PER_FIVE_MINUTES, ("x",)))
+        allowed.append(verdict.allowed)
+
+    with trio.fail_after(TIMEOUT):
+        twin = await backend.twin()
+        async with trio.open_nursery() as nursery:
+            for i in range(20):
+                nursery.start_soon(take, backend.limiter if i % 2 else twin)
+        assert allowed.count(True) == 2
+        assert (await twin.take(by_ip(wide))).standings[0].remaining == 9
+
+
+async def test_concurrent_takes_share_one_budget(backend: Backend) -> None:
+    limit = catalog.RateLimit("test-race", 12, 60, "ip")
+    allowed: list[bool] = []
+
+    async def take(limiter: RateLimiter) -> None:
+        allowed.append((await limiter.take(by_ip(limit))).allowed)
+
+    with trio.fail_after(TIMEOUT):
+        twin = await backend.twin()
+        async with trio.open_nursery() as nursery:
+            for i in range(20):
+                nursery.start_soon(take, backend.limiter if i % 2 else twin)
+        assert allowed.count(True) == 12
+        assert await twin.retry_after(by_ip(limit)) == 60

@@ -1,0 +1,135 @@
+"""Several processes serving one database share the limits and the lockouts: through the
+database on PostgreSQL, through Redis when LEDGERPORT_REDIS_URL is set. Each "process" here is a
+Platform and application of its own over its own connection pool (and Redis client).
+
+Spec: Limits > Rate limits ("Failed client authentications lock out that IP and client pair");
+contract.md: Lockout.
+"""
+
+from __future__ import annotations
+
+import secrets
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+import trio
+
+from ledgerport import auth, catalog
+from ledgerport.clock import FrozenClock
+from ledgerport.config import ConfigError
+from ledgerport.http import create_app
+from ledgerport.platform import Platform
+from ledgerport.storage import StorageUnavailable, Store, open_postgres
+
+from ..platforms import build_platform
+from .oauth_helpers import basic, full_grant, make_world
+
+TIMEOUT = 90
+ADMIN_TOKEN = "lp_admin_shared-limits-0123456789abcdef"
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def environment(**more: str) -> dict[str, str]:
+    """A deployment's configuration; a root key of its own keeps its Redis counts apart."""
+    return {
+        "LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN,
+        "LEDGERPORT_SECRET_KEY": secrets.token_urlsafe(32),
+        "LEDGERPORT_ENV": "development",
+        "LEDGERPORT_BASE_URL": "http://api.ledgerport.test",
+        "LEDGERPORT_AUTH_URL": "http://app.ledgerport.test",
+        "LEDGERPORT_PASSWORD_HASHING": "fast",
+        **more,
+    }
+
+
+async def test_the_platform_counts_where_the_store_says(store: Store, clock: FrozenClock) -> None:
+    with trio.fail_after(TIMEOUT):
+        platform = await build_platform(store, clock, environment())
+    expected = auth.MemoryRateLimiter if store.kind == "sqlite" else auth.StoreRateLimiter
+    assert isinstance(platform.limiter, expected)
+
+
+async def test_redis_when_configured(store: Store, clock: FrozenClock, redis_url: str) -> None:
+    with trio.fail_after(TIMEOUT):
+        platform = await build_platform(store, clock, environment(LEDGERPORT_REDIS_URL=redis_url))
+    assert isinstance(platform.limiter, auth.RedisRateLimiter)
+
+
+async def test_a_start_without_its_redis_fails(store: Store, clock: FrozenClock) -> None:
+    """Limits that cannot be counted stop the start (exit 1, like an unreachable database)
+    instead of serving unlimited; an option redis-py cannot use is a configuration error."""
+    env = environment()
+    with trio.fail_after(TIMEOUT), pytest.raises(StorageUnavailable, match="redis"):
+        await build_platform(store, clock, {**env, "LEDGERPORT_REDIS_URL": "redis://127.0.0.1:1/0"})
+    unusable = "redis://127.0.0.1:6379/0?socket_timeout=soon"
+    with trio.fail_after(TIMEOUT), pytest.raises(ConfigError, match="LEDGERPORT_REDIS_URL"):
+        await build_platform(store, clock, {**env, "LEDGERPORT_REDIS_URL": unusable})
+
+
+async def two_processes(
+    stack: AsyncExitStack, url: str, clock: FrozenClock, env: dict[str, str]
+) -> tuple[Any, Any, Platform]:
+    """Two applications over one PostgreSQL database, each with its own pool and Platform."""
+    platforms = []
+    for _ in range(2):
+        store = await stack.enter_async_context(open_postgres(url, max_size=3))
+        await store.migrate()
+        platforms.append(await build_platform(store, clock, env))
+    first, second = (create_app(p).test_client() for p in platforms)
+    return first, second, platforms[0]
+
+
+async def share_the_limits(first: Any, second: Any, clock: FrozenClock) -> None:
+    """One app's calls in one business through both processes draw on one budget of 300, and a
+    lockout made through one process refuses the client at the other."""
+    world = await make_world(first, ADMIN_HEADERS)
+    assert world.client_secret is not None
+    tokens = await full_grant(first, world)
+    bearer = {"Authorization": f"Bearer {tokens['access_token']}"}
+    limit = catalog.RATE_LIMIT_APP_PER_BUSINESS.limit
+    for i in range(limit):
+        response = await (first if i % 2 else second).get("/invoices", headers=bearer)
+        assert response.status_code == 200, i
+        assert response.headers["RateLimit-Remaining"] == str(limit - i - 1)
+    for process in (first, second):
+        response = await process.get("/invoices", headers=bearer)
+        assert response.status_code == 429
+        assert (await response.get_json())["code"] == "APP_RATE_LIMITED"
+        assert response.headers["Retry-After"] == "60"
+
+    wrong = basic(world.client_id, "wrong-secret")
+    form = {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]}
+    for attempt in range(catalog.LOCKOUT_FAILURES):
+        response = await first.post("/oauth/token", form=form, headers=wrong)
+        assert response.status_code == 401, attempt  # the tenth still answers 401
+    right = basic(world.client_id, world.client_secret)
+    clock.advance(15)
+    response = await second.post("/oauth/token", form=form, headers=right)
+    assert response.status_code == 429, await response.get_json()
+    assert response.headers["Retry-After"] == "45"
+    clock.advance(45)
+    response = await second.post("/oauth/token", form=form, headers=right)
+    assert response.status_code == 200, await response.get_json()
+
+
+async def test_two_processes_over_postgres_share_limits_and_lockouts(
+    postgres_url: str, clock: FrozenClock
+) -> None:
+    async with AsyncExitStack() as stack:
+        with trio.fail_after(TIMEOUT):
+            first, second, platform = await two_processes(stack, postgres_url, clock, environment())
+            assert isinstance(platform.limiter, auth.StoreRateLimiter)
+            await share_the_limits(first, second, clock)
+
+
+async def test_two_processes_with_redis_share_limits_and_lockouts(
+    postgres_url: str, redis_url: str, clock: FrozenClock
+) -> None:
+    async with AsyncExitStack() as stack:
+        with trio.fail_after(TIMEOUT):
+            first, second, platform = await two_processes(
+                stack, postgres_url, clock, environment(LEDGERPORT_REDIS_URL=redis_url)
+            )
+            assert isinstance(platform.limiter, auth.RedisRateLimiter)
+            await share_the_limits(first, second, clock)
