@@ -7,8 +7,8 @@ rewrites them to SQLite's numbered form (``?1``). Rows come back as plain dicts.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -64,8 +64,18 @@ class Transaction(Protocol):
     """Appended to a SELECT, locks the rows it reads until the transaction ends: `` FOR UPDATE``
     on PostgreSQL, nothing on SQLite, whose write transaction holds the whole database."""
 
+    skip_locked: str
+    """Appended to a SELECT, locks the rows it reads and leaves out those another transaction
+    holds: `` FOR UPDATE SKIP LOCKED`` on PostgreSQL (several processes claim work side by
+    side), nothing on SQLite."""
+
     async def execute(self, sql: str, *args: Any) -> int:
         """Run a statement; answers the number of rows it changed."""
+        ...
+
+    async def notify(self, channel: str) -> None:
+        """Wake the listeners of ``channel`` (``Store.listen``) once this transaction commits,
+        in every process using the database; nothing happens if it rolls back."""
         ...
 
     def queue(self, name: str, flush: Flush) -> list[Any]:
@@ -114,6 +124,29 @@ class CommitQueues:
                 await flush(tx, items)
 
 
+Listener: TypeAlias = Callable[[], None]
+
+
+class Listeners:
+    """The in-process listeners of each channel."""
+
+    def __init__(self) -> None:
+        self._by_channel: dict[str, list[Listener]] = {}
+
+    @contextmanager
+    def listening(self, channel: str, listener: Listener) -> Iterator[None]:
+        self._by_channel.setdefault(channel, []).append(listener)
+        try:
+            yield
+        finally:
+            self._by_channel[channel].remove(listener)
+
+    def wake(self, channels: Iterable[str]) -> None:
+        for channel in channels:
+            for listener in list(self._by_channel.get(channel, ())):
+                listener()
+
+
 class Store(Protocol):
     """A database. ``transaction()`` commits on normal exit and rolls back on any exception."""
 
@@ -121,6 +154,12 @@ class Store(Protocol):
     def kind(self) -> Literal["sqlite", "postgresql"]: ...
 
     def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
+
+    def listen(self, channel: str, listener: Listener) -> AbstractAsyncContextManager[None]:
+        """Call ``listener`` (synchronously, from a trio task) after each commit that notified
+        ``channel``, for as long as the context lasts. Wake-ups may merge or, when the
+        connection that listens is lost, go missing: listeners also look for work on a timer."""
+        ...
 
     async def ping(self) -> None:
         """Raise StorageUnavailable unless the database answers a trivial query."""

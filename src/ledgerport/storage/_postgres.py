@@ -22,6 +22,7 @@ from ._interface import (
     CommitQueues,
     Conflict,
     Flush,
+    Listener,
     Migration,
     MigrationError,
     Row,
@@ -34,6 +35,11 @@ _T = TypeVar("_T")
 # Serializes concurrent migrators (two processes starting at once) on one database.
 _MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"ledgerport.migrate").digest()[:7], "big")
 _CLEANUP_TIMEOUT = 5.0
+
+
+def _channel(name: str) -> str:
+    """The PostgreSQL channel of a store channel: prefixed, since the database may be shared."""
+    return f"ledgerport_{name}"
 
 
 def _convert(exc: BaseException) -> StorageError:
@@ -49,12 +55,20 @@ _DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 
 class _PostgresTransaction:
     row_lock = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
 
     def __init__(self, store: PostgresStore, conn: Any) -> None:
         self._store = store
         self._conn = conn
         self._serialized: set[str] = set()
+        self._notified: set[str] = set()
         self._queues = CommitQueues()
+
+    async def notify(self, channel: str) -> None:
+        if channel not in self._notified:
+            # PostgreSQL delivers it to every listening connection when the transaction commits.
+            await self.execute("SELECT pg_notify($1, '')", _channel(channel))
+            self._notified.add(channel)
 
     def queue(self, name: str, flush: Flush) -> list[Any]:
         return self._queues.queue(name, flush)
@@ -138,6 +152,28 @@ class PostgresStore:
                 raise
             else:
                 await self._call(tx.commit)
+
+    @asynccontextmanager
+    async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:
+        """LISTEN on a connection of the pool held for the context; asyncpg calls back on the
+        process's loop, inside trio, so the listener runs there."""
+
+        def on_notification(*_: object) -> None:
+            listener()
+
+        async with self._connection() as conn:
+            await self._call(conn.add_listener, _channel(channel), on_notification)
+            try:
+                yield
+            finally:
+                with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+                    scope.shield = True
+                    try:
+                        await self._call(conn.remove_listener, _channel(channel), on_notification)
+                    except StorageError:
+                        conn.terminate()
+                if scope.cancelled_caught:
+                    conn.terminate()
 
     async def ping(self) -> None:
         async with self._connection() as conn:

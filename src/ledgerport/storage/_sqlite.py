@@ -20,6 +20,8 @@ from ._interface import (
     CommitQueues,
     Conflict,
     Flush,
+    Listener,
+    Listeners,
     Migration,
     MigrationError,
     Row,
@@ -45,10 +47,15 @@ def _convert(exc: sqlite3.Error) -> Exception:
 
 class _SqliteTransaction:
     row_lock = ""
+    skip_locked = ""
 
     def __init__(self, store: SqliteStore) -> None:
         self._store = store
         self._queues = CommitQueues()
+        self._notified: set[str] = set()
+
+    async def notify(self, channel: str) -> None:
+        self._notified.add(channel)
 
     def queue(self, name: str, flush: Flush) -> list[Any]:
         return self._queues.queue(name, flush)
@@ -90,6 +97,12 @@ class SqliteStore:
         self._conn = conn
         self._limiter = trio.CapacityLimiter(1)
         self._lock = trio.Lock()
+        self._listeners = Listeners()
+
+    @asynccontextmanager
+    async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:
+        with self._listeners.listening(channel, listener):
+            yield
 
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         try:
@@ -120,6 +133,7 @@ class SqliteStore:
                     with trio.CancelScope(shield=True):
                         await self._call(self._rollback_if_open)
                     raise
+                self._listeners.wake(tx._notified)
 
     def _rollback_if_open(self) -> None:
         if self._conn.in_transaction:
