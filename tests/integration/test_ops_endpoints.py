@@ -195,6 +195,7 @@ async def test_unmatched_paths_do_not_become_route_labels(client: Any) -> None:
 
 async def test_in_flight_gauge_returns_to_rest_after_errors(fresh_app: Any) -> None:
     app = fresh_app
+
     async def crash() -> str:
         raise RuntimeError("boom")
 

@@ -37,6 +37,9 @@ AppType = Literal["CONFIDENTIAL", "PUBLIC"]
 AppStatus = Literal["ACTIVE", "SUSPENDED", "DEACTIVATED"]
 APP_TYPES: tuple[AppType, ...] = ("CONFIDENTIAL", "PUBLIC")
 APP_STATUSES: tuple[AppStatus, ...] = ("ACTIVE", "SUSPENDED", "DEACTIVATED")
+ENTITLEMENTS_CHANNEL = "entitlements"
+"""Notified by every commit that changes what a webhook delivery's send-time check reads: an
+app's status, an installation's state or scopes, a webhook's URL, switch or secrets."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,7 @@ async def set_app_status(tx: Transaction, app_id: str, status: str) -> App:
     changed = await tx.execute("UPDATE apps SET status = $1 WHERE id = $2", status, app_id)
     if not changed:
         raise AppNotFound(app_id)
+    await tx.notify(ENTITLEMENTS_CHANNEL)
     return await get_app(tx, app_id)
 
 
@@ -297,6 +301,7 @@ async def install(
     if row is not None and row["state"] == "ACTIVE":
         current = Installation.from_row(row)
         widened = ordered_scopes([*current.scopes, *scopes])
+        await tx.notify(ENTITLEMENTS_CHANNEL)
         if widened == current.scopes:
             return current
         if not may_install:
@@ -351,6 +356,7 @@ async def install(
         installation=installation,
         data={"state": "ACTIVE", "scopes": list(granted)},
     )
+    await tx.notify(ENTITLEMENTS_CHANNEL)
     return installation
 
 
@@ -389,6 +395,7 @@ async def end_installation_state(
     )
     if not changed:
         raise InstallationNotFound(installation.id)
+    await tx.notify(ENTITLEMENTS_CHANNEL)
 
 
 async def request_business_redaction(tx: Transaction, *, now: float, business_id: str) -> int:

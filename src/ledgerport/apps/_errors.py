@@ -182,3 +182,20 @@ class AppDataFieldNotFound(AppsError):
 
     def __init__(self, field_id: str) -> None:
         super().__init__("App data field {0} not found", params=[field_id])
+
+
+# --- Webhooks ------------------------------------------------------------------------------------
+
+
+class WebhookNotFound(AppsError):
+    """The app has no webhook with that id (or it was deleted)."""
+
+    def __init__(self, webhook_id: str) -> None:
+        super().__init__("Webhook {0} not found", params=[webhook_id])
+
+
+class RedeliveryRefused(AppsError):
+    """spec: Redelivery; ``reason`` says which refusal applies."""
+
+    def __init__(self, delivery_id: str, reason: str) -> None:
+        super().__init__("Delivery {0} cannot be redelivered: {1}", params=[delivery_id, reason])

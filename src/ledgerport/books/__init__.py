@@ -11,6 +11,7 @@ from ._errors import RecordNotFound as RecordNotFound
 from ._errors import UnknownCursor as UnknownCursor
 from ._errors import UnknownEventTypes as UnknownEventTypes
 from ._errors import UserNotFound as UserNotFound
+from ._events import EVENTS_CHANNEL as EVENTS_CHANNEL
 from ._events import Event as Event
 from ._events import UnknownEventType as UnknownEventType
 from ._events import events_after as events_after

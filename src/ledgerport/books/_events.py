@@ -27,6 +27,11 @@ from ledgerport import catalog
 from ledgerport.ids import new_id
 from ledgerport.storage import Row, Transaction
 
+EVENTS_CHANNEL = "events"
+"""Notified by every commit that records events. Each event is also marked for the dispatcher
+(``event_dispatch``) in the same transaction, so what was committed is fanned out exactly once
+(``apps.fan_out``)."""
+
 
 class UnknownEventType(ValueError):
     """Code tried to record an event that is not in the catalog."""
@@ -93,6 +98,11 @@ async def _insert_events(tx: Transaction, rows: list[Any]) -> None:
         " VALUES ($1, $2, $3, $4, $5, $6, $7)",
         rows,
     )
+    # The dispatcher's marks, drawn in the same order (see EVENTS_CHANNEL).
+    await tx.executemany(
+        "INSERT INTO event_dispatch (event_id) VALUES ($1)", [(r[0],) for r in rows]
+    )
+    await tx.notify(EVENTS_CHANNEL)
 
 
 async def events_after(tx: Transaction, after_seq: int, limit: int) -> list[Event]:

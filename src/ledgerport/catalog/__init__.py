@@ -108,12 +108,14 @@ from ._limits import SESSION_TOKEN_TTL as SESSION_TOKEN_TTL
 from ._limits import SIGNING_KEY_PERIOD as SIGNING_KEY_PERIOD
 from ._limits import SIGNING_KEY_PREPUBLISH as SIGNING_KEY_PREPUBLISH
 from ._limits import SIGNING_KEY_RETIRED_GRACE as SIGNING_KEY_RETIRED_GRACE
+from ._limits import TEST_DELIVERY_DEFAULT_EVENT as TEST_DELIVERY_DEFAULT_EVENT
 from ._limits import URI_MAX_LENGTH as URI_MAX_LENGTH
 from ._limits import WEBHOOK_MAX_ATTEMPTS as WEBHOOK_MAX_ATTEMPTS
 from ._limits import WEBHOOK_RETRY_DELAYS as WEBHOOK_RETRY_DELAYS
 from ._limits import WEBHOOK_SECRET_OVERLAP as WEBHOOK_SECRET_OVERLAP
 from ._limits import WEBHOOK_SIGNATURE_TOLERANCE as WEBHOOK_SIGNATURE_TOLERANCE
 from ._limits import WEBHOOK_TIMEOUT as WEBHOOK_TIMEOUT
+from ._limits import WEBHOOKS_PER_APP_MAX as WEBHOOKS_PER_APP_MAX
 from ._limits import RateLimit as RateLimit
 from ._limits import RateLimitKey as RateLimitKey
 from ._oauth import CODE_CHALLENGE_METHODS as CODE_CHALLENGE_METHODS

@@ -130,6 +130,12 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("IDEMPOTENCY_KEY_REUSED", 400, "the Idempotency-Key came with another request"),
         ErrorCode("APP_DATA_FIELD_EXISTS", 409, "the app declared that key for that type"),
         ErrorCode("APP_DATA_FIELD_NOT_FOUND", 404, "no app data field with that id of the app"),
+        ErrorCode("WEBHOOK_NOT_FOUND", 404, "the app has no webhook with that id"),
+        ErrorCode(
+            "REDELIVERY_REFUSED",
+            400,
+            "the delivery waits for an attempt, is gone (30 days) or is no longer entitled",
+        ),
         ErrorCode("CONFLICT", 409, "a concurrent change won; retry the request"),
         ErrorCode("SERVICE_UNAVAILABLE", 503, "the database cannot be reached; retry"),
         ErrorCode("INTERNAL_ERROR", 500, "failure on the service side"),

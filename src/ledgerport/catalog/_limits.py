@@ -87,6 +87,10 @@ DELIVERY_RETENTION: Final = 30 * _DAY
 CLEANUP_INTERVAL: Final = 1 * _HOUR
 """The hourly cleanup: expired rows and, past their retention, deliveries and events."""
 CONSOLE_DELIVERIES_SHOWN: Final = 100
+WEBHOOKS_PER_APP_MAX: Final = 20
+"""ledgerport's own: webhooks one app may have at once."""
+TEST_DELIVERY_DEFAULT_EVENT: Final = "invoice.created"
+"""The type of a test delivery to a webhook that subscribes to no event."""
 EVENT_RETENTION: Final = 30 * _DAY
 
 # --- Requests, lockout ---------------------------------------------------------------------------

@@ -195,6 +195,8 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.InvalidChoices: _coded("INVALID_CHOICES"),
     apps.AppDataFieldExists: _coded("APP_DATA_FIELD_EXISTS"),
     apps.AppDataFieldNotFound: _coded("APP_DATA_FIELD_NOT_FOUND"),
+    apps.WebhookNotFound: _coded("WEBHOOK_NOT_FOUND"),
+    apps.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)
     access.NoBusinessToConnect: Answer(400),
     access.BusinessNotOffered: Answer(403),

@@ -98,5 +98,45 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.deliveries = Counter(
+            "ledgerport_webhook_deliveries_total",
+            "Webhook delivery attempts and send-time refusals, by outcome (delivered, retrying,"
+            " failed, queued: given back unattempted) and event type.",
+            ["outcome", "type"],
+            registry=self.registry,
+        )
+        self.delivery_attempt_seconds = Histogram(
+            "ledgerport_webhook_attempt_duration_seconds",
+            "Time from sending a webhook attempt to its answer (or its failure).",
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.delivery_event_lag = Histogram(
+            "ledgerport_webhook_event_to_first_attempt_seconds",
+            "Time from an event's commit to its delivery's first attempt.",
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300),
+        )
+        self.delivery_queue_depth = Gauge(
+            "ledgerport_webhook_queue_depth",
+            "Deliveries waiting for their first attempt (all processes).",
+            registry=self.registry,
+        )
+        self.delivery_retry_backlog = Gauge(
+            "ledgerport_webhook_retry_backlog",
+            "Deliveries waiting for a retry (all processes).",
+            registry=self.registry,
+        )
+        self.delivery_actors = Gauge(
+            "ledgerport_webhook_actors",
+            "Delivery actors alive in this process (one per webhook with work).",
+            registry=self.registry,
+        )
+        self.dispatcher_lag_events = Gauge(
+            "ledgerport_dispatcher_lag_events",
+            "Committed events not fanned out into deliveries yet (all processes).",
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

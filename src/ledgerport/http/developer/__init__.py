@@ -2,4 +2,5 @@
 
 from . import app_data_fields as app_data_fields
 from . import versions as versions
+from . import webhooks as webhooks
 from ._blueprint import blueprint as blueprint

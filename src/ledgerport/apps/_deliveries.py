@@ -1,0 +1,667 @@
+"""Webhook deliveries: fan-out of committed events, claims, attempt outcomes, redelivery, test
+deliveries and the history (spec: States and transitions: Webhook delivery, Delivery,
+Redelivery, Test delivery).
+
+Fan-out reads the events the log marked for dispatch (``event_dispatch``) and, in one
+transaction, creates one delivery per enabled webhook subscribed to the event's type of every
+app entitled to it and deletes the marks: a crash before the commit leaves both as they were, so
+every event is fanned out exactly once. Entitlement is the audience rule of the Events API
+(:func:`ledgerport.books.feed_view`): business and privacy events reach an app whose registered
+scopes and whose ACTIVE installation in the business both hold the event's gating scope; app
+events reach the app they were recorded for, whatever its installations.
+
+A delivery waits in the hot queue (status queued or retrying, indexed by ``next_attempt_at``)
+until an engine claims it: the claim names itself in ``lease`` and moves ``next_attempt_at`` to
+the lease's end, so a claim whose process dies is due again then and another process takes it
+over. Only the claim that holds the lease records the attempt's outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ledgerport import catalog
+from ledgerport.books import Event, feed_view
+from ledgerport.ids import new_id
+from ledgerport.keys import Keyring
+from ledgerport.storage import Row, Transaction
+
+from ._errors import RedeliveryRefused
+from ._webhooks import Webhook, signing_secrets
+
+DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
+DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("queued", "retrying", "delivered", "failed")
+DELIVERIES_CHANNEL = "deliveries"
+"""Notified by every commit that queues deliveries for an attempt (a test, a redelivery)."""
+TEST_BUSINESS_ID = "test"
+"""The businessId of a test delivery (spec: Test delivery)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery as the console shows it."""
+
+    id: str
+    webhook_id: str
+    event_id: str | None
+    type: str
+    status: DeliveryStatus
+    attempts: int
+    response_code: int | None
+    last_error: str | None
+    created_at: float
+    next_attempt_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Delivery:
+        return cls(
+            id=row["id"],
+            webhook_id=row["webhook_id"],
+            event_id=row["event_id"],
+            type=row["type"],
+            status=row["status"],
+            attempts=int(row["attempts"]),
+            response_code=row["response_code"],
+            last_error=row["last_error"],
+            created_at=float(row["created_at"]),
+            next_attempt_at=row["next_attempt_at"],
+        )
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A delivery an engine holds the lease of: what its next attempt sends."""
+
+    id: str
+    webhook_id: str
+    app_id: str
+    event_id: str | None
+    business_id: str | None
+    type: str
+    body: bytes
+    attempts: int
+    """Attempts made before this one."""
+    lease: str
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Row, lease: str) -> ClaimedDelivery:
+        return cls(
+            id=row["id"],
+            webhook_id=row["webhook_id"],
+            app_id=row["app_id"],
+            event_id=row["event_id"],
+            business_id=row["business_id"],
+            type=row["type"],
+            body=row["body"].encode(),
+            attempts=int(row["attempts"]),
+            lease=lease,
+            created_at=float(row["created_at"]),
+        )
+
+
+def _body(
+    delivery_id: str,
+    *,
+    event_id: str | None,
+    type: str,
+    api_version: str,
+    business_id: str,
+    created: float,
+    data: Mapping[str, object],
+) -> str:
+    """The delivery body (spec: Webhook delivery body), fixed for every attempt."""
+    return json.dumps(
+        {
+            "id": delivery_id,
+            "eventId": event_id,
+            "type": type,
+            "apiVersion": api_version,
+            "businessId": business_id,
+            "created": int(created),
+            "data": data,
+        },
+        separators=(",", ":"),
+    )
+
+
+_INSERT = (
+    "INSERT INTO webhook_deliveries (id, webhook_id, app_id, event_id, business_id, type, body,"
+    " status, attempts, created_at, updated_at, next_attempt_at, lease)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $9, $10)"
+)
+
+
+# --- Fan-out -------------------------------------------------------------------------------------
+
+
+async def pending_events(tx: Transaction, limit: int) -> tuple[list[int], list[Event]]:
+    """The oldest marks of events not fanned out yet (at most ``limit``; on PostgreSQL those no
+    other transaction holds) and their events, in the order recorded."""
+    marks = await tx.fetch(
+        f"SELECT position, event_id FROM event_dispatch ORDER BY position LIMIT $1{tx.skip_locked}",
+        limit,
+    )
+    if not marks:
+        return [], []
+    ids = [mark["event_id"] for mark in marks]
+    rows = await tx.fetch(
+        f"SELECT * FROM events WHERE id IN ({_placeholders(len(ids))}) ORDER BY seq", *ids
+    )
+    return [int(mark["position"]) for mark in marks], [Event.from_row(row) for row in rows]
+
+
+def _placeholders(count: int, start: int = 1) -> str:
+    return ", ".join(f"${index}" for index in range(start, start + count))
+
+
+@dataclass(frozen=True)
+class FannedOut:
+    """The deliveries a fan-out created: those claimed by the caller, and how many wait in the
+    queue (no room for them at once)."""
+
+    claimed: list[ClaimedDelivery]
+    queued: int
+
+
+@dataclass(frozen=True)
+class _Entitled:
+    """An app that may receive events of a business: what its installation and app grant."""
+
+    app_id: str
+    pinned_version: str | None
+    app_scopes: tuple[str, ...]
+    installation_scopes: tuple[str, ...]
+
+
+async def _entitlements(
+    tx: Transaction, events: Sequence[Event]
+) -> tuple[dict[str, list[_Entitled]], dict[str, str | None]]:
+    """The apps with an ACTIVE installation in each business of ``events``, and the version
+    pin of every app an event may reach."""
+    businesses = sorted({e.business_id for e in events if e.business_id and _audience(e) != "app"})
+    by_business: dict[str, list[_Entitled]] = {}
+    pins: dict[str, str | None] = {}
+    if businesses:
+        rows = await tx.fetch(
+            "SELECT i.business_id, i.app_id, i.scopes AS granted, a.scopes AS registered,"
+            " a.pinned_version FROM installations i JOIN apps a ON a.id = i.app_id"
+            f" WHERE i.state = 'ACTIVE' AND i.business_id IN ({_placeholders(len(businesses))})",
+            *businesses,
+        )
+        for row in rows:
+            by_business.setdefault(row["business_id"], []).append(
+                _Entitled(
+                    row["app_id"],
+                    row["pinned_version"],
+                    tuple(json.loads(row["registered"])),
+                    tuple(json.loads(row["granted"])),
+                )
+            )
+            pins[row["app_id"]] = row["pinned_version"]
+    own_apps = sorted({e.app_id for e in events if e.app_id and _audience(e) == "app"} - set(pins))
+    if own_apps:
+        rows = await tx.fetch(
+            f"SELECT id, pinned_version FROM apps WHERE id IN ({_placeholders(len(own_apps))})",
+            *own_apps,
+        )
+        pins.update({row["id"]: row["pinned_version"] for row in rows})
+    return by_business, pins
+
+
+def _audience(event: Event) -> str:
+    kind = catalog.event_type(event.type)
+    return kind.audience if kind is not None else "business"
+
+
+def _recipients(event: Event, by_business: Mapping[str, list[_Entitled]]) -> list[str]:
+    """The apps ``event`` reaches (spec: Webhook registration and audiences)."""
+    if _audience(event) == "app":
+        return [event.app_id] if event.app_id else []
+    return [
+        entitled.app_id
+        for entitled in by_business.get(event.business_id or "", [])
+        if event.type
+        in feed_view(
+            business_id=event.business_id or "",
+            app_id=entitled.app_id,
+            app_scopes=entitled.app_scopes,
+            installation_scopes=entitled.installation_scopes,
+        ).gated
+    ]
+
+
+async def _subscribed_webhooks(tx: Transaction, app_ids: Iterable[str]) -> dict[str, list[Webhook]]:
+    wanted = sorted(set(app_ids))
+    if not wanted:
+        return {}
+    rows = await tx.fetch(
+        "SELECT * FROM webhooks WHERE deleted_at IS NULL AND enabled"
+        f" AND app_id IN ({_placeholders(len(wanted))}) ORDER BY created_at, id",
+        *wanted,
+    )
+    by_app: dict[str, list[Webhook]] = {}
+    for row in rows:
+        by_app.setdefault(row["app_id"], []).append(Webhook.from_row(row))
+    return by_app
+
+
+async def fan_out(
+    tx: Transaction,
+    *,
+    now: float,
+    positions: Sequence[int],
+    events: Sequence[Event],
+    lease: str,
+    lease_until: float,
+    take: Callable[[str], bool],
+) -> FannedOut:
+    """Create the deliveries of ``events`` and delete their dispatch marks (``positions``).
+
+    ``take(webhook_id)`` says whether the caller can attempt a new delivery of that webhook at
+    once: those are created claimed by ``lease`` (until ``lease_until``) and answered; the rest
+    wait in the queue, due now.
+    """
+    by_business, pins = await _entitlements(tx, events)
+    plan = [(event, _recipients(event, by_business)) for event in events]
+    webhooks = await _subscribed_webhooks(tx, (app for _, apps in plan for app in apps))
+    rows: list[tuple[object, ...]] = []
+    claimed: list[ClaimedDelivery] = []
+    for event, recipients in plan:
+        for app_id in recipients:
+            for webhook in webhooks.get(app_id, []):
+                if event.type not in webhook.events:
+                    continue
+                delivery_id = new_id("dlv")
+                body = _body(
+                    delivery_id,
+                    event_id=event.id,
+                    type=event.type,
+                    api_version=pins.get(app_id) or catalog.CURRENT_API_VERSION,
+                    business_id=event.business_id or "",
+                    created=event.created,
+                    data=event.data,
+                )
+                held = take(webhook.id)
+                rows.append(
+                    (
+                        delivery_id,
+                        webhook.id,
+                        app_id,
+                        event.id,
+                        event.business_id,
+                        event.type,
+                        body,
+                        now,
+                        lease_until if held else now,
+                        lease if held else None,
+                    )
+                )
+                if held:
+                    claimed.append(
+                        ClaimedDelivery(
+                            delivery_id,
+                            webhook.id,
+                            app_id,
+                            event.id,
+                            event.business_id,
+                            event.type,
+                            body.encode(),
+                            0,
+                            lease,
+                            now,
+                        )
+                    )
+    if rows:
+        await tx.executemany(_INSERT, rows)
+    if positions:
+        await tx.execute(
+            f"DELETE FROM event_dispatch WHERE position IN ({_placeholders(len(positions))})",
+            *positions,
+        )
+    return FannedOut(claimed, len(rows) - len(claimed))
+
+
+async def dispatch_backlog(tx: Transaction) -> int:
+    """How many committed events wait for fan-out."""
+    return int(await tx.fetchval("SELECT COUNT(*) FROM event_dispatch"))
+
+
+# --- Claims and attempts -------------------------------------------------------------------------
+
+
+async def claim_due(
+    tx: Transaction,
+    *,
+    now: float,
+    lease: str,
+    lease_until: float,
+    limit: int,
+    take: Callable[[str], bool],
+    full: Sequence[str] = (),
+) -> list[ClaimedDelivery]:
+    """Claim deliveries whose attempt is due, oldest due first, at most ``limit`` looked at;
+    ``take(webhook_id)`` says whether the caller can attempt one more of that webhook now, and
+    the webhooks in ``full`` are passed over (a webhook with a backlog holds up no other)."""
+    passed_over = f" AND webhook_id NOT IN ({_placeholders(len(full), start=3)})" if full else ""
+    rows = await tx.fetch(
+        "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts, created_at"
+        " FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
+        f" AND next_attempt_at <= $1{passed_over} ORDER BY next_attempt_at"
+        f" LIMIT $2{tx.skip_locked}",
+        now,
+        limit,
+        *full,
+    )
+    chosen = [row for row in rows if take(row["webhook_id"])]
+    if chosen:
+        await tx.executemany(
+            "UPDATE webhook_deliveries SET lease = $1, next_attempt_at = $2 WHERE id = $3",
+            [(lease, lease_until, row["id"]) for row in chosen],
+        )
+    return [ClaimedDelivery.from_row(row, lease) for row in chosen]
+
+
+async def next_due_at(tx: Transaction) -> float | None:
+    """When the earliest waiting delivery is due (None when none waits)."""
+    value = await tx.fetchval(
+        "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
+    )
+    return None if value is None else float(value)
+
+
+async def queue_depth(tx: Transaction) -> tuple[int, int]:
+    """Deliveries waiting for their first attempt, and those waiting for a retry."""
+    rows = await tx.fetch(
+        "SELECT status, COUNT(*) AS n FROM webhook_deliveries"
+        " WHERE status IN ('queued', 'retrying') GROUP BY status"
+    )
+    counts = {row["status"]: int(row["n"]) for row in rows}
+    return counts.get("queued", 0), counts.get("retrying", 0)
+
+
+@dataclass(frozen=True)
+class SendPlan:
+    """What attempts of one webhook's deliveries need, read just before they are sent: the URL
+    and the signing secrets, or why each delivery must fail without being sent."""
+
+    url: str
+    secrets: tuple[str, ...]
+    refusals: Mapping[str, str]
+    """Delivery id → why it fails unsent (spec: the send-time check)."""
+    secrets_change_at: float | None = None
+    """When the previous secret stops signing (the plan's secrets are wrong from then on)."""
+
+
+async def send_plan(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    webhook_id: str,
+    deliveries: Sequence[ClaimedDelivery],
+) -> SendPlan:
+    """The send-time check of ``deliveries``, all of ``webhook_id`` (see :func:`send_plans`)."""
+    plans = await send_plans(tx, keyring, now=now, deliveries={webhook_id: deliveries})
+    return plans[webhook_id]
+
+
+async def send_plans(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    deliveries: Mapping[str, Sequence[ClaimedDelivery]],
+) -> dict[str, SendPlan]:
+    """The send-time check of each webhook's ``deliveries``, in two queries whatever their
+    number: the webhook deleted or switched off, the app suspended or deactivated, and for
+    business and privacy events the app no longer installed in the business or the event's
+    gating scope no longer held."""
+    webhook_ids = sorted(deliveries)
+    if not webhook_ids:
+        return {}
+    rows = await tx.fetch(
+        "SELECT w.*, a.status AS app_status, a.scopes AS app_scopes FROM webhooks w"
+        f" JOIN apps a ON a.id = w.app_id WHERE w.id IN ({_placeholders(len(webhook_ids))})",
+        *webhook_ids,
+    )
+    by_id = {row["id"]: row for row in rows}
+    gated = {
+        webhook_id: [d for d in batch if d.event_id is not None and _gating_scope(d.type)]
+        for webhook_id, batch in deliveries.items()
+    }
+    granted = await _installation_scopes(
+        tx,
+        sorted({by_id[w]["app_id"] for w, batch in gated.items() if batch and w in by_id}),
+        sorted({d.business_id for batch in gated.values() for d in batch if d.business_id}),
+    )
+    return {
+        webhook_id: _plan(
+            by_id.get(webhook_id), deliveries[webhook_id], gated[webhook_id], granted, keyring, now
+        )
+        for webhook_id in webhook_ids
+    }
+
+
+def _plan(
+    row: Row | None,
+    deliveries: Sequence[ClaimedDelivery],
+    gated: Sequence[ClaimedDelivery],
+    granted: Mapping[tuple[str, str], frozenset[str]],
+    keyring: Keyring,
+    now: float,
+) -> SendPlan:
+    if row is None:
+        return SendPlan("", (), {d.id: "webhook deleted" for d in deliveries})
+    common: str | None = None
+    if row["deleted_at"] is not None:
+        common = "webhook deleted"
+    elif not row["enabled"]:
+        common = "webhook disabled"
+    elif row["app_status"] != "ACTIVE":
+        common = f"app {row['app_status'].lower()}"
+    if common is not None:
+        return SendPlan(row["url"], (), {d.id: common for d in deliveries})
+    app_scopes = frozenset(json.loads(row["app_scopes"]))
+    refusals: dict[str, str] = {}
+    for delivery in gated:
+        scope = _gating_scope(delivery.type)
+        held = granted.get((row["app_id"], delivery.business_id or ""))
+        if held is None:
+            refusals[delivery.id] = "app not installed in the business"
+        elif scope not in held or scope not in app_scopes:
+            refusals[delivery.id] = f"scope {scope} no longer held"
+    overlap_ends = row["previous_secret_expires_at"]
+    return SendPlan(
+        row["url"],
+        signing_secrets(row, keyring, now=now),
+        refusals,
+        overlap_ends if overlap_ends is not None and overlap_ends > now else None,
+    )
+
+
+def _gating_scope(event_type: str) -> str | None:
+    kind = catalog.event_type(event_type)
+    return None if kind is None or kind.audience == "app" else kind.scope
+
+
+async def _installation_scopes(
+    tx: Transaction, app_ids: Sequence[str], business_ids: Sequence[str]
+) -> dict[tuple[str, str], frozenset[str]]:
+    """The scopes each (app, business) ACTIVE installation grants (absent: none)."""
+    if not app_ids or not business_ids:
+        return {}
+    rows = await tx.fetch(
+        "SELECT app_id, business_id, scopes FROM installations WHERE state = 'ACTIVE'"
+        f" AND app_id IN ({_placeholders(len(app_ids))})"
+        f" AND business_id IN ({_placeholders(len(business_ids), start=len(app_ids) + 1)})",
+        *app_ids,
+        *business_ids,
+    )
+    return {
+        (row["app_id"], row["business_id"]): frozenset(json.loads(row["scopes"])) for row in rows
+    }
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What became of one claimed delivery: delivered, retrying (``next_attempt_at`` set) or
+    failed; ``attempts`` counts the attempts made so far (a refusal makes none)."""
+
+    delivery_id: str
+    lease: str
+    status: DeliveryStatus
+    attempts: int
+    response_code: int | None
+    error: str | None
+    finished_at: float
+    next_attempt_at: float | None
+    first_attempt_at: float | None
+
+
+async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -> None:
+    """Record attempt outcomes; an outcome whose claim no longer holds the lease (it expired
+    and another process took the delivery over) changes nothing."""
+    await tx.executemany(
+        "UPDATE webhook_deliveries SET status = $1, attempts = $2, response_code = $3,"
+        " last_error = $4, updated_at = $5, next_attempt_at = $6,"
+        " first_attempt_at = COALESCE(first_attempt_at, $7), lease = NULL"
+        " WHERE id = $8 AND lease = $9",
+        [
+            (
+                o.status,
+                o.attempts,
+                o.response_code,
+                o.error,
+                o.finished_at,
+                o.next_attempt_at,
+                o.first_attempt_at,
+                o.delivery_id,
+                o.lease,
+            )
+            for o in outcomes
+        ],
+    )
+
+
+async def renew_claims(tx: Transaction, *, lease: str, until: float) -> int:
+    """Extend every claim of ``lease`` still waiting for its outcome to ``until``."""
+    return await tx.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = $1"
+        " WHERE lease = $2 AND status IN ('queued', 'retrying')",
+        until,
+        lease,
+    )
+
+
+async def release_claims(tx: Transaction, *, lease: str, now: float) -> int:
+    """Give back every claim of ``lease`` (its engine is stopping): due again at ``now``."""
+    return await tx.execute(
+        "UPDATE webhook_deliveries SET lease = NULL, next_attempt_at = $1"
+        " WHERE lease = $2 AND status IN ('queued', 'retrying')",
+        now,
+        lease,
+    )
+
+
+# --- Console -------------------------------------------------------------------------------------
+
+
+async def create_test_delivery(
+    tx: Transaction, *, now: float, webhook: Webhook, pinned_version: str | None
+) -> str:
+    """Queue a test delivery (spec: Test delivery); answers its id."""
+    kind = catalog.event_type(webhook.test_event_type)
+    assert kind is not None
+    delivery_id = new_id("dlv")
+    body = _body(
+        delivery_id,
+        event_id=None,
+        type=kind.name,
+        api_version=pinned_version or catalog.CURRENT_API_VERSION,
+        business_id=TEST_BUSINESS_ID,
+        created=now,
+        data={**kind.sample_data(), "test": True},
+    )
+    await tx.execute(
+        _INSERT,
+        delivery_id,
+        webhook.id,
+        webhook.app_id,
+        None,
+        None,
+        kind.name,
+        body,
+        now,
+        now,
+        None,
+    )
+    return delivery_id
+
+
+async def recent_deliveries(tx: Transaction, webhook_id: str) -> list[Delivery]:
+    """The webhook's most recent deliveries, newest first (spec: the console shows 100)."""
+    rows = await tx.fetch(
+        "SELECT * FROM webhook_deliveries WHERE webhook_id = $1"
+        " ORDER BY created_at DESC, id DESC LIMIT $2",
+        webhook_id,
+        catalog.CONSOLE_DELIVERIES_SHOWN,
+    )
+    return [Delivery.from_row(row) for row in rows]
+
+
+async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str) -> str:
+    """Queue the delivery again: same id, eventId and body, a fresh attempt count (each attempt
+    signs afresh). RedeliveryRefused (spec: Redelivery) when it is unknown or older than the
+    history kept, waits for an attempt, the app is suspended or deactivated, or, for a business
+    or privacy event, the app is no longer installed there or the scope no longer held."""
+    row = await tx.fetchrow(
+        "SELECT d.*, a.status AS app_status, a.scopes AS app_scopes FROM webhook_deliveries d"
+        " JOIN apps a ON a.id = d.app_id WHERE d.id = $1 AND d.webhook_id = $2" + tx.row_lock,
+        delivery_id,
+        webhook.id,
+    )
+    if row is None or float(row["created_at"]) < now - catalog.DELIVERY_RETENTION:
+        raise RedeliveryRefused(delivery_id, "it is unknown or more than 30 days old")
+    if row["status"] in ("queued", "retrying"):
+        raise RedeliveryRefused(delivery_id, "it waits for an attempt")
+    if row["app_status"] != "ACTIVE":
+        raise RedeliveryRefused(delivery_id, f"the app is {row['app_status'].lower()}")
+    scope = _gating_scope(row["type"]) if row["event_id"] is not None else None
+    if scope is not None:
+        granted = await _installation_scopes(tx, [row["app_id"]], [row["business_id"] or ""])
+        held = granted.get((row["app_id"], row["business_id"] or ""))
+        if held is None:
+            raise RedeliveryRefused(delivery_id, "the app is no longer installed in the business")
+        if scope not in held or scope not in json.loads(row["app_scopes"]):
+            raise RedeliveryRefused(delivery_id, f"the app no longer holds {scope}")
+    changed = await tx.execute(
+        "UPDATE webhook_deliveries SET status = 'queued', attempts = 0, response_code = NULL,"
+        " last_error = NULL, next_attempt_at = $1, updated_at = $1, lease = NULL"
+        " WHERE id = $2 AND status IN ('delivered', 'failed')",
+        now,
+        delivery_id,
+    )
+    if not changed:
+        raise RedeliveryRefused(delivery_id, "it waits for an attempt")
+    return delivery_id
+
+
+async def purge_deliveries(tx: Transaction, *, now: float) -> int:
+    """Delete delivered and failed deliveries past the history kept (30 days), and deleted
+    webhooks nothing refers to any more; answers the deliveries removed."""
+    cutoff = now - catalog.DELIVERY_RETENTION
+    removed = await tx.execute(
+        "DELETE FROM webhook_deliveries WHERE created_at < $1"
+        " AND status IN ('delivered', 'failed')",
+        cutoff,
+    )
+    await tx.execute(
+        "DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND deleted_at < $1 AND NOT EXISTS"
+        " (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = webhooks.id)",
+        cutoff,
+    )
+    return removed

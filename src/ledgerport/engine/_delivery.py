@@ -1,0 +1,675 @@
+"""The delivery engine: committed events in, signed webhook deliveries out, nothing lost.
+
+Four kinds of task under one nursery:
+
+- the dispatcher (:meth:`DeliveryEngine.dispatch_once`) fans committed events out into
+  deliveries (``apps.fan_out``), woken by every commit that records events (in process on
+  SQLite, LISTEN/NOTIFY on PostgreSQL) and by a slow poll as a safety net;
+- the claimer (:meth:`DeliveryEngine.claim_once`) claims deliveries whose attempt is due
+  (retries, redeliveries, test deliveries, what another process left), woken by commits that
+  queue deliveries, by freed capacity and by the next due time;
+- one actor per webhook, started on demand and retired when idle: a bounded inbox, at most
+  ``in_flight`` attempts at once on its own keep-alive client, so a slow or dead endpoint holds
+  up nothing but itself;
+- the recorder writes attempt outcomes in batches, one transaction each.
+
+A delivery is claimed before it is attempted: the claim's lease (this engine's id) keeps other
+processes off it and is renewed while the engine holds it. A process that dies holding claims
+leaves them due again when their lease runs out, and the engine that takes them over attempts
+them with the same delivery id; what was in flight may be sent twice, nothing is lost. An
+engine that stops gives its claims back at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import httpx
+import trio
+
+from ledgerport import apps, books
+from ledgerport.ids import new_id
+from ledgerport.platform import Platform
+from ledgerport.storage import StorageError, Transaction
+
+from ._retry import next_attempt_at
+from ._signing import signature_header
+from ._transport import delivery_client, verifying_context
+
+log = logging.getLogger("ledgerport.engine.delivery")
+
+DISPATCH_BATCH = 200
+"""Events fanned out per transaction."""
+CLAIM_BATCH = 200
+"""Due deliveries looked at per claim."""
+RECORD_BATCH = 500
+"""Attempt outcomes written per transaction at most."""
+HELD_PER_WEBHOOK = 64
+"""Deliveries of one webhook held by this engine at once (in its actor's inbox or in flight)."""
+HELD_TOTAL = 4096
+"""Deliveries held by this engine at once, across webhooks."""
+IN_FLIGHT_PER_WEBHOOK = 8
+"""Attempts of one webhook in flight at once."""
+ACTOR_IDLE = 30.0
+"""Seconds an actor with nothing to do lives on before it retires (and closes its client)."""
+LEASE = 30.0
+"""Seconds a claim holds a delivery; renewed every third of it while held."""
+POLL = 5.0
+"""The safety net: seconds between looks for work when nothing has woken the engine."""
+STOP_TIMEOUT = 5.0
+"""Seconds a stopping engine takes at most to write its outcomes and give its claims back."""
+PLAN_FRESH = 30.0
+"""Seconds at most the send-time check made in the transaction that claimed a delivery stands
+for its attempt. Any entitlement change committed meanwhile (``apps.ENTITLEMENTS_CHANNEL``), in
+this process or another, voids it at once: the delivery is checked again just before it is
+sent."""
+RESPONSE_READ_LIMIT = 64 * 1024
+"""Bytes of a receiver's answer read (and dropped); beyond it the connection is closed."""
+
+
+@dataclass
+class _Actor:
+    webhook_id: str
+    send: trio.MemorySendChannel[apps.ClaimedDelivery]
+    receive: trio.MemoryReceiveChannel[apps.ClaimedDelivery]
+    slots: trio.Semaphore
+    client: httpx.AsyncClient | None = None
+
+
+@dataclass(frozen=True)
+class _Planned:
+    plan: apps.SendPlan
+    at: float
+    """trio.current_time() of the check."""
+    generation: int
+    """The engine's count of entitlement changes when the check was made."""
+
+
+@dataclass
+class _Wakeup:
+    """A flag a waiter sleeps on until something sets it."""
+
+    _event: trio.Event = field(default_factory=trio.Event)
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, at_most: float) -> None:
+        with trio.move_on_after(max(at_most, 0.0)):
+            await self._event.wait()
+        self._event = trio.Event()
+
+
+class DeliveryEngine:
+    """Fans events out into deliveries and attempts them (see the module docstring).
+
+    ``run`` follows the start protocol. Tests drive the steps one at a time instead
+    (:meth:`dispatch_once`, :meth:`claim_once`, :meth:`settle`) inside :meth:`running`.
+    """
+
+    def __init__(
+        self,
+        platform: Platform,
+        *,
+        resolver: apps.Resolver = apps.resolve,
+        lease: float = LEASE,
+        poll: float = POLL,
+        actor_idle: float = ACTOR_IDLE,
+        in_flight: int = IN_FLIGHT_PER_WEBHOOK,
+        held_per_webhook: int = HELD_PER_WEBHOOK,
+    ) -> None:
+        self._platform = platform
+        self._resolver = resolver
+        self._lease_seconds = lease
+        self._poll = poll
+        self._actor_idle = actor_idle
+        self._in_flight = in_flight
+        self._held_per_webhook = held_per_webhook
+        self.lease = new_id("engine")
+        self._actors: dict[str, _Actor] = {}
+        self._held: dict[str, int] = {}
+        self._tls: ssl.SSLContext | None = None
+        self._generation = 0
+        """Entitlement changes seen (``apps.ENTITLEMENTS_CHANNEL``): a check made before the
+        latest one is made again."""
+        self._planned: dict[str, _Planned] = {}
+        """The send-time check of each delivery handed over, until its attempt starts."""
+        self._event_at: dict[str, float] = {}
+        """When the event of a delivery fanned out here was recorded, until its first attempt."""
+        self._held_total = 0
+        self._starved = False
+        """Some due delivery found no room here: look again when room is let go."""
+        self._dispatch_wake = _Wakeup()
+        self._claim_wake = _Wakeup()
+        self._outcomes: list[tuple[str, apps.AttemptOutcome]] = []
+        self._record_wake = _Wakeup()
+        self._settled = trio.Event()
+        self._nursery: trio.Nursery | None = None
+
+    # --- capacity ------------------------------------------------------------------------------
+
+    def _take(self, webhook_id: str) -> bool:
+        """Reserve room for one more delivery of ``webhook_id``, when there is some."""
+        held = self._held.get(webhook_id, 0)
+        if held >= self._held_per_webhook or self._held_total >= HELD_TOTAL:
+            self._starved = True
+            return False
+        self._held[webhook_id] = held + 1
+        self._held_total += 1
+        return True
+
+    def _let_go(self, webhook_id: str) -> None:
+        held = self._held[webhook_id] - 1
+        if held:
+            self._held[webhook_id] = held
+        else:
+            del self._held[webhook_id]
+        self._held_total -= 1
+        # Refill in batches: a claim for every delivery let go would cost a transaction each.
+        if self._starved and (
+            held <= self._held_per_webhook // 2 or self._held_total <= HELD_TOTAL // 2
+        ):
+            self._claim_wake.set()
+        if not self._held_total:
+            self._settled.set()
+
+    @property
+    def held(self) -> int:
+        """Deliveries this engine holds now (waiting in an inbox or being attempted)."""
+        return self._held_total
+
+    # --- the loops -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        p = self._platform
+        async with (
+            p.store.listen(books.EVENTS_CHANNEL, self._dispatch_wake.set),
+            p.store.listen(apps.DELIVERIES_CHANNEL, self._claim_wake.set),
+            p.store.listen(apps.ENTITLEMENTS_CHANNEL, self._entitlements_changed),
+            self.running(),
+        ):
+            assert self._nursery is not None
+            self._nursery.start_soon(self._dispatch_loop)
+            self._nursery.start_soon(self._claim_loop)
+            self._nursery.start_soon(self._renew_loop)
+            self._nursery.start_soon(self._gauge_loop)
+            task_status.started()
+            await trio.sleep_forever()
+
+    def wake(self) -> None:
+        """Look for events and due deliveries now (the clock moved, or a test asks)."""
+        self._dispatch_wake.set()
+        self._claim_wake.set()
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._dispatch_wake.wait(self._poll)
+            while await self._guarded(self.dispatch_once) >= DISPATCH_BATCH:
+                pass
+
+    async def _claim_loop(self) -> None:
+        while True:
+            claimed = await self._guarded(self.claim_once)
+            if self._starved:
+                # Due work waits for room: letting go of a delivery wakes the loop.
+                await self._claim_wake.wait(self._poll)
+            elif claimed < CLAIM_BATCH:
+                await self._claim_wake.wait(await self._until_next_due())
+
+    async def _until_next_due(self) -> float:
+        p = self._platform
+        try:
+            async with p.store.transaction() as tx:
+                due = await apps.next_due_at(tx)
+        except StorageError:
+            return self._poll
+        if due is None:
+            return self._poll
+        return min(self._poll, max(due - p.now(), 0.0) + 0.001)
+
+    async def _guarded(self, step: Callable[[], Awaitable[int]]) -> int:
+        """A step of a loop; a storage failure is logged and retried at the next wake-up."""
+        try:
+            count = await step()
+        except StorageError as exc:
+            log.warning("delivery engine: %s", exc)
+            self._platform.metrics.task_crashes.labels("delivery_engine").inc()
+            return 0
+        return count
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await trio.sleep(self._lease_seconds / 3)
+            if self._held_total:
+                p = self._platform
+                try:
+                    async with p.store.transaction() as tx:
+                        await apps.renew_claims(
+                            tx, lease=self.lease, until=p.now() + self._lease_seconds
+                        )
+                except StorageError as exc:
+                    log.warning("delivery engine: renewing claims: %s", exc)
+
+    async def _gauge_loop(self) -> None:
+        p = self._platform
+        while True:
+            try:
+                async with p.store.transaction() as tx:
+                    queued, retrying = await apps.queue_depth(tx)
+                    backlog = await apps.dispatch_backlog(tx)
+            except StorageError:
+                pass
+            else:
+                p.metrics.delivery_queue_depth.set(queued)
+                p.metrics.delivery_retry_backlog.set(retrying)
+                p.metrics.dispatcher_lag_events.set(backlog)
+            p.metrics.delivery_actors.set(len(self._actors))
+            await trio.sleep(self._poll)
+
+    # --- the steps -----------------------------------------------------------------------------
+
+    async def dispatch_once(self) -> int:
+        """Fan out one batch of committed events; answers how many events it took."""
+        p = self._platform
+        reserved: list[str] = []
+
+        def take(webhook_id: str) -> bool:
+            if self._take(webhook_id):
+                reserved.append(webhook_id)
+                return True
+            return False
+
+        try:
+            async with p.store.transaction() as tx:
+                now = p.now()
+                positions, events = await apps.pending_events(tx, DISPATCH_BATCH)
+                fanned = await apps.fan_out(
+                    tx,
+                    now=now,
+                    positions=positions,
+                    events=events,
+                    lease=self.lease,
+                    lease_until=now + self._lease_seconds,
+                    take=take,
+                )
+                plans = await self._plans_for(tx, fanned.claimed)
+        except BaseException:
+            for webhook_id in reserved:
+                self._let_go(webhook_id)
+            raise
+        event_times = {event.id: event.created for event in events}
+        for delivery in fanned.claimed:
+            self._hand_over(
+                delivery, plans[delivery.webhook_id], event_times.get(delivery.event_id or "")
+            )
+        if fanned.queued:
+            self._claim_wake.set()
+        return len(positions)
+
+    async def claim_once(self) -> int:
+        """Claim one batch of due deliveries and hand them to their actors; answers how many."""
+        p = self._platform
+        if self._held_total >= HELD_TOTAL:
+            self._starved = True
+            return 0
+        self._starved = False
+        reserved: list[str] = []
+
+        def take(webhook_id: str) -> bool:
+            if self._take(webhook_id):
+                reserved.append(webhook_id)
+                return True
+            return False
+
+        try:
+            async with p.store.transaction() as tx:
+                now = p.now()
+                claimed = await apps.claim_due(
+                    tx,
+                    now=now,
+                    lease=self.lease,
+                    lease_until=now + self._lease_seconds,
+                    limit=CLAIM_BATCH,
+                    take=take,
+                    full=sorted(
+                        webhook_id
+                        for webhook_id, held in self._held.items()
+                        if held >= self._held_per_webhook
+                    ),
+                )
+                plans = await self._plans_for(tx, claimed)
+        except BaseException:
+            for webhook_id in reserved:
+                self._let_go(webhook_id)
+            raise
+        for delivery in claimed:
+            self._hand_over(delivery, plans[delivery.webhook_id], None)
+        return len(claimed)
+
+    async def _plans_for(
+        self, tx: Transaction, claimed: list[apps.ClaimedDelivery]
+    ) -> dict[str, _Planned]:
+        """The send-time check of what a transaction just claimed, made in that transaction:
+        an actor that attempts them at once needs no transaction of its own for it."""
+        p = self._platform
+        by_webhook: dict[str, list[apps.ClaimedDelivery]] = {}
+        for delivery in claimed:
+            by_webhook.setdefault(delivery.webhook_id, []).append(delivery)
+        checked_at, generation = trio.current_time(), self._generation
+        plans = await apps.send_plans(tx, p.keyring, now=p.now(), deliveries=by_webhook)
+        return {
+            webhook_id: _Planned(plan, checked_at, generation) for webhook_id, plan in plans.items()
+        }
+
+    # --- actors --------------------------------------------------------------------------------
+
+    def _hand_over(
+        self, delivery: apps.ClaimedDelivery, planned: _Planned, event_at: float | None
+    ) -> None:
+        """Put a claimed delivery in its webhook's actor's inbox (room was reserved for it),
+        with the send-time check made when it was claimed."""
+        self._planned[delivery.id] = planned
+        actor = self._actors.get(delivery.webhook_id)
+        if actor is None:
+            send, receive = trio.open_memory_channel[apps.ClaimedDelivery](self._held_per_webhook)
+            actor = _Actor(delivery.webhook_id, send, receive, trio.Semaphore(self._in_flight))
+            self._actors[delivery.webhook_id] = actor
+            assert self._nursery is not None
+            self._nursery.start_soon(self._run_actor, actor)
+        if event_at is not None:
+            self._event_at[delivery.id] = event_at
+        # Never blocks: the inbox holds as many as may be reserved for one webhook.
+        actor.send.send_nowait(delivery)
+
+    async def _run_actor(self, actor: _Actor) -> None:
+        try:
+            async with trio.open_nursery() as attempts:
+                while True:
+                    first: apps.ClaimedDelivery | None = None
+                    with trio.move_on_after(self._actor_idle):
+                        first = await actor.receive.receive()
+                    if first is None:
+                        # Idle: retire when nothing is running or waiting. Nothing awaits
+                        # between this check and leaving the registry, so no delivery can be
+                        # handed to a retired actor.
+                        idle = actor.receive.statistics().current_buffer_used == 0
+                        if idle and actor.slots.value == self._in_flight:
+                            del self._actors[actor.webhook_id]
+                            break
+                        continue
+                    await actor.slots.acquire()
+                    batch = [first]
+                    while True:
+                        try:
+                            actor.slots.acquire_nowait()
+                        except trio.WouldBlock:
+                            break
+                        try:
+                            batch.append(actor.receive.receive_nowait())
+                        except trio.WouldBlock:
+                            actor.slots.release()
+                            break
+                    await self._start_attempts(actor, batch, attempts)
+        finally:
+            if actor.client is not None:
+                with trio.CancelScope(shield=True):
+                    await actor.client.aclose()
+
+    async def _start_attempts(
+        self, actor: _Actor, batch: list[apps.ClaimedDelivery], attempts: trio.Nursery
+    ) -> None:
+        """The send-time check of ``batch``, then its attempts; each holds one slot. The check
+        made when a delivery was claimed stands if it is at most PLAN_FRESH old; the others are
+        checked again now, in one transaction."""
+        p = self._platform
+        now = trio.current_time()
+        plans = {d.id: self._planned.pop(d.id, None) for d in batch}
+        stale = [d for d in batch if not self._still_valid(plans[d.id], now)]
+        if stale:
+            generation = self._generation
+            try:
+                async with p.store.transaction() as tx:
+                    fresh = await apps.send_plan(
+                        tx, p.keyring, now=p.now(), webhook_id=actor.webhook_id, deliveries=stale
+                    )
+            except StorageError as exc:
+                log.warning("delivery engine: send-time check: %s", exc)
+                for delivery in stale:
+                    self._finish(
+                        actor, delivery, self._retry_later(delivery, "storage unavailable")
+                    )
+                batch = [d for d in batch if d not in stale]
+            else:
+                for delivery in stale:
+                    plans[delivery.id] = _Planned(fresh, now, generation)
+        for delivery in batch:
+            planned = plans[delivery.id]
+            assert planned is not None
+            plan = planned.plan
+            refusal = plan.refusals.get(delivery.id)
+            if refusal is not None:
+                self._finish(actor, delivery, self._refused(delivery, refusal))
+            else:
+                attempts.start_soon(self._attempt, actor, plan, delivery)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = verifying_context()
+        return self._tls
+
+    def _still_valid(self, planned: _Planned | None, now: float) -> bool:
+        """Whether a check still stands: nothing it read has changed since (no entitlement
+        change was committed, the previous secret still signs) and it is at most PLAN_FRESH
+        old (the safety net for a lost notification)."""
+        if planned is None or planned.generation != self._generation:
+            return False
+        change_at = planned.plan.secrets_change_at
+        if change_at is not None and self._platform.now() >= change_at:
+            return False
+        return now - planned.at <= PLAN_FRESH
+
+    def _entitlements_changed(self) -> None:
+        self._generation += 1
+
+    def _client(self, actor: _Actor) -> httpx.AsyncClient:
+        if actor.client is None:
+            config = self._platform.config
+            actor.client = delivery_client(
+                timeout=config.webhook_timeout,
+                max_connections=self._in_flight,
+                allow=(lambda _address: True) if config.development else apps.address_allowed,
+                resolver=self._resolver,
+                ssl_context=self._ssl_context(),
+            )
+        return actor.client
+
+    async def _attempt(
+        self, actor: _Actor, plan: apps.SendPlan, delivery: apps.ClaimedDelivery
+    ) -> None:
+        try:
+            outcome = await self._send(actor, plan, delivery)
+        except Exception:
+            # A fault here must not take the engine down: the delivery is given back.
+            log.exception("delivery engine: attempt of %s", delivery.id)
+            outcome = self._retry_later(delivery, "attempt failed on the service side")
+        self._finish(actor, delivery, outcome)
+
+    async def _send(
+        self, actor: _Actor, plan: apps.SendPlan, delivery: apps.ClaimedDelivery
+    ) -> apps.AttemptOutcome:
+        p = self._platform
+        timeout = p.config.webhook_timeout
+        timestamp = math.floor(p.now())
+        headers = {
+            "Content-Type": "application/json",
+            "X-Webhook-Id": delivery.id,
+            "X-Webhook-Event": delivery.type,
+            "X-Webhook-Signature": signature_header(plan.secrets, timestamp, delivery.body),
+        }
+        if delivery.event_id is not None:
+            headers["X-Webhook-Event-Id"] = delivery.event_id
+        started_at = p.now()
+        started = trio.current_time()
+        event_at = self._event_at.pop(delivery.id, None)
+        if event_at is not None:
+            p.metrics.delivery_event_lag.observe(max(started_at - event_at, 0.0))
+        code: int | None = None
+        error: str | None = None
+        with trio.move_on_after(timeout) as deadline:
+            try:
+                async with self._client(actor).stream(
+                    "POST", plan.url, content=delivery.body, headers=headers
+                ) as response:
+                    code = response.status_code
+                    read = 0
+                    async for chunk in response.aiter_raw():
+                        read += len(chunk)
+                        if read > RESPONSE_READ_LIMIT:
+                            break
+            except httpx.TimeoutException:
+                error = f"timeout: no answer within {timeout:g} s"
+            except httpx.HTTPError as exc:
+                error = f"connection error: {exc or type(exc).__name__}"[:500]
+        if deadline.cancelled_caught:
+            code, error = None, f"timeout: no answer within {timeout:g} s"
+        p.metrics.delivery_attempt_seconds.observe(trio.current_time() - started)
+        if code is not None and not 200 <= code < 300:
+            error = f"HTTP {code}"
+        return self._outcome(delivery, code, error, started_at)
+
+    def _outcome(
+        self,
+        delivery: apps.ClaimedDelivery,
+        code: int | None,
+        error: str | None,
+        started_at: float,
+    ) -> apps.AttemptOutcome:
+        p = self._platform
+        now = p.now()
+        attempts = delivery.attempts + 1
+        if error is None:
+            status: apps.DeliveryStatus = "delivered"
+            due = None
+        else:
+            due = next_attempt_at(attempts, now, p.config.webhook_retry_delays)
+            status = "retrying" if due is not None else "failed"
+        return apps.AttemptOutcome(
+            delivery_id=delivery.id,
+            lease=delivery.lease,
+            status=status,
+            attempts=attempts,
+            response_code=code,
+            error=error,
+            finished_at=now,
+            next_attempt_at=due,
+            first_attempt_at=started_at,
+        )
+
+    def _refused(self, delivery: apps.ClaimedDelivery, reason: str) -> apps.AttemptOutcome:
+        return apps.AttemptOutcome(
+            delivery_id=delivery.id,
+            lease=delivery.lease,
+            status="failed",
+            attempts=delivery.attempts,
+            response_code=None,
+            error=f"not sent: {reason}",
+            finished_at=self._platform.now(),
+            next_attempt_at=None,
+            first_attempt_at=None,
+        )
+
+    def _retry_later(self, delivery: apps.ClaimedDelivery, reason: str) -> apps.AttemptOutcome:
+        """Give the claim back unattempted, due again after a poll interval."""
+        now = self._platform.now()
+        return apps.AttemptOutcome(
+            delivery_id=delivery.id,
+            lease=delivery.lease,
+            status="retrying" if delivery.attempts else "queued",
+            attempts=delivery.attempts,
+            response_code=None,
+            error=reason,
+            finished_at=now,
+            next_attempt_at=now + self._poll,
+            first_attempt_at=None,
+        )
+
+    def _finish(
+        self, actor: _Actor, delivery: apps.ClaimedDelivery, outcome: apps.AttemptOutcome
+    ) -> None:
+        """Free the attempt's slot and hand the outcome to the recorder; the delivery's room is
+        let go once the outcome is written (so outcomes waiting are bounded too)."""
+        self._event_at.pop(delivery.id, None)
+        self._planned.pop(delivery.id, None)
+        self._platform.metrics.deliveries.labels(outcome.status, delivery.type).inc()
+        self._outcomes.append((delivery.webhook_id, outcome))
+        self._record_wake.set()
+        actor.slots.release()
+
+    # --- the recorder --------------------------------------------------------------------------
+
+    async def _record_loop(self) -> None:
+        while True:
+            await self._record_wake.wait(math.inf)
+            while self._outcomes:
+                if not await self._record_some():
+                    await trio.sleep(1.0)
+
+    async def _record_some(self) -> bool:
+        """Write one batch of outcomes; False when the store failed (they stay to be written)."""
+        batch = self._outcomes[:RECORD_BATCH]
+        try:
+            async with self._platform.store.transaction() as tx:
+                await apps.record_outcomes(tx, [outcome for _, outcome in batch])
+        except StorageError as exc:
+            log.warning("delivery engine: recording outcomes: %s", exc)
+            return False
+        del self._outcomes[: len(batch)]
+        for webhook_id, _ in batch:
+            self._let_go(webhook_id)
+        if any(outcome.next_attempt_at is not None for _, outcome in batch):
+            self._claim_wake.set()  # the next due time may be sooner now
+        return True
+
+    async def settle(self) -> None:
+        """Wait until this engine holds nothing: every delivery it claimed was attempted (or
+        refused) and its outcome written."""
+        while self._held_total:
+            self._settled = trio.Event()
+            await self._settled.wait()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[DeliveryEngine]:
+        """The engine's nursery with its recorder: actors can be started and outcomes written.
+        Leaving it stops the actors, writes the outcomes there are and gives back every claim
+        still held (due again at once, for this or another process)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._record_loop)
+                try:
+                    yield self
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = None
+            self._actors.clear()
+            with trio.move_on_after(STOP_TIMEOUT) as scope:
+                scope.shield = True
+                await self._stop()
+
+    async def _stop(self) -> None:
+        p = self._platform
+        while self._outcomes and await self._record_some():
+            pass
+        try:
+            async with p.store.transaction() as tx:
+                await apps.release_claims(tx, lease=self.lease, now=p.now())
+        except StorageError as exc:
+            log.warning("delivery engine: giving claims back: %s", exc)
+        self._held.clear()
+        self._held_total = 0

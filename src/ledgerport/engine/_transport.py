@@ -1,0 +1,140 @@
+"""The delivery client's connections: every address a webhook attempt connects to is checked.
+
+A webhook's host is resolved at connection time and each address is checked before it is
+connected to, so the address actually used is the one checked: a name that resolved to a public
+address at registration and resolves to a private one now (DNS rebinding) is refused. TLS still
+verifies the certificate against the URL's host name (httpcore starts TLS with the origin's
+host as the server name).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+import typing
+from collections.abc import Callable
+
+import httpcore
+import httpx
+import trio
+
+from ledgerport.apps import Resolver
+
+_IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+KEEPALIVE_EXPIRY = 30.0
+"""Seconds an idle connection to a receiver is kept for the next attempt."""
+
+
+class TargetRefused(httpcore.ConnectError):
+    """The webhook's host resolves only to addresses deliveries may not reach."""
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """trio connections to checked addresses only."""
+
+    def __init__(self, *, allow: Callable[[_IPAddress], bool], resolver: Resolver) -> None:
+        self._inner = httpcore.TrioBackend()
+        self._allow = allow
+        self._resolver = resolver
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            addresses = [str(ipaddress.ip_address(host))]
+        except ValueError:
+            try:
+                with trio.fail_after(timeout if timeout is not None else float("inf")):
+                    addresses = await self._resolver(host, port)
+            except (OSError, trio.TooSlowError) as exc:
+                raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+        allowed = [a for a in addresses if self._allow(ipaddress.ip_address(a.split("%", 1)[0]))]
+        if not allowed:
+            raise TargetRefused(
+                f"{host} resolves only to addresses webhooks may not reach"
+                " (private, loopback, link-local, multicast or reserved)"
+            )
+        failure: httpcore.ConnectError | None = None
+        for address in allowed:
+            try:
+                return await self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except httpcore.ConnectError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise TargetRefused("webhooks do not connect to unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over :class:`GuardedBackend` connections."""
+
+    def __init__(
+        self,
+        *,
+        allow: Callable[[_IPAddress], bool],
+        resolver: Resolver,
+        max_connections: int,
+        ssl_context: ssl.SSLContext,
+    ) -> None:
+        super().__init__(verify=ssl_context, retries=0)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+            http1=True,
+            http2=False,
+            network_backend=GuardedBackend(allow=allow, resolver=resolver),
+        )
+
+
+def delivery_client(
+    *,
+    timeout: float,
+    max_connections: int,
+    allow: Callable[[_IPAddress], bool],
+    resolver: Resolver,
+    ssl_context: ssl.SSLContext,
+) -> httpx.AsyncClient:
+    """One webhook's client: its own small pool of keep-alive connections, redirects not
+    followed, no proxy or credentials from the environment. ``ssl_context`` (from
+    :func:`verifying_context`) is shared: building one reads the CA bundle, tens of ms."""
+    return httpx.AsyncClient(
+        transport=GuardedTransport(
+            allow=allow,
+            resolver=resolver,
+            max_connections=max_connections,
+            ssl_context=ssl_context,
+        ),
+        timeout=httpx.Timeout(timeout),
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": "ledgerport-webhooks/1"},
+    )
+
+
+def verifying_context() -> ssl.SSLContext:
+    """The TLS context every delivery client uses: certificates verified against the CA
+    bundle httpx uses, host names checked."""
+    return httpx.create_ssl_context()

@@ -1,0 +1,168 @@
+"""The console's webhook routes (contract.md: Developer console API): create with the secret
+shown once, list, edit, delete, the URL and event rules, only the app's developer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from ledgerport import catalog
+from ledgerport.platform import Platform
+from ledgerport.storage import Store
+
+from .data_api import owner_api
+from .webhook_world import Console, console_for
+
+TIMEOUT = 30
+URL = "http://127.0.0.1:9/hook"
+
+
+async def _console(client: Any, admin_headers: dict[str, str]) -> Console:
+    api = await owner_api(client, admin_headers)
+    return await console_for(client, admin_headers, api)
+
+
+async def test_create_list_edit_delete(client: Any, admin_headers: dict[str, str]) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        created = await console.webhook(URL, ["invoice.created", "invoice.paid"])
+        listed = await console.ok("GET", "/webhooks")
+        changed = await console.ok(
+            "PATCH",
+            f"/webhooks/{created['id']}",
+            {"events": ["payment.received"], "enabled": False},
+        )
+        after_change = await console.ok("GET", "/webhooks")
+        await console.ok("DELETE", f"/webhooks/{created['id']}", status=204)
+        after_delete = await console.ok("GET", "/webhooks")
+        again = await console.call("PATCH", f"/webhooks/{created['id']}", {"enabled": True})
+    assert created["secret"].startswith(catalog.WEBHOOK_SECRET_PREFIX)
+    assert set(created) == {"id", "url", "events", "enabled", "secret"}
+    assert listed == {
+        "data": [
+            {
+                "id": created["id"],
+                "url": URL,
+                "events": ["invoice.created", "invoice.paid"],
+                "enabled": True,
+            }
+        ],
+        "next": None,
+    }
+    assert changed == {
+        "id": created["id"],
+        "url": URL,
+        "events": ["payment.received"],
+        "enabled": False,
+    }
+    assert after_change["data"] == [changed]
+    assert after_delete == {"data": [], "next": None}
+    assert again.status_code == 404
+    assert (await again.get_json())["code"] == "WEBHOOK_NOT_FOUND"
+
+
+async def test_the_secret_is_stored_encrypted(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        created = await console.webhook(URL, [])
+        rotated = await console.ok("POST", f"/webhooks/{created['id']}/rotate-secret")
+        async with store.transaction() as tx:
+            row = await tx.fetchrow("SELECT * FROM webhooks WHERE id = $1", created["id"])
+    assert row is not None
+    stored = " ".join(str(value) for value in row.values())
+    assert created["secret"] not in stored
+    assert rotated["secret"] not in stored
+    assert "whsec_" not in stored
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"url": "ftp://example.com/x", "events": []}, "url"),
+        ({"url": "http://hooks.example.com/x", "events": []}, "https"),
+        ({"url": URL, "events": ["no.such_event"]}, "events"),
+        ({"url": URL, "events": ["invoice.created", "invoice.created"]}, "repeat"),
+        ({"url": URL}, "events"),
+        ({"url": URL, "events": [], "secret": "whsec_mine"}, "secret"),
+        ({"url": URL, "events": [], "enabled": "yes"}, "enabled"),
+    ],
+)
+async def test_bad_webhooks_are_refused(
+    client: Any, admin_headers: dict[str, str], body: dict[str, Any], fragment: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        response = await console.call("POST", "/webhooks", body)
+        answer = await response.get_json()
+        listed = await console.ok("GET", "/webhooks")
+    assert response.status_code == 400
+    assert fragment in str(answer)
+    assert listed["data"] == []
+
+
+async def test_an_app_has_at_most_20_webhooks(client: Any, admin_headers: dict[str, str]) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        for _ in range(catalog.WEBHOOKS_PER_APP_MAX):
+            await console.webhook(URL, [])
+        response = await console.call("POST", "/webhooks", {"url": URL, "events": []})
+    assert response.status_code == 400
+    assert "at most 20 webhooks" in str(await response.get_json())
+
+
+async def test_only_the_apps_developer_sees_its_webhooks(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        mine = await _console(client, admin_headers)
+        theirs = await _console(client, admin_headers)
+        created = await mine.webhook(URL, [])
+        intruder = Console(client, theirs.token, mine.app_id)
+        answers = [
+            await intruder.call("GET", "/webhooks"),
+            await intruder.call("POST", "/webhooks", {"url": URL, "events": []}),
+            await intruder.call("PATCH", f"/webhooks/{created['id']}", {"enabled": False}),
+            await intruder.call("DELETE", f"/webhooks/{created['id']}"),
+            await intruder.call("POST", f"/webhooks/{created['id']}/test"),
+            await intruder.call("POST", f"/webhooks/{created['id']}/rotate-secret"),
+            await intruder.call("GET", f"/webhooks/{created['id']}/deliveries"),
+        ]
+        # Another app's webhook through one's own app is not found either.
+        crossed = await theirs.call("DELETE", f"/webhooks/{created['id']}")
+        anonymous = await client.app.test_client().get(f"/developer/apps/{mine.app_id}/webhooks")
+    assert [a.status_code for a in answers] == [404] * len(answers)
+    assert crossed.status_code == 404
+    assert anonymous.status_code == 401
+
+
+async def test_production_refuses_private_targets(platform: Platform, store: Store) -> None:
+    """In production, https only, and no private, loopback or link-local target (the host
+    names are resolved: a name of this machine is refused too)."""
+    from dataclasses import replace
+
+    from ledgerport.http import create_app
+
+    from ..conftest import ADMIN_TOKEN
+
+    production = replace(platform, config=replace(platform.config, env="production"))
+    client = create_app(production).test_client()
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with trio.fail_after(TIMEOUT):
+        api = await owner_api(client, headers)
+        console = await console_for(client, headers, api)
+        answers = {
+            url: await console.call("POST", "/webhooks", {"url": url, "events": []})
+            for url in (
+                "https://127.0.0.1/hook",
+                "https://10.0.0.7/hook",
+                "https://169.254.169.254/latest",
+                "https://[::1]/hook",
+                "https://localhost/hook",
+                "http://127.0.0.1:8080/hook",
+            )
+        }
+    assert {url: a.status_code for url, a in answers.items()} == dict.fromkeys(answers, 400)

@@ -1,0 +1,138 @@
+"""A real webhook receiver on loopback for the tests: an HTTP/1.1 server (trio and h11) that
+records every request and answers as the test scripts it (a status, a delay, or a dropped
+connection), with keep-alive like a real server."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import h11
+import trio
+
+READ_SIZE = 65536
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int = 200
+    delay: float = 0.0
+    drop: bool = False
+    """Close the connection without answering."""
+
+
+@dataclass
+class Receiver:
+    """What arrived, and how the next requests are answered (``script`` first, then
+    ``default``)."""
+
+    port: int = 0
+    received: list[Received] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    """time.perf_counter() of each request's arrival, in the order of ``received``."""
+    script: list[Answer] = field(default_factory=list)
+    default: Answer = field(default_factory=Answer)
+    answer_for: Callable[[Received], Answer] | None = None
+    connections: int = 0
+    _arrived: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def _answer(self, request: Received) -> Answer:
+        if self.script:
+            return self.script.pop(0)
+        if self.answer_for is not None:
+            return self.answer_for(request)
+        return self.default
+
+    async def wait_for(self, count: int, within: float = 10.0) -> list[Received]:
+        """Wait until ``count`` requests arrived in all."""
+        with trio.fail_after(within):
+            while len(self.received) < count:
+                self._arrived = trio.Event()
+                await self._arrived.wait()
+        return self.received
+
+    async def _serve(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request = await self._read_request(conn, stream)
+                if request is None:
+                    return
+                self.received.append(request)
+                self.arrivals.append(time.perf_counter())
+                self._arrived.set()
+                answer = self._answer(request)
+                if answer.delay:
+                    await trio.sleep(answer.delay)
+                if answer.drop:
+                    return
+                body = b"" if answer.status in (204, 304) else b'{"ok":true}'
+                headers = [("content-length", str(len(body)))] if body else []
+                answer_bytes = b"".join(
+                    conn.send(event) or b""
+                    for event in (
+                        h11.Response(status_code=answer.status, headers=headers),
+                        h11.Data(data=body),
+                        h11.EndOfMessage(),
+                    )
+                )
+                await stream.send_all(answer_bytes)
+                if conn.our_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
+            return
+        finally:
+            await stream.aclose()
+
+    async def _read_request(
+        self, conn: h11.Connection, stream: trio.SocketStream
+    ) -> Received | None:
+        head: h11.Request | None = None
+        body = b""
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await stream.receive_some(READ_SIZE)
+                conn.receive_data(data)
+                if not data and head is None:
+                    return None
+                continue
+            if isinstance(event, h11.Request):
+                head = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                assert head is not None
+                headers = {k.decode().lower(): v.decode() for k, v in head.headers}
+                return Received(head.target.decode(), headers, body)
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
+
+
+@asynccontextmanager
+async def receiving() -> AsyncIterator[Receiver]:
+    """A receiver listening on a free loopback port for the context's length."""
+    receiver = Receiver()
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, receiver._serve, 0, host="127.0.0.1")
+        )
+        receiver.port = listeners[0].socket.getsockname()[1]
+        yield receiver
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,138 @@
+"""Pure rules of the webhook engine: the signature scheme, the retry schedule, and the addresses
+a production webhook may reach (spec: Delivery, Limits)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+
+import pytest
+import stripe
+import trio
+
+from ledgerport import apps, catalog
+from ledgerport.engine import next_attempt_at, signature, signature_header, verify_header
+
+SECRET = "whsec_" + "k" * 43
+BODY = b'{"id":"dlv_1","type":"invoice.created"}'
+
+
+def test_the_signature_is_the_hmac_of_timestamp_dot_body_under_the_whole_secret() -> None:
+    expected = hmac.new(SECRET.encode(), b"1790000000." + BODY, hashlib.sha256).hexdigest()
+    assert signature(SECRET, 1790000000, BODY) == expected
+    assert signature_header([SECRET], 1790000000, BODY) == f"t=1790000000,v1={expected}"
+
+
+def test_two_secrets_give_two_v1_values_current_first() -> None:
+    header = signature_header([SECRET, "whsec_old"], 17, BODY)
+    assert header == (
+        f"t=17,v1={signature(SECRET, 17, BODY)},v1={signature('whsec_old', 17, BODY)}"
+    )
+    with pytest.raises(ValueError, match="at least one"):
+        signature_header([], 17, BODY)
+
+
+@pytest.mark.parametrize("secret", [SECRET, "whsec_old"])
+def test_an_independent_verifier_accepts_either_value(secret: str) -> None:
+    now = 1790000000
+    header = signature_header([SECRET, "whsec_old"], now, BODY)
+    stripe.WebhookSignature.verify_header(BODY.decode(), header, secret, tolerance=None)
+    assert verify_header(header, BODY, secret, now=now, tolerance=300)
+
+
+def test_verification_refuses_another_body_secret_or_an_old_timestamp() -> None:
+    header = signature_header([SECRET], 1000, BODY)
+    assert not verify_header(header, BODY + b" ", SECRET, now=1000, tolerance=300)
+    assert not verify_header(header, BODY, "whsec_other", now=1000, tolerance=300)
+    assert not verify_header(header, BODY, SECRET, now=1301, tolerance=300)
+    assert not verify_header("v1=abc", BODY, SECRET, now=1000, tolerance=300)
+
+
+@pytest.mark.parametrize(
+    ("attempts_made", "delay"),
+    [(n, catalog.WEBHOOK_RETRY_DELAYS[n]) for n in range(1, catalog.WEBHOOK_MAX_ATTEMPTS)],
+)
+def test_each_failure_waits_the_delay_of_the_next_attempt(attempts_made: int, delay: int) -> None:
+    assert next_attempt_at(attempts_made, 1000.0, catalog.WEBHOOK_RETRY_DELAYS) == 1000.0 + delay
+
+
+def test_the_spec_schedule() -> None:
+    assert catalog.WEBHOOK_RETRY_DELAYS == (0, 60, 300, 1800, 7200, 21600)
+    assert next_attempt_at(6, 1000.0, catalog.WEBHOOK_RETRY_DELAYS) is None
+    with pytest.raises(ValueError, match="follows a failed attempt"):
+        next_attempt_at(0, 1000.0, catalog.WEBHOOK_RETRY_DELAYS)
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("93.184.216.34", True),
+        ("2606:2800:220:1:248:1893:25c8:1946", True),
+        ("10.0.0.1", False),
+        ("172.16.5.4", False),
+        ("192.168.1.1", False),
+        ("127.0.0.1", False),
+        ("::1", False),
+        ("169.254.169.254", False),
+        ("fe80::1", False),
+        ("224.0.0.1", False),
+        ("ff02::1", False),
+        ("240.0.0.1", False),
+        ("0.0.0.0", False),
+        ("100.64.0.1", False),
+        ("::ffff:127.0.0.1", False),
+        ("::ffff:10.1.2.3", False),
+        ("fc00::1", False),
+    ],
+)
+def test_production_webhooks_reach_public_addresses_only(address: str, allowed: bool) -> None:
+    assert apps.address_allowed(ipaddress.ip_address(address)) is allowed
+
+
+@pytest.mark.parametrize(
+    ("url", "development", "problem"),
+    [
+        ("https://hooks.example.com/in", False, None),
+        ("http://hooks.example.com/in", False, "must use https"),
+        ("http://127.0.0.1:8000/in", False, "must use https"),
+        ("http://127.0.0.1:8000/in", True, None),
+        ("http://localhost:8000/in", True, None),
+        ("http://hooks.example.com/in", True, "must use https"),
+        ("https://127.0.0.1/in", False, "private, loopback"),
+        ("https://10.0.0.8/in", False, "private, loopback"),
+        ("https://[::1]/in", False, "private, loopback"),
+        ("https://localhost/in", False, "must not point at this machine"),
+        ("https://user:pw@hooks.example.com/in", False, "credentials"),
+        ("ftp://hooks.example.com/in", False, "https"),
+        ("https://hooks.example.com:99999/in", False, "valid absolute URI"),
+    ],
+)
+def test_webhook_url_rules(url: str, development: bool, problem: str | None) -> None:
+    found = apps.webhook_url_problem(url, development=development)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+
+
+async def test_a_name_that_resolves_to_a_private_address_is_refused() -> None:
+    async def rebinding(host: str, port: int) -> list[str]:
+        return ["93.184.216.34", "10.1.2.3"]
+
+    async def public(host: str, port: int) -> list[str]:
+        return ["93.184.216.34"]
+
+    async def unknown(host: str, port: int) -> list[str]:
+        raise OSError("Name or service not known")
+
+    url = "https://hooks.example.com/in"
+    with trio.fail_after(5):
+        refused = await apps.webhook_target_problem(url, development=False, resolver=rebinding)
+        accepted = await apps.webhook_target_problem(url, development=False, resolver=public)
+        unresolved = await apps.webhook_target_problem(url, development=False, resolver=unknown)
+    assert refused is not None
+    assert "10.1.2.3" in refused
+    assert accepted is None
+    assert unresolved == "host hooks.example.com does not resolve"
