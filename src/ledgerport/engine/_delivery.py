@@ -49,7 +49,7 @@ CLAIM_BATCH = 200
 """Due deliveries looked at per claim."""
 RECORD_BATCH = 500
 """Attempt outcomes written per transaction at most."""
-HELD_PER_WEBHOOK = 64
+HELD_PER_WEBHOOK = 256
 """Deliveries of one webhook held by this engine at once (in its actor's inbox or in flight)."""
 HELD_TOTAL = 4096
 """Deliveries held by this engine at once, across webhooks."""
@@ -154,9 +154,14 @@ class DeliveryEngine:
     # --- capacity ------------------------------------------------------------------------------
 
     def _take(self, webhook_id: str) -> bool:
-        """Reserve room for one more delivery of ``webhook_id``, when there is some."""
+        """Reserve room for one more delivery of ``webhook_id``, when there is some (and the
+        outcomes waiting to be written are not too many: the recorder holds claims back)."""
         held = self._held.get(webhook_id, 0)
-        if held >= self._held_per_webhook or self._held_total >= HELD_TOTAL:
+        if (
+            held >= self._held_per_webhook
+            or self._held_total >= HELD_TOTAL
+            or len(self._outcomes) >= HELD_TOTAL
+        ):
             self._starved = True
             return False
         self._held[webhook_id] = held + 1
@@ -175,7 +180,7 @@ class DeliveryEngine:
             held <= self._held_per_webhook // 2 or self._held_total <= HELD_TOTAL // 2
         ):
             self._claim_wake.set()
-        if not self._held_total:
+        if not self._held_total and not self._outcomes:
             self._settled.set()
 
     @property
@@ -208,9 +213,10 @@ class DeliveryEngine:
 
     async def _dispatch_loop(self) -> None:
         while True:
-            await self._dispatch_wake.wait(self._poll)
+            # First what was committed before the engine started (or while it slept).
             while await self._guarded(self.dispatch_once) >= DISPATCH_BATCH:
                 pass
+            await self._dispatch_wake.wait(self._poll)
 
     async def _claim_loop(self) -> None:
         while True:
@@ -245,7 +251,7 @@ class DeliveryEngine:
     async def _renew_loop(self) -> None:
         while True:
             await trio.sleep(self._lease_seconds / 3)
-            if self._held_total:
+            if self._held_total or self._outcomes:
                 p = self._platform
                 try:
                     async with p.store.transaction() as tx:
@@ -601,14 +607,16 @@ class DeliveryEngine:
     def _finish(
         self, actor: _Actor, delivery: apps.ClaimedDelivery, outcome: apps.AttemptOutcome
     ) -> None:
-        """Free the attempt's slot and hand the outcome to the recorder; the delivery's room is
-        let go once the outcome is written (so outcomes waiting are bounded too)."""
+        """Free the attempt's slot and the delivery's room, and hand the outcome to the
+        recorder. The delivery stays claimed (its lease renewed) until the outcome is written,
+        so no claim takes it meanwhile; outcomes waiting hold new claims back (``_take``)."""
         self._event_at.pop(delivery.id, None)
         self._planned.pop(delivery.id, None)
         self._platform.metrics.deliveries.labels(outcome.status, delivery.type).inc()
         self._outcomes.append((delivery.webhook_id, outcome))
         self._record_wake.set()
         actor.slots.release()
+        self._let_go(delivery.webhook_id)
 
     # --- the recorder --------------------------------------------------------------------------
 
@@ -629,16 +637,16 @@ class DeliveryEngine:
             log.warning("delivery engine: recording outcomes: %s", exc)
             return False
         del self._outcomes[: len(batch)]
-        for webhook_id, _ in batch:
-            self._let_go(webhook_id)
-        if any(outcome.next_attempt_at is not None for _, outcome in batch):
-            self._claim_wake.set()  # the next due time may be sooner now
+        if self._starved or any(outcome.next_attempt_at is not None for _, outcome in batch):
+            self._claim_wake.set()  # room again, or a next due time that may be sooner
+        if not self._held_total and not self._outcomes:
+            self._settled.set()
         return True
 
     async def settle(self) -> None:
         """Wait until this engine holds nothing: every delivery it claimed was attempted (or
         refused) and its outcome written."""
-        while self._held_total:
+        while self._held_total or self._outcomes:
             self._settled = trio.Event()
             await self._settled.wait()
 
