@@ -17,7 +17,7 @@ from ledgerport.engine import DeliveryEngine, verify_header
 from ledgerport.platform import Platform
 from ledgerport.storage import Store
 
-from ..conftest import ADMIN_TOKEN, SECRET_KEY
+from ..conftest import PLATFORM_ENV
 from ..platforms import build_platform
 from ..receiver import Answer
 from .webhook_world import Hooked, deliver, engine_for, hooked
@@ -30,17 +30,7 @@ WEBHOOK_TIMEOUT = 1.0
 async def platform(store: Store, clock: FrozenClock) -> Platform:
     """The suite's platform with a one-second webhook timeout (the timeout row of the table)."""
     return await build_platform(
-        store,
-        clock,
-        {
-            "LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN,
-            "LEDGERPORT_SECRET_KEY": SECRET_KEY,
-            "LEDGERPORT_ENV": "development",
-            "LEDGERPORT_BASE_URL": "http://api.ledgerport.test",
-            "LEDGERPORT_AUTH_URL": "http://app.ledgerport.test",
-            "LEDGERPORT_PASSWORD_HASHING": "fast",
-            "LEDGERPORT_WEBHOOK_TIMEOUT": str(WEBHOOK_TIMEOUT),
-        },
+        store, clock, {**PLATFORM_ENV, "LEDGERPORT_WEBHOOK_TIMEOUT": str(WEBHOOK_TIMEOUT)}
     )
 
 

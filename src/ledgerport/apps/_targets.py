@@ -21,6 +21,8 @@ import trio
 from ._uris import is_loopback_host, web_url_problem
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+RESOLVE_TIMEOUT = 5.0
+"""Seconds a webhook's host name has to resolve when the webhook is saved."""
 
 
 class Resolver(Protocol):
@@ -87,9 +89,12 @@ async def webhook_target_problem(
     except ValueError:
         pass
     try:
-        addresses = await resolver(host, parts.port or 443)
+        with trio.fail_after(RESOLVE_TIMEOUT):
+            addresses = await resolver(host, parts.port or 443)
     except OSError:
         return f"host {host} does not resolve"
+    except trio.TooSlowError:
+        return f"host {host} did not resolve within {RESOLVE_TIMEOUT:g} s"
     if not addresses:
         return f"host {host} does not resolve"
     for address in addresses:

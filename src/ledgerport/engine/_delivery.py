@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 import math
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
 import httpx
@@ -183,6 +183,25 @@ class DeliveryEngine:
         if not self._held_total and not self._outcomes:
             self._settled.set()
 
+    @contextmanager
+    def _reserving(self) -> Iterator[Callable[[str], bool]]:
+        """``take`` for a claiming transaction: the room it reserved is let go again when the
+        transaction fails, since nothing was claimed then."""
+        reserved: list[str] = []
+
+        def take(webhook_id: str) -> bool:
+            if self._take(webhook_id):
+                reserved.append(webhook_id)
+                return True
+            return False
+
+        try:
+            yield take
+        except BaseException:
+            for webhook_id in reserved:
+                self._let_go(webhook_id)
+            raise
+
     @property
     def held(self) -> int:
         """Deliveries this engine holds now (waiting in an inbox or being attempted)."""
@@ -282,15 +301,7 @@ class DeliveryEngine:
     async def dispatch_once(self) -> int:
         """Fan out one batch of committed events; answers how many events it took."""
         p = self._platform
-        reserved: list[str] = []
-
-        def take(webhook_id: str) -> bool:
-            if self._take(webhook_id):
-                reserved.append(webhook_id)
-                return True
-            return False
-
-        try:
+        with self._reserving() as take:
             async with p.store.transaction() as tx:
                 now = p.now()
                 positions, events = await apps.pending_events(tx, DISPATCH_BATCH)
@@ -304,10 +315,6 @@ class DeliveryEngine:
                     take=take,
                 )
                 plans = await self._plans_for(tx, fanned.claimed)
-        except BaseException:
-            for webhook_id in reserved:
-                self._let_go(webhook_id)
-            raise
         event_times = {event.id: event.created for event in events}
         for delivery in fanned.claimed:
             self._hand_over(
@@ -324,15 +331,7 @@ class DeliveryEngine:
             self._starved = True
             return 0
         self._starved = False
-        reserved: list[str] = []
-
-        def take(webhook_id: str) -> bool:
-            if self._take(webhook_id):
-                reserved.append(webhook_id)
-                return True
-            return False
-
-        try:
+        with self._reserving() as take:
             async with p.store.transaction() as tx:
                 now = p.now()
                 claimed = await apps.claim_due(
@@ -349,10 +348,6 @@ class DeliveryEngine:
                     ),
                 )
                 plans = await self._plans_for(tx, claimed)
-        except BaseException:
-            for webhook_id in reserved:
-                self._let_go(webhook_id)
-            raise
         for delivery in claimed:
             self._hand_over(delivery, plans[delivery.webhook_id], None)
         return len(claimed)

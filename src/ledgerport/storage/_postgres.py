@@ -135,7 +135,11 @@ class PostgresStore:
     async def transaction(self) -> AsyncIterator[_PostgresTransaction]:
         async with self._connection() as conn:
             tx = conn.transaction()
-            await self._call(tx.start)
+            # Shielded: a cancellation while BEGIN is under way would leave the transaction
+            # started on the connection with no rollback to end it. It is delivered at the
+            # next checkpoint instead, inside the block below, which rolls back.
+            with trio.CancelScope(shield=True):
+                await self._call(tx.start)
             unit = _PostgresTransaction(self, conn)
             try:
                 yield unit
