@@ -169,12 +169,11 @@ class FannedOut:
 
 @dataclass(frozen=True)
 class _Entitled:
-    """An app that may receive events of a business: what its installation and app grant."""
+    """An app installed in a business, and the business and privacy event types it may receive
+    there (its view of the log, ``books.feed_view``), worked out once per fan-out."""
 
     app_id: str
-    pinned_version: str | None
-    app_scopes: tuple[str, ...]
-    installation_scopes: tuple[str, ...]
+    gated: frozenset[str]
 
 
 async def _entitlements(
@@ -193,13 +192,14 @@ async def _entitlements(
             *businesses,
         )
         for row in rows:
+            view = feed_view(
+                business_id=row["business_id"],
+                app_id=row["app_id"],
+                app_scopes=json.loads(row["registered"]),
+                installation_scopes=json.loads(row["granted"]),
+            )
             by_business.setdefault(row["business_id"], []).append(
-                _Entitled(
-                    row["app_id"],
-                    row["pinned_version"],
-                    tuple(json.loads(row["registered"])),
-                    tuple(json.loads(row["granted"])),
-                )
+                _Entitled(row["app_id"], view.gated)
             )
             pins[row["app_id"]] = row["pinned_version"]
     own_apps = sorted({e.app_id for e in events if e.app_id and _audience(e) == "app"} - set(pins))
@@ -224,13 +224,7 @@ def _recipients(event: Event, by_business: Mapping[str, list[_Entitled]]) -> lis
     return [
         entitled.app_id
         for entitled in by_business.get(event.business_id or "", [])
-        if event.type
-        in feed_view(
-            business_id=event.business_id or "",
-            app_id=entitled.app_id,
-            app_scopes=entitled.app_scopes,
-            installation_scopes=entitled.installation_scopes,
-        ).gated
+        if event.type in entitled.gated
     ]
 
 
