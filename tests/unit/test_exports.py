@@ -514,6 +514,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "open_postgres",
         "open_sqlite",
         "open_store",
+        "placeholders",
     },
     "ledgerport.runtime": set(),
 }

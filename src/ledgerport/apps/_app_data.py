@@ -27,7 +27,7 @@ from ledgerport import catalog
 from ledgerport.books import RecordNotFound, record_event, record_exists
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
-from ledgerport.storage import Row, Transaction
+from ledgerport.storage import Row, Transaction, placeholders
 
 from ._apps import active_installation
 from ._errors import (
@@ -528,12 +528,10 @@ async def read_app_data(
         types = [t for t, scope in catalog.APP_DATA_RESOURCE_SCOPES.items() if scope in granted]
     if not types:
         return []
-    id_params = ", ".join(f"${n}" for n in range(3, 3 + len(ids)))
-    type_params = ", ".join(f"${n}" for n in range(3 + len(ids), 3 + len(ids) + len(types)))
     rows = await tx.fetch(
         "SELECT id, resource_type, resource_id, key, value FROM app_data_values"
-        f" WHERE app_id = $1 AND business_id = $2 AND resource_id IN ({id_params})"
-        f" AND resource_type IN ({type_params})",
+        f" WHERE app_id = $1 AND business_id = $2 AND resource_id IN ({placeholders(len(ids), 3)})"
+        f" AND resource_type IN ({placeholders(len(types), 3 + len(ids))})",
         app_id,
         business_id,
         *ids,

@@ -27,7 +27,7 @@ from ledgerport import catalog
 from ledgerport.books import Event, feed_view
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring
-from ledgerport.storage import Row, Transaction
+from ledgerport.storage import Row, Transaction, placeholders
 
 from ._errors import RedeliveryRefused
 from ._webhooks import Webhook, signing_secrets
@@ -149,13 +149,9 @@ async def pending_events(tx: Transaction, limit: int) -> tuple[list[int], list[E
         return [], []
     ids = [mark["event_id"] for mark in marks]
     rows = await tx.fetch(
-        f"SELECT * FROM events WHERE id IN ({_placeholders(len(ids))}) ORDER BY seq", *ids
+        f"SELECT * FROM events WHERE id IN ({placeholders(len(ids))}) ORDER BY seq", *ids
     )
     return [int(mark["position"]) for mark in marks], [Event.from_row(row) for row in rows]
-
-
-def _placeholders(count: int, start: int = 1) -> str:
-    return ", ".join(f"${index}" for index in range(start, start + count))
 
 
 @dataclass(frozen=True)
@@ -188,7 +184,7 @@ async def _entitlements(
         rows = await tx.fetch(
             "SELECT i.business_id, i.app_id, i.scopes AS granted, a.scopes AS registered,"
             " a.pinned_version FROM installations i JOIN apps a ON a.id = i.app_id"
-            f" WHERE i.state = 'ACTIVE' AND i.business_id IN ({_placeholders(len(businesses))})",
+            f" WHERE i.state = 'ACTIVE' AND i.business_id IN ({placeholders(len(businesses))})",
             *businesses,
         )
         for row in rows:
@@ -205,7 +201,7 @@ async def _entitlements(
     own_apps = sorted({e.app_id for e in events if e.app_id and _audience(e) == "app"} - set(pins))
     if own_apps:
         rows = await tx.fetch(
-            f"SELECT id, pinned_version FROM apps WHERE id IN ({_placeholders(len(own_apps))})",
+            f"SELECT id, pinned_version FROM apps WHERE id IN ({placeholders(len(own_apps))})",
             *own_apps,
         )
         pins.update({row["id"]: row["pinned_version"] for row in rows})
@@ -234,7 +230,7 @@ async def _subscribed_webhooks(tx: Transaction, app_ids: Iterable[str]) -> dict[
         return {}
     rows = await tx.fetch(
         "SELECT * FROM webhooks WHERE deleted_at IS NULL AND enabled"
-        f" AND app_id IN ({_placeholders(len(wanted))}) ORDER BY created_at, id",
+        f" AND app_id IN ({placeholders(len(wanted))}) ORDER BY created_at, id",
         *wanted,
     )
     by_app: dict[str, list[Webhook]] = {}
@@ -313,7 +309,7 @@ async def fan_out(
         await tx.executemany(_INSERT, rows)
     if positions:
         await tx.execute(
-            f"DELETE FROM event_dispatch WHERE position IN ({_placeholders(len(positions))})",
+            f"DELETE FROM event_dispatch WHERE position IN ({placeholders(len(positions))})",
             *positions,
         )
     return FannedOut(claimed, len(rows) - len(claimed))
@@ -340,7 +336,7 @@ async def claim_due(
     """Claim deliveries whose attempt is due, oldest due first, at most ``limit`` looked at;
     ``take(webhook_id)`` says whether the caller can attempt one more of that webhook now, and
     the webhooks in ``full`` are passed over (a webhook with a backlog holds up no other)."""
-    passed_over = f" AND webhook_id NOT IN ({_placeholders(len(full), start=3)})" if full else ""
+    passed_over = f" AND webhook_id NOT IN ({placeholders(len(full), start=3)})" if full else ""
     rows = await tx.fetch(
         "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts, created_at"
         " FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
@@ -419,7 +415,7 @@ async def send_plans(
         return {}
     rows = await tx.fetch(
         "SELECT w.*, a.status AS app_status, a.scopes AS app_scopes FROM webhooks w"
-        f" JOIN apps a ON a.id = w.app_id WHERE w.id IN ({_placeholders(len(webhook_ids))})",
+        f" JOIN apps a ON a.id = w.app_id WHERE w.id IN ({placeholders(len(webhook_ids))})",
         *webhook_ids,
     )
     by_id = {row["id"]: row for row in rows}
@@ -490,8 +486,8 @@ async def _installation_scopes(
         return {}
     rows = await tx.fetch(
         "SELECT app_id, business_id, scopes FROM installations WHERE state = 'ACTIVE'"
-        f" AND app_id IN ({_placeholders(len(app_ids))})"
-        f" AND business_id IN ({_placeholders(len(business_ids), start=len(app_ids) + 1)})",
+        f" AND app_id IN ({placeholders(len(app_ids))})"
+        f" AND business_id IN ({placeholders(len(business_ids), start=len(app_ids) + 1)})",
         *app_ids,
         *business_ids,
     )

@@ -9,6 +9,7 @@ from ._interface import StorageError as StorageError
 from ._interface import StorageUnavailable as StorageUnavailable
 from ._interface import Store as Store
 from ._interface import Transaction as Transaction
+from ._interface import placeholders as placeholders
 from ._migrations import load_migrations as load_migrations
 from ._open import open_store as open_store
 from ._postgres import NoAsyncioLoop as NoAsyncioLoop

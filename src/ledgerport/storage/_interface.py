@@ -15,6 +15,12 @@ from typing import Any, Literal, Protocol, TypeAlias
 Row = dict[str, Any]
 
 
+def placeholders(count: int, start: int = 1) -> str:
+    """``count`` numbered parameters from ``$start``, comma-separated: the list of an
+    ``IN (...)`` of values bound one by one."""
+    return ", ".join(f"${index}" for index in range(start, start + count))
+
+
 class StorageError(Exception):
     """Root of the storage errors."""
 
