@@ -188,6 +188,40 @@ async def test_a_raising_transaction_rolls_back_everything(store: Store) -> None
         assert await _business_ids(store) == []
 
 
+async def test_a_transaction_that_runs_nothing_commits_and_the_store_stays_usable(
+    store: Store,
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        for _ in range(3):
+            async with store.transaction():
+                pass
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('after', 'ok')")
+        assert await _settings(store) == {"after": "ok"}
+
+
+async def _insert_then_fail(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.execute("INSERT INTO settings (key, value) VALUES ('lost', 'x')")
+        raise _Boom
+
+
+async def test_a_failing_first_statement_rolls_back_and_the_store_stays_usable(
+    store: Store,
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('kept', 'x')")
+        with pytest.raises(Conflict):
+            async with store.transaction() as tx:
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('kept', 'again')")
+        with pytest.raises(_Boom):
+            await _insert_then_fail(store)
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('after', 'ok')")
+        assert await _settings(store) == {"after": "ok", "kept": "x"}
+
+
 async def test_cancellation_inside_a_transaction_rolls_back(store: Store) -> None:
     with trio.fail_after(TIMEOUT):
         with trio.CancelScope() as scope:

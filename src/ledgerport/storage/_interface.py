@@ -74,6 +74,12 @@ class Transaction(Protocol):
     """Appended to a SELECT, locks the rows it reads and leaves out those another transaction
     holds: `` FOR UPDATE SKIP LOCKED`` on PostgreSQL (several processes claim work side by
     side), nothing on SQLite."""
+    json_object: str
+    """The function building a JSON object from key and value arguments: ``json_build_object``
+    on PostgreSQL, ``json_object`` on SQLite."""
+    json_array_agg: str
+    """The aggregate gathering values into a JSON array (NULL over no rows on PostgreSQL):
+    ``json_agg`` on PostgreSQL, ``json_group_array`` on SQLite."""
 
     async def execute(self, sql: str, *args: Any) -> int:
         """Run a statement; answers the number of rows it changed."""

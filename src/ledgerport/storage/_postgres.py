@@ -8,6 +8,7 @@ wake trio tasks through the same loop.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -56,6 +57,8 @@ _DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 class _PostgresTransaction:
     row_lock = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    json_object = "json_build_object"
+    json_array_agg = "json_agg"
 
     def __init__(self, store: PostgresStore, conn: Any) -> None:
         self._store = store
@@ -131,31 +134,52 @@ class PostgresStore:
             if scope.cancelled_caught:
                 conn.terminate()
 
+    async def _begin(self) -> tuple[Any, Any]:
+        """A connection of the pool with a transaction started on it (asyncio side: one
+        crossing from trio for both)."""
+        conn = await self._pool.acquire()
+        try:
+            tx = conn.transaction()
+            await tx.start()
+        except BaseException:
+            await self._pool.release(conn)
+            raise
+        return conn, tx
+
+    async def _end(self, conn: Any, tx: Any, commit: bool) -> None:
+        """Commit or roll back, then give the connection back (asyncio side, one crossing). A
+        connection whose rollback failed is closed: nothing else could end its transaction."""
+        try:
+            await (tx.commit() if commit else tx.rollback())
+        except BaseException:
+            if not commit:
+                conn.terminate()
+            raise
+        finally:
+            await self._pool.release(conn)
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[_PostgresTransaction]:
-        async with self._connection() as conn:
-            tx = conn.transaction()
-            # Shielded: a cancellation while BEGIN is under way would leave the transaction
-            # started on the connection with no rollback to end it. It is delivered at the
-            # next checkpoint instead, inside the block below, which rolls back.
-            with trio.CancelScope(shield=True):
-                await self._call(tx.start)
-            unit = _PostgresTransaction(self, conn)
-            try:
-                yield unit
-                await unit._queues.flush(unit)
-            except BaseException:
-                with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
-                    scope.shield = True
-                    try:
-                        await self._call(tx.rollback)
-                    except StorageError:
-                        conn.terminate()
-                if scope.cancelled_caught:
-                    conn.terminate()
-                raise
-            else:
-                await self._call(tx.commit)
+        # Shielded: a cancellation while BEGIN is under way would leave the transaction
+        # started on the connection with no rollback to end it. It is delivered at the next
+        # checkpoint instead, inside the block below, which rolls back.
+        with trio.CancelScope(shield=True):
+            conn, tx = await self._call(self._begin)
+        unit = _PostgresTransaction(self, conn)
+        try:
+            yield unit
+            await unit._queues.flush(unit)
+        except BaseException:
+            with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+                scope.shield = True
+                with contextlib.suppress(StorageError):
+                    await self._call(self._end, conn, tx, False)
+            if scope.cancelled_caught:
+                # The rollback hangs: closing the socket ends it (and the transaction with it).
+                conn.terminate()
+            raise
+        else:
+            await self._call(self._end, conn, tx, True)
 
     @asynccontextmanager
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:
@@ -224,6 +248,15 @@ class PostgresStore:
         return applied
 
 
+async def _reset(conn: Any) -> None:
+    """How a connection given back to the pool is reset: by ending a transaction left open, if
+    any. Nothing here changes session state (advisory locks are transaction-level, a LISTEN is
+    undone by the context that made it), so asyncpg's default reset, four statements and a
+    round trip on every release, would undo nothing."""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 class NoAsyncioLoop(RuntimeError):
     """PostgreSQL was opened outside the process's trio_asyncio loop."""
 
@@ -239,7 +272,7 @@ async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[Postgr
         raise NoAsyncioLoop("PostgreSQL needs the process's trio_asyncio loop; enter it first")
     try:
         pool = await trio_asyncio.aio_as_trio(asyncpg.create_pool, loop=loop)(
-            url, min_size=1, max_size=max_size, command_timeout=30
+            url, min_size=1, max_size=max_size, command_timeout=30, reset=_reset
         )
     except (*_DATABASE_ERRORS, ValueError) as exc:
         raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc

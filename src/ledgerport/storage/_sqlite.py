@@ -1,7 +1,9 @@
 """The embedded SQLite backend: one connection, WAL, every call on a worker thread.
 
 sqlite3 blocks, so each statement runs through ``trio.to_thread.run_sync`` with a capacity limiter
-of one; a trio lock keeps a transaction's statements together on the one connection.
+of one; a trio lock keeps a transaction's statements together on the one connection. A hop to the
+worker thread costs more than a short statement, so a transaction's ``BEGIN IMMEDIATE`` rides
+along with its first statement.
 """
 
 from __future__ import annotations
@@ -48,11 +50,26 @@ def _convert(exc: sqlite3.Error) -> Exception:
 class _SqliteTransaction:
     row_lock = ""
     skip_locked = ""
+    json_object = "json_object"
+    json_array_agg = "json_group_array"
 
     def __init__(self, store: SqliteStore) -> None:
         self._store = store
         self._queues = CommitQueues()
         self._notified: set[str] = set()
+        self.begun = False
+        """Whether ``BEGIN IMMEDIATE`` ran: it runs with the transaction's first statement."""
+
+    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        if self.begun:
+            return await self._store._call(fn, *args)
+
+        def begin_then() -> _T:
+            self._store._conn.execute("BEGIN IMMEDIATE")
+            self.begun = True
+            return fn(*args)
+
+        return await self._store._call(begin_then)
 
     async def notify(self, channel: str) -> None:
         self._notified.add(channel)
@@ -61,11 +78,11 @@ class _SqliteTransaction:
         return self._queues.queue(name, flush)
 
     async def execute(self, sql: str, *args: Any) -> int:
-        cursor = await self._store._call(self._store._conn.execute, _translate(sql), args)
+        cursor = await self._call(self._store._conn.execute, _translate(sql), args)
         return int(cursor.rowcount)
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._store._call(self._store._conn.executemany, _translate(sql), rows)
+        await self._call(self._store._conn.executemany, _translate(sql), rows)
 
     async def serialize(self, key: str) -> None:
         pass  # the write transaction already holds the whole database
@@ -74,14 +91,14 @@ class _SqliteTransaction:
         def run() -> list[Row]:
             return [dict(r) for r in self._store._conn.execute(_translate(sql), args).fetchall()]
 
-        return await self._store._call(run)
+        return await self._call(run)
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         def run() -> Row | None:
             row = self._store._conn.execute(_translate(sql), args).fetchone()
             return None if row is None else dict(row)
 
-        return await self._store._call(run)
+        return await self._call(run)
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         row = await self.fetchrow(sql, *args)
@@ -117,18 +134,19 @@ class SqliteStore:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[_SqliteTransaction]:
         async with self._lock:
-            await self._call(self._conn.execute, "BEGIN IMMEDIATE")
             tx = _SqliteTransaction(self)
             try:
                 yield tx
                 await tx._queues.flush(tx)
             except BaseException:
-                with trio.CancelScope(shield=True):
-                    await self._call(self._conn.execute, "ROLLBACK")
+                if tx.begun:
+                    with trio.CancelScope(shield=True):
+                        await self._call(self._rollback_if_open)
                 raise
             else:
                 try:
-                    await self._call(self._conn.execute, "COMMIT")
+                    if tx.begun:
+                        await self._call(self._conn.execute, "COMMIT")
                 except BaseException:
                     with trio.CancelScope(shield=True):
                         await self._call(self._rollback_if_open)
