@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 import stripe
 import trio
+import trio.testing
 
 from ledgerport import apps, catalog
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import DeliveryEngine, verify_header
 from ledgerport.platform import Platform
-from ledgerport.storage import Store
+from ledgerport.storage import StorageUnavailable, Store
 
 from ..conftest import PLATFORM_ENV
 from ..platforms import build_platform
@@ -328,16 +329,16 @@ async def test_fan_out_happens_once_and_not_at_all_when_its_transaction_fails(
 
             async def fan_out_then_crash() -> None:
                 async with store.transaction() as tx:
-                    positions, events = await apps.pending_events(tx, 100)
-                    await apps.fan_out(
-                        tx,
+                    pending = await apps.pending_events(tx, 100)
+                    fanned = apps.plan_fan_out(
+                        pending,
+                        keyring=platform.keyring,
                         now=platform.now(),
-                        positions=positions,
-                        events=events,
                         lease="x",
                         lease_until=platform.now(),
                         take=lambda _webhook: False,
                     )
+                    await apps.write_fan_out(tx, fanned)
                     raise Crash
 
             with pytest.raises(Crash):
@@ -351,6 +352,87 @@ async def test_fan_out_happens_once_and_not_at_all_when_its_transaction_fails(
                 marks = await tx.fetchval("SELECT COUNT(*) FROM event_dispatch")
     assert (count, marks) == (1, 0)
     assert len(hook.receiver.received) == 1
+
+
+async def _dispatch_state(store: Store) -> tuple[int, int]:
+    """Deliveries, and events waiting for fan-out."""
+    async with store.transaction() as tx:
+        deliveries = await tx.fetchval("SELECT COUNT(*) FROM webhook_deliveries")
+        marks = await tx.fetchval("SELECT COUNT(*) FROM event_dispatch")
+    return int(deliveries), int(marks)
+
+
+async def test_an_attempt_made_before_its_fan_out_failed_to_commit_goes_again_under_its_id(
+    platform: Platform,
+    client: Any,
+    admin_headers: dict[str, str],
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write = apps.write_fan_out
+
+    async def write_then_fail_after_the_attempt(tx: Any, fan_out: apps.FanOut) -> None:
+        await write(tx, fan_out)
+        await hook.receiver.wait_for(1, within=TIMEOUT)
+        raise StorageUnavailable("the commit did not happen")
+
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, ["customer.created"]) as hook,
+            engine_for(platform) as engine,
+        ):
+            await hook.api.customer()
+            waiting = await _dispatch_state(store)
+            monkeypatch.setattr(apps, "write_fan_out", write_then_fail_after_the_attempt)
+            with pytest.raises(StorageUnavailable):
+                await engine.dispatch_once()
+            monkeypatch.setattr(apps, "write_fan_out", write)
+            await engine.settle()
+            # Nothing of the fan-out was written: the same events wait, no delivery exists.
+            assert await _dispatch_state(store) == waiting
+            assert waiting[0] == 0
+            await deliver(engine)
+            delivery = await _only(hook)
+    first, again = hook.receiver.received
+    assert first.headers["x-webhook-id"] == again.headers["x-webhook-id"] == delivery["id"]
+    assert first.body == again.body
+    assert (delivery["status"], delivery["attempts"]) == ("delivered", 1)
+
+
+async def test_outcomes_waiting_are_written_by_the_next_fan_out(
+    platform: Platform, client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    async def statuses() -> list[str]:
+        async with store.transaction() as tx:
+            rows = await tx.fetch("SELECT status FROM webhook_deliveries ORDER BY created_at, id")
+        return [row["status"] for row in rows]
+
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, ["customer.created"]) as hook,
+            # The recorder would wait an hour: only a fan-out writes the outcome meanwhile.
+            engine_for(platform, record_linger=3600) as engine,
+        ):
+            await hook.api.customer()
+            await engine.dispatch_once()
+            await hook.receiver.wait_for(1, within=TIMEOUT)
+            await trio.testing.wait_all_tasks_blocked(cushion=0.01)  # the attempt has ended
+            assert engine.held == 0
+            assert await statuses() == ["queued"]
+            await hook.api.customer()
+            await engine.dispatch_once()
+            assert (await statuses()).count("delivered") == 1
+            await engine.settle()  # and settling writes at once
+            assert await statuses() == ["delivered", "delivered"]
+
+
+def test_a_delivery_id_is_derived_from_its_event_and_webhook() -> None:
+    one = apps.delivery_id_for("evt_1", "wh_1")
+    assert one == apps.delivery_id_for("evt_1", "wh_1")
+    assert one.startswith("dlv_")
+    assert len(one) == len("dlv_") + 24
+    others = {apps.delivery_id_for("evt_2", "wh_1"), apps.delivery_id_for("evt_1", "wh_2")}
+    assert len({one, *others}) == 3
 
 
 # --- Test deliveries, rotation -------------------------------------------------------------------

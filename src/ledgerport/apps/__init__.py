@@ -44,14 +44,16 @@ from ._deliveries import AttemptOutcome as AttemptOutcome
 from ._deliveries import ClaimedDelivery as ClaimedDelivery
 from ._deliveries import Delivery as Delivery
 from ._deliveries import DeliveryStatus as DeliveryStatus
-from ._deliveries import FannedOut as FannedOut
+from ._deliveries import FanOut as FanOut
+from ._deliveries import Pending as Pending
 from ._deliveries import SendPlan as SendPlan
 from ._deliveries import claim_due as claim_due
 from ._deliveries import create_test_delivery as create_test_delivery
+from ._deliveries import delivery_id_for as delivery_id_for
 from ._deliveries import dispatch_backlog as dispatch_backlog
-from ._deliveries import fan_out as fan_out
 from ._deliveries import next_due_at as next_due_at
 from ._deliveries import pending_events as pending_events
+from ._deliveries import plan_fan_out as plan_fan_out
 from ._deliveries import purge_deliveries as purge_deliveries
 from ._deliveries import queue_depth as queue_depth
 from ._deliveries import recent_deliveries as recent_deliveries
@@ -61,6 +63,7 @@ from ._deliveries import release_claims as release_claims
 from ._deliveries import renew_claims as renew_claims
 from ._deliveries import send_plan as send_plan
 from ._deliveries import send_plans as send_plans
+from ._deliveries import write_fan_out as write_fan_out
 from ._errors import AppCannotAccessType as AppCannotAccessType
 from ._errors import AppDataFieldExists as AppDataFieldExists
 from ._errors import AppDataFieldNotFound as AppDataFieldNotFound

@@ -18,8 +18,9 @@ over. Only the claim that holds the lease records the attempt's outcome.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -138,74 +139,116 @@ _INSERT = (
 # --- Fan-out -------------------------------------------------------------------------------------
 
 
-async def pending_events(tx: Transaction, limit: int) -> tuple[list[int], list[Event]]:
+@dataclass(frozen=True)
+class Pending:
+    """The oldest events not fanned out yet, with what their fan-out reads about their
+    audiences: the ACTIVE installations in their businesses and the webhooks of every app they
+    may reach, each webhook with its app's state. One statement reads it all, so fan-out costs
+    one round trip (SQLite: one hop to the worker thread) before its first attempts can go."""
+
+    positions: list[int]
+    """The events' dispatch marks."""
+    events: list[Event]
+    """In the order recorded."""
+    installations: list[Row]
+    """``business_id``, ``app_id``, ``granted`` and ``registered`` (scope lists in JSON)."""
+    webhooks: list[Row]
+    """Enabled webhooks with ``app_status``, ``app_scopes`` and ``pinned_version``."""
+
+
+_EVENT_COLUMNS = (
+    "position",
+    "seq",
+    "id",
+    "business_id",
+    "app_id",
+    "type",
+    "api_version",
+    "data",
+    "created_at",
+)
+_INSTALLATION_COLUMNS = ("business_id", "app_id", "granted", "registered")
+_WEBHOOK_COLUMNS = (
+    "id",
+    "app_id",
+    "url",
+    "events",
+    "enabled",
+    "secret",
+    "previous_secret",
+    "previous_secret_expires_at",
+    "created_at",
+    "updated_at",
+    "deleted_at",
+    "app_status",
+    "app_scopes",
+    "pinned_version",
+)
+
+
+def _json_rows(tx: Transaction, relation: str, columns: Sequence[str]) -> str:
+    """The rows of ``relation`` as one JSON array of objects (``[]`` when there are none)."""
+    pairs = ", ".join(f"'{column}', {column}" for column in columns)
+    return (
+        f"(SELECT COALESCE({tx.json_array_agg}({tx.json_object}({pairs})), '[]') FROM {relation})"
+    )
+
+
+async def pending_events(tx: Transaction, limit: int) -> Pending:
     """The oldest marks of events not fanned out yet (at most ``limit``; on PostgreSQL those no
-    other transaction holds) and their events, in the order recorded."""
-    marks = await tx.fetch(
-        f"SELECT position, event_id FROM event_dispatch ORDER BY position LIMIT $1{tx.skip_locked}",
+    other transaction holds), their events and their audiences (see :class:`Pending`)."""
+    row = await tx.fetchrow(
+        "WITH marks AS (SELECT position, event_id FROM event_dispatch ORDER BY position"
+        f" LIMIT $1{tx.skip_locked}),"
+        " pending AS (SELECT e.*, m.position FROM marks m JOIN events e ON e.id = m.event_id),"
+        " reached AS (SELECT i.business_id, i.app_id, i.scopes AS granted,"
+        " a.scopes AS registered FROM installations i JOIN apps a ON a.id = i.app_id"
+        " WHERE i.state = 'ACTIVE' AND i.business_id IN (SELECT business_id FROM pending)),"
+        " hooks AS (SELECT w.*, a.status AS app_status, a.scopes AS app_scopes,"
+        " a.pinned_version FROM webhooks w JOIN apps a ON a.id = w.app_id"
+        " WHERE w.deleted_at IS NULL AND w.enabled AND w.app_id IN"
+        " (SELECT app_id FROM reached UNION SELECT app_id FROM pending WHERE app_id IS NOT NULL))"
+        f" SELECT {_json_rows(tx, 'pending', _EVENT_COLUMNS)} AS events,"
+        f" {_json_rows(tx, 'reached', _INSTALLATION_COLUMNS)} AS installations,"
+        f" {_json_rows(tx, 'hooks', _WEBHOOK_COLUMNS)} AS webhooks",
         limit,
     )
-    if not marks:
-        return [], []
-    ids = [mark["event_id"] for mark in marks]
-    rows = await tx.fetch(
-        f"SELECT * FROM events WHERE id IN ({placeholders(len(ids))}) ORDER BY seq", *ids
+    assert row is not None
+    events = sorted(json.loads(row["events"]), key=lambda event: int(event["seq"]))
+    return Pending(
+        positions=[int(event["position"]) for event in events],
+        events=[Event.from_row(event) for event in events],
+        installations=json.loads(row["installations"]),
+        webhooks=sorted(
+            json.loads(row["webhooks"]), key=lambda hook: (hook["created_at"], hook["id"])
+        ),
     )
-    return [int(mark["position"]) for mark in marks], [Event.from_row(row) for row in rows]
+
+
+def delivery_id_for(event_id: str, webhook_id: str) -> str:
+    """The id of an event's delivery to a webhook. Derived from both, so an attempt made before
+    the fan-out that created the delivery committed carries the id the delivery will have when
+    a later fan-out creates it (that commit failed, or the process died)."""
+    digest = hashlib.sha256(f"{event_id}/{webhook_id}".encode()).hexdigest()
+    return f"dlv_{digest[:24]}"
 
 
 @dataclass(frozen=True)
-class FannedOut:
-    """The deliveries a fan-out created: those claimed by the caller, and how many wait in the
-    queue (no room for them at once)."""
+class FanOut:
+    """The deliveries of a batch of events, worked out and not written yet
+    (:func:`plan_fan_out`, then :func:`write_fan_out`)."""
 
+    positions: list[int]
+    rows: list[tuple[object, ...]]
     claimed: list[ClaimedDelivery]
-    queued: int
+    """Created claimed by the caller, to attempt at once."""
+    plans: dict[str, SendPlan]
+    """The send-time check of the claimed deliveries, per webhook, from the same reading."""
 
-
-@dataclass(frozen=True)
-class _Entitled:
-    """An app installed in a business, and the business and privacy event types it may receive
-    there (its view of the log, ``books.feed_view``), worked out once per fan-out."""
-
-    app_id: str
-    gated: frozenset[str]
-
-
-async def _entitlements(
-    tx: Transaction, events: Sequence[Event]
-) -> tuple[dict[str, list[_Entitled]], dict[str, str | None]]:
-    """The apps with an ACTIVE installation in each business of ``events``, and the version
-    pin of every app an event may reach."""
-    businesses = sorted({e.business_id for e in events if e.business_id and _audience(e) != "app"})
-    by_business: dict[str, list[_Entitled]] = {}
-    pins: dict[str, str | None] = {}
-    if businesses:
-        rows = await tx.fetch(
-            "SELECT i.business_id, i.app_id, i.scopes AS granted, a.scopes AS registered,"
-            " a.pinned_version FROM installations i JOIN apps a ON a.id = i.app_id"
-            f" WHERE i.state = 'ACTIVE' AND i.business_id IN ({placeholders(len(businesses))})",
-            *businesses,
-        )
-        for row in rows:
-            view = feed_view(
-                business_id=row["business_id"],
-                app_id=row["app_id"],
-                app_scopes=json.loads(row["registered"]),
-                installation_scopes=json.loads(row["granted"]),
-            )
-            by_business.setdefault(row["business_id"], []).append(
-                _Entitled(row["app_id"], view.gated)
-            )
-            pins[row["app_id"]] = row["pinned_version"]
-    own_apps = sorted({e.app_id for e in events if e.app_id and _audience(e) == "app"} - set(pins))
-    if own_apps:
-        rows = await tx.fetch(
-            f"SELECT id, pinned_version FROM apps WHERE id IN ({placeholders(len(own_apps))})",
-            *own_apps,
-        )
-        pins.update({row["id"]: row["pinned_version"] for row in rows})
-    return by_business, pins
+    @property
+    def queued(self) -> int:
+        """Deliveries left in the queue (no room for them at once)."""
+        return len(self.rows) - len(self.claimed)
 
 
 def _audience(event: Event) -> str:
@@ -213,64 +256,61 @@ def _audience(event: Event) -> str:
     return kind.audience if kind is not None else "business"
 
 
-def _recipients(event: Event, by_business: Mapping[str, list[_Entitled]]) -> list[str]:
-    """The apps ``event`` reaches (spec: Webhook registration and audiences)."""
-    if _audience(event) == "app":
-        return [event.app_id] if event.app_id else []
-    return [
-        entitled.app_id
-        for entitled in by_business.get(event.business_id or "", [])
-        if event.type in entitled.gated
-    ]
-
-
-async def _subscribed_webhooks(tx: Transaction, app_ids: Iterable[str]) -> dict[str, list[Webhook]]:
-    wanted = sorted(set(app_ids))
-    if not wanted:
-        return {}
-    rows = await tx.fetch(
-        "SELECT * FROM webhooks WHERE deleted_at IS NULL AND enabled"
-        f" AND app_id IN ({placeholders(len(wanted))}) ORDER BY created_at, id",
-        *wanted,
-    )
-    by_app: dict[str, list[Webhook]] = {}
-    for row in rows:
-        by_app.setdefault(row["app_id"], []).append(Webhook.from_row(row))
-    return by_app
-
-
-async def fan_out(
-    tx: Transaction,
+def plan_fan_out(
+    pending: Pending,
     *,
+    keyring: Keyring,
     now: float,
-    positions: Sequence[int],
-    events: Sequence[Event],
     lease: str,
     lease_until: float,
     take: Callable[[str], bool],
-) -> FannedOut:
-    """Create the deliveries of ``events`` and delete their dispatch marks (``positions``).
+) -> FanOut:
+    """One delivery per enabled webhook subscribed to each event's type, for every app the
+    event reaches (spec: Webhook registration and audiences): business and privacy events
+    reach an app whose registered scopes and whose ACTIVE installation in the business both
+    hold the gating scope (its view of the log, :func:`ledgerport.books.feed_view`); app events
+    reach the app they were recorded for, whatever its installations.
 
     ``take(webhook_id)`` says whether the caller can attempt a new delivery of that webhook at
-    once: those are created claimed by ``lease`` (until ``lease_until``) and answered; the rest
-    wait in the queue, due now.
+    once: those are created claimed by ``lease`` (until ``lease_until``), with their send-time
+    check; the rest wait in the queue, due now.
     """
-    by_business, pins = await _entitlements(tx, events)
-    plan = [(event, _recipients(event, by_business)) for event in events]
-    webhooks = await _subscribed_webhooks(tx, (app for _, apps in plan for app in apps))
+    gated_for: dict[str, list[tuple[str, frozenset[str]]]] = {}
+    for row in pending.installations:
+        view = feed_view(
+            business_id=row["business_id"],
+            app_id=row["app_id"],
+            app_scopes=json.loads(row["registered"]),
+            installation_scopes=json.loads(row["granted"]),
+        )
+        gated_for.setdefault(row["business_id"], []).append((row["app_id"], view.gated))
+    webhooks: dict[str, list[Webhook]] = {}
+    hook_rows: dict[str, Row] = {}
+    for row in pending.webhooks:
+        webhooks.setdefault(row["app_id"], []).append(Webhook.from_row(row))
+        hook_rows[row["id"]] = row
     rows: list[tuple[object, ...]] = []
     claimed: list[ClaimedDelivery] = []
-    for event, recipients in plan:
+    for event in pending.events:
+        if _audience(event) == "app":
+            recipients = [event.app_id] if event.app_id else []
+        else:
+            recipients = [
+                app_id
+                for app_id, gated in gated_for.get(event.business_id or "", [])
+                if event.type in gated
+            ]
         for app_id in recipients:
             for webhook in webhooks.get(app_id, []):
                 if event.type not in webhook.events:
                     continue
-                delivery_id = new_id("dlv")
+                delivery_id = delivery_id_for(event.id, webhook.id)
+                pin = hook_rows[webhook.id]["pinned_version"]
                 body = _body(
                     delivery_id,
                     event_id=event.id,
                     type=event.type,
-                    api_version=pins.get(app_id) or catalog.CURRENT_API_VERSION,
+                    api_version=pin or catalog.CURRENT_API_VERSION,
                     business_id=event.business_id or "",
                     created=event.created,
                     data=event.data,
@@ -305,14 +345,30 @@ async def fan_out(
                             now,
                         )
                     )
-    if rows:
-        await tx.executemany(_INSERT, rows)
-    if positions:
+    by_webhook: dict[str, list[ClaimedDelivery]] = {}
+    for delivery in claimed:
+        by_webhook.setdefault(delivery.webhook_id, []).append(delivery)
+    # The audience was worked out from the same reading: what remains of the send-time check
+    # is the webhook's app.
+    plans = {
+        webhook_id: _plan(hook_rows[webhook_id], batch, (), {}, keyring, now)
+        for webhook_id, batch in by_webhook.items()
+    }
+    return FanOut(list(pending.positions), rows, claimed, plans)
+
+
+async def write_fan_out(tx: Transaction, fan_out: FanOut) -> None:
+    """Create the deliveries of ``fan_out`` and delete its events' dispatch marks, in the
+    transaction that read them (:func:`pending_events`): a crash before the commit leaves both
+    as they were, so every event is fanned out exactly once."""
+    if fan_out.rows:
+        await tx.executemany(_INSERT, fan_out.rows)
+    if fan_out.positions:
         await tx.execute(
-            f"DELETE FROM event_dispatch WHERE position IN ({placeholders(len(positions))})",
-            *positions,
+            "DELETE FROM event_dispatch"
+            f" WHERE position IN ({placeholders(len(fan_out.positions))})",
+            *fan_out.positions,
         )
-    return FannedOut(claimed, len(rows) - len(claimed))
 
 
 async def dispatch_backlog(tx: Transaction) -> int:

@@ -3,15 +3,17 @@
 Four kinds of task under one nursery:
 
 - the dispatcher (:meth:`DeliveryEngine.dispatch_once`) fans committed events out into
-  deliveries (``apps.fan_out``), woken by every commit that records events (in process on
-  SQLite, LISTEN/NOTIFY on PostgreSQL) and by a slow poll as a safety net;
+  deliveries (``apps.plan_fan_out``), woken by every commit that records events (in process on
+  SQLite, LISTEN/NOTIFY on PostgreSQL) and by a slow poll as a safety net. It hands the first
+  attempts to the actors before its transaction commits; their outcomes wait for the commit;
 - the claimer (:meth:`DeliveryEngine.claim_once`) claims deliveries whose attempt is due
   (retries, redeliveries, test deliveries, what another process left), woken by commits that
   queue deliveries, by freed capacity and by the next due time;
 - one actor per webhook, started on demand and retired when idle: a bounded inbox, at most
   ``in_flight`` attempts at once on its own keep-alive client, so a slow or dead endpoint holds
   up nothing but itself;
-- the recorder writes attempt outcomes in batches, one transaction each.
+- the recorder writes attempt outcomes in batches, one transaction each, unless a fan-out's
+  transaction took them along first.
 
 A delivery is claimed before it is attempted: the claim's lease (this engine's id) keeps other
 processes off it and is renewed while the engine holds it. A process that dies holding claims
@@ -47,6 +49,12 @@ DISPATCH_BATCH = 200
 """Events fanned out per transaction."""
 CLAIM_BATCH = 200
 """Due deliveries looked at per claim."""
+RECORD_LINGER = 0.05
+"""Seconds the recorder waits before it writes the outcomes it was woken for. Meanwhile a
+fan-out's transaction takes them along (one commit for both); what is left is written in one
+transaction for all, not one each. The recorder's transactions, fewer, get less often in the
+way of a fan-out waiting for the database (on SQLite, the one writer). An engine asked to
+settle, or stopping, writes at once."""
 RECORD_BATCH = 500
 """Attempt outcomes written per transaction at most."""
 HELD_PER_WEBHOOK = 256
@@ -79,6 +87,8 @@ class _Actor:
     receive: trio.MemoryReceiveChannel[apps.ClaimedDelivery]
     slots: trio.Semaphore
     client: httpx.AsyncClient | None = None
+    attempts: trio.Nursery | None = None
+    """Where the actor's attempts run, once it has started."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,37 @@ class _Wakeup:
         self._event = trio.Event()
 
 
+@dataclass
+class _Reservation:
+    """Room taken for deliveries being claimed (see ``DeliveryEngine._reserving``)."""
+
+    _take: Callable[[str], bool]
+    reserved: list[str] = field(default_factory=list)
+
+    def take(self, webhook_id: str) -> bool:
+        if self._take(webhook_id):
+            self.reserved.append(webhook_id)
+            return True
+        return False
+
+    def handed_over(self) -> None:
+        """What was reserved is in the actors' hands now."""
+        self.reserved.clear()
+
+
+@dataclass
+class _FanOutCommit:
+    """A fan-out whose first attempts start before its transaction commits. Their outcomes
+    wait until it ends: written once it has committed, dropped if it did not (then nothing of
+    the fan-out exists, and the events are fanned out again, under the same delivery ids)."""
+
+    ended: bool = False
+    committed: bool = False
+    waiting: list[tuple[_Actor, apps.ClaimedDelivery, apps.AttemptOutcome]] = field(
+        default_factory=list
+    )
+
+
 class DeliveryEngine:
     """Fans events out into deliveries and attempts them (see the module docstring).
 
@@ -122,6 +163,7 @@ class DeliveryEngine:
         actor_idle: float = ACTOR_IDLE,
         in_flight: int = IN_FLIGHT_PER_WEBHOOK,
         held_per_webhook: int = HELD_PER_WEBHOOK,
+        record_linger: float = RECORD_LINGER,
     ) -> None:
         self._platform = platform
         self._resolver = resolver
@@ -130,6 +172,7 @@ class DeliveryEngine:
         self._actor_idle = actor_idle
         self._in_flight = in_flight
         self._held_per_webhook = held_per_webhook
+        self._record_linger = record_linger
         self.lease = new_id("engine")
         self._actors: dict[str, _Actor] = {}
         self._held: dict[str, int] = {}
@@ -140,6 +183,9 @@ class DeliveryEngine:
         self._planned: dict[str, _Planned] = {}
         """The send-time check of each delivery handed over, until its attempt starts."""
         self._event_at: dict[str, float] = {}
+        self._uncommitted: dict[str, _FanOutCommit] = {}
+        """The fan-out of each delivery handed over before that fan-out's transaction ended,
+        until its outcome is written or dropped."""
         """When the event of a delivery fanned out here was recorded, until its first attempt."""
         self._held_total = 0
         self._starved = False
@@ -147,7 +193,11 @@ class DeliveryEngine:
         self._dispatch_wake = _Wakeup()
         self._claim_wake = _Wakeup()
         self._outcomes: list[tuple[str, apps.AttemptOutcome]] = []
+        """Outcomes waiting to be written."""
+        self._writing = 0
+        """Outcomes taken from ``_outcomes`` by a transaction that has not ended yet."""
         self._record_wake = _Wakeup()
+        self._record_now = _Wakeup()
         self._settled = trio.Event()
         self._nursery: trio.Nursery | None = None
 
@@ -160,7 +210,7 @@ class DeliveryEngine:
         if (
             held >= self._held_per_webhook
             or self._held_total >= HELD_TOTAL
-            or len(self._outcomes) >= HELD_TOTAL
+            or self._unwritten >= HELD_TOTAL
         ):
             self._starved = True
             return False
@@ -180,25 +230,18 @@ class DeliveryEngine:
             held <= self._held_per_webhook // 2 or self._held_total <= HELD_TOTAL // 2
         ):
             self._claim_wake.set()
-        if not self._held_total and not self._outcomes:
-            self._settled.set()
+        self._settle_check()
 
     @contextmanager
-    def _reserving(self) -> Iterator[Callable[[str], bool]]:
-        """``take`` for a claiming transaction: the room it reserved is let go again when the
-        transaction fails, since nothing was claimed then."""
-        reserved: list[str] = []
-
-        def take(webhook_id: str) -> bool:
-            if self._take(webhook_id):
-                reserved.append(webhook_id)
-                return True
-            return False
-
+    def _reserving(self) -> Iterator[_Reservation]:
+        """Room for a claiming transaction: what it reserved is let go again when the
+        transaction fails, since nothing was claimed then, unless it was handed over already
+        (:meth:`_Reservation.handed_over`): its actor lets it go."""
+        reservation = _Reservation(self._take)
         try:
-            yield take
+            yield reservation
         except BaseException:
-            for webhook_id in reserved:
+            for webhook_id in reservation.reserved:
                 self._let_go(webhook_id)
             raise
 
@@ -270,7 +313,7 @@ class DeliveryEngine:
     async def _renew_loop(self) -> None:
         while True:
             await trio.sleep(self._lease_seconds / 3)
-            if self._held_total or self._outcomes:
+            if self._held_total or self._unwritten:
                 p = self._platform
                 try:
                     async with p.store.transaction() as tx:
@@ -299,30 +342,58 @@ class DeliveryEngine:
     # --- the steps -----------------------------------------------------------------------------
 
     async def dispatch_once(self) -> int:
-        """Fan out one batch of committed events; answers how many events it took."""
+        """Fan out one batch of committed events; answers how many events it took.
+
+        One statement reads the events and their audiences; the deliveries this engine has
+        room for go to their actors at once, and their first attempts start while the
+        transaction writes the deliveries and commits (see :class:`_FanOutCommit`)."""
         p = self._platform
-        with self._reserving() as take:
-            async with p.store.transaction() as tx:
-                now = p.now()
-                positions, events = await apps.pending_events(tx, DISPATCH_BATCH)
-                fanned = await apps.fan_out(
-                    tx,
-                    now=now,
-                    positions=positions,
-                    events=events,
-                    lease=self.lease,
-                    lease_until=now + self._lease_seconds,
-                    take=take,
-                )
-                plans = await self._plans_for(tx, fanned.claimed)
-        event_times = {event.id: event.created for event in events}
-        for delivery in fanned.claimed:
-            self._hand_over(
-                delivery, plans[delivery.webhook_id], event_times.get(delivery.event_id or "")
-            )
+        fan_out = _FanOutCommit()
+        outcomes: list[tuple[str, apps.AttemptOutcome]] = []
+        with self._reserving() as reservation:
+            try:
+                async with p.store.transaction() as tx:
+                    checked_at, generation = trio.current_time(), self._generation
+                    pending = await apps.pending_events(tx, DISPATCH_BATCH)
+                    now = p.now()
+                    fanned = apps.plan_fan_out(
+                        pending,
+                        keyring=p.keyring,
+                        now=now,
+                        lease=self.lease,
+                        lease_until=now + self._lease_seconds,
+                        take=reservation.take,
+                    )
+                    event_times = {event.id: event.created for event in pending.events}
+                    for delivery in fanned.claimed:
+                        self._uncommitted[delivery.id] = fan_out
+                        plan = fanned.plans[delivery.webhook_id]
+                        self._hand_over(
+                            delivery,
+                            _Planned(plan, checked_at, generation),
+                            event_times[delivery.event_id or ""],
+                        )
+                    reservation.handed_over()
+                    await apps.write_fan_out(tx, fanned)
+                    if fanned.positions and self._outcomes:
+                        # The outcomes waiting for the recorder ride along: one commit for both.
+                        outcomes = self._take_outcomes()
+                        await apps.record_outcomes(tx, [outcome for _, outcome in outcomes])
+            except BaseException:
+                self._outcomes_not_written(outcomes)
+                self._fan_out_ended(fan_out, committed=False)
+                raise
+        self._outcomes_written(outcomes)
+        self._fan_out_ended(fan_out, committed=True)
         if fanned.queued:
             self._claim_wake.set()
-        return len(positions)
+        return len(fanned.positions)
+
+    def _fan_out_ended(self, fan_out: _FanOutCommit, *, committed: bool) -> None:
+        fan_out.ended, fan_out.committed = True, committed
+        waiting, fan_out.waiting = fan_out.waiting, []
+        for actor, delivery, outcome in waiting:
+            self._finish(actor, delivery, outcome)
 
     async def claim_once(self) -> int:
         """Claim one batch of due deliveries and hand them to their actors; answers how many."""
@@ -331,7 +402,7 @@ class DeliveryEngine:
             self._starved = True
             return 0
         self._starved = False
-        with self._reserving() as take:
+        with self._reserving() as reservation:
             async with p.store.transaction() as tx:
                 now = p.now()
                 claimed = await apps.claim_due(
@@ -340,7 +411,7 @@ class DeliveryEngine:
                     lease=self.lease,
                     lease_until=now + self._lease_seconds,
                     limit=CLAIM_BATCH,
-                    take=take,
+                    take=reservation.take,
                     full=sorted(
                         webhook_id
                         for webhook_id, held in self._held.items()
@@ -384,12 +455,36 @@ class DeliveryEngine:
             self._nursery.start_soon(self._run_actor, actor)
         if event_at is not None:
             self._event_at[delivery.id] = event_at
+        if self._launch_now(actor, delivery, planned):
+            return
         # Never blocks: the inbox holds as many as may be reserved for one webhook.
         actor.send.send_nowait(delivery)
+
+    def _launch_now(self, actor: _Actor, delivery: apps.ClaimedDelivery, planned: _Planned) -> bool:
+        """Start the attempt of ``delivery`` here, without a pass through the inbox, when its
+        actor has started, has a free slot and nothing waiting, and the check stands."""
+        if (
+            actor.attempts is None
+            or actor.receive.statistics().current_buffer_used
+            or not self._still_valid(planned, trio.current_time())
+        ):
+            return False
+        try:
+            actor.slots.acquire_nowait()
+        except trio.WouldBlock:
+            return False
+        self._planned.pop(delivery.id, None)
+        refusal = planned.plan.refusals.get(delivery.id)
+        if refusal is not None:
+            self._finish(actor, delivery, self._refused(delivery, refusal))
+        else:
+            actor.attempts.start_soon(self._attempt, actor, planned.plan, delivery)
+        return True
 
     async def _run_actor(self, actor: _Actor) -> None:
         try:
             async with trio.open_nursery() as attempts:
+                actor.attempts = attempts
                 while True:
                     first: apps.ClaimedDelivery | None = None
                     with trio.move_on_after(self._actor_idle):
@@ -401,6 +496,7 @@ class DeliveryEngine:
                         idle = actor.receive.statistics().current_buffer_used == 0
                         if idle and actor.slots.value == self._in_flight:
                             del self._actors[actor.webhook_id]
+                            actor.attempts = None
                             break
                         continue
                     await actor.slots.acquire()
@@ -429,6 +525,11 @@ class DeliveryEngine:
         checked again now, in one transaction."""
         p = self._platform
         now = trio.current_time()
+        for delivery in [d for d in batch if self._unmade(d)]:
+            # Its fan-out did not commit: the delivery does not exist (yet).
+            del self._uncommitted[delivery.id]
+            self._drop(actor, delivery)
+            batch.remove(delivery)
         plans = {d.id: self._planned.pop(d.id, None) for d in batch}
         stale = [d for d in batch if not self._still_valid(plans[d.id], now)]
         if stale:
@@ -457,6 +558,10 @@ class DeliveryEngine:
                 self._finish(actor, delivery, self._refused(delivery, refusal))
             else:
                 attempts.start_soon(self._attempt, actor, plan, delivery)
+
+    def _unmade(self, delivery: apps.ClaimedDelivery) -> bool:
+        fan_out = self._uncommitted.get(delivery.id)
+        return fan_out is not None and fan_out.ended and not fan_out.committed
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._tls is None:
@@ -604,12 +709,27 @@ class DeliveryEngine:
     ) -> None:
         """Free the attempt's slot and the delivery's room, and hand the outcome to the
         recorder. The delivery stays claimed (its lease renewed) until the outcome is written,
-        so no claim takes it meanwhile; outcomes waiting hold new claims back (``_take``)."""
-        self._event_at.pop(delivery.id, None)
-        self._planned.pop(delivery.id, None)
+        so no claim takes it meanwhile; outcomes waiting hold new claims back (``_take``).
+        The outcome of an attempt made before its fan-out committed waits for that commit, and
+        is dropped with the delivery if the fan-out did not commit."""
+        fan_out = self._uncommitted.get(delivery.id)
+        if fan_out is not None:
+            if not fan_out.ended:
+                fan_out.waiting.append((actor, delivery, outcome))
+                return
+            del self._uncommitted[delivery.id]
+            if not fan_out.committed:
+                self._drop(actor, delivery)
+                return
         self._platform.metrics.deliveries.labels(outcome.status, delivery.type).inc()
         self._outcomes.append((delivery.webhook_id, outcome))
         self._record_wake.set()
+        self._drop(actor, delivery)
+
+    def _drop(self, actor: _Actor, delivery: apps.ClaimedDelivery) -> None:
+        """Free a delivery's attempt slot and its room."""
+        self._event_at.pop(delivery.id, None)
+        self._planned.pop(delivery.id, None)
         actor.slots.release()
         self._let_go(delivery.webhook_id)
 
@@ -618,30 +738,59 @@ class DeliveryEngine:
     async def _record_loop(self) -> None:
         while True:
             await self._record_wake.wait(math.inf)
+            await self._record_now.wait(self._record_linger)
             while self._outcomes:
                 if not await self._record_some():
                     await trio.sleep(1.0)
 
     async def _record_some(self) -> bool:
         """Write one batch of outcomes; False when the store failed (they stay to be written)."""
-        batch = self._outcomes[:RECORD_BATCH]
+        batch = self._take_outcomes()
         try:
             async with self._platform.store.transaction() as tx:
                 await apps.record_outcomes(tx, [outcome for _, outcome in batch])
-        except StorageError as exc:
-            log.warning("delivery engine: recording outcomes: %s", exc)
-            return False
+        except BaseException as exc:
+            self._outcomes_not_written(batch)
+            if isinstance(exc, StorageError):
+                log.warning("delivery engine: recording outcomes: %s", exc)
+                return False
+            raise
+        self._outcomes_written(batch)
+        return True
+
+    @property
+    def _unwritten(self) -> int:
+        return len(self._outcomes) + self._writing
+
+    def _take_outcomes(self) -> list[tuple[str, apps.AttemptOutcome]]:
+        """Outcomes for a transaction to write (at most RECORD_BATCH); it answers with
+        :meth:`_outcomes_written` or :meth:`_outcomes_not_written`."""
+        batch = self._outcomes[:RECORD_BATCH]
         del self._outcomes[: len(batch)]
+        self._writing += len(batch)
+        return batch
+
+    def _outcomes_not_written(self, batch: list[tuple[str, apps.AttemptOutcome]]) -> None:
+        self._writing -= len(batch)
+        self._outcomes[:0] = batch
+        if batch:
+            self._record_wake.set()
+
+    def _outcomes_written(self, batch: list[tuple[str, apps.AttemptOutcome]]) -> None:
+        self._writing -= len(batch)
         if self._starved or any(outcome.next_attempt_at is not None for _, outcome in batch):
             self._claim_wake.set()  # room again, or a next due time that may be sooner
-        if not self._held_total and not self._outcomes:
+        self._settle_check()
+
+    def _settle_check(self) -> None:
+        if not self._held_total and not self._unwritten:
             self._settled.set()
-        return True
 
     async def settle(self) -> None:
         """Wait until this engine holds nothing: every delivery it claimed was attempted (or
         refused) and its outcome written."""
-        while self._held_total or self._outcomes:
+        while self._held_total or self._unwritten:
+            self._record_now.set()
             self._settled = trio.Event()
             await self._settled.wait()
 
