@@ -194,6 +194,22 @@ class WebhookNotFound(AppsError):
         super().__init__("Webhook {0} not found", params=[webhook_id])
 
 
+class FunctionNotFound(AppsError):
+    """The app has no hosted function of that name (or it was deleted)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("Function {0} not found", params=[name])
+
+
+class FunctionSourceNoHandler(AppsError):
+    """The upload is not an ES module exporting ``handler``; ``reason`` says what is wrong."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            "Function source is not an ES module exporting a handler: {0}", params=[reason]
+        )
+
+
 class RedeliveryRefused(AppsError):
     """spec: Redelivery; ``reason`` says which refusal applies."""
 

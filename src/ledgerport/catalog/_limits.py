@@ -91,6 +91,14 @@ WEBHOOKS_PER_APP_MAX: Final = 20
 """ledgerport's own: webhooks one app may have at once."""
 TEST_DELIVERY_DEFAULT_EVENT: Final = "invoice.created"
 """The type of a test delivery to a webhook that subscribes to no event."""
+FUNCTIONS_PER_APP_MAX: Final = 20
+"""ledgerport's own: hosted functions one app may have at once."""
+FUNCTION_SOURCE_MAX_BYTES: Final = 256 * 1024
+"""ledgerport's own: the largest hosted-function source, in bytes of UTF-8."""
+FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+"""A hosted function's name: a letter or digit, then up to 63 letters, digits, _ or -."""
+CONSOLE_RUNS_SHOWN: Final = 100
+"""A function's most recent runs the console lists."""
 EVENT_RETENTION: Final = 30 * _DAY
 
 # --- Requests, lockout ---------------------------------------------------------------------------

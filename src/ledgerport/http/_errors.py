@@ -196,6 +196,8 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.AppDataFieldExists: _coded("APP_DATA_FIELD_EXISTS"),
     apps.AppDataFieldNotFound: _coded("APP_DATA_FIELD_NOT_FOUND"),
     apps.WebhookNotFound: _coded("WEBHOOK_NOT_FOUND"),
+    apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
+    apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),
     apps.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)
     access.NoBusinessToConnect: Answer(400),

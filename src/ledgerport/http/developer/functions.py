@@ -1,0 +1,211 @@
+"""An app's hosted functions in the console: upload (each upload a new version), list, read,
+delete, and the recent runs (contract.md: Developer console API, Hosted functions)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
+from quart import Response
+from quart_schema import validate_request
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+
+from ledgerport import apps, catalog, storage
+from ledgerport.errors import InvalidInput
+
+from .._context import platform, unit_of_work
+from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
+from ._blueprint import blueprint, developed_app
+
+EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
+RunStatus = Annotated[str, WithJsonSchema(one_of(apps.RUN_STATUSES))]
+NAME = Param(
+    "name",
+    "path",
+    "The function's name: a letter or digit, then up to 63 letters, digits, _ or -",
+)
+SOURCE_DESCRIPTION = (
+    "An ES module exporting `handler(event, context)`, sync or async; it may import nothing."
+    f" At most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8"
+)
+EVENTS_DESCRIPTION = (
+    "The event types the function runs on, each at most once; a business or privacy event"
+    " needs its gating scope among the app's registered scopes"
+)
+
+
+class FunctionIn(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    source: str = Field(
+        min_length=1, max_length=catalog.FUNCTION_SOURCE_MAX_BYTES, description=SOURCE_DESCRIPTION
+    )
+    events: list[EventName] = Field(description=EVENTS_DESCRIPTION)
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Function(TypedDict):
+    id: str
+    name: str
+    events: list[EventName]
+    version: int
+    createdAt: str
+    updatedAt: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class FunctionWithSource(TypedDict):
+    """The function and the source of its latest version, as uploaded."""
+
+    id: str
+    name: str
+    events: list[EventName]
+    version: int
+    createdAt: str
+    updatedAt: str
+    source: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class FunctionPage(TypedDict):
+    """Every function of the app, oldest first: ``next`` is null."""
+
+    data: list[Function]
+    next: str | None
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Run(TypedDict):
+    id: str
+    eventId: str | None
+    type: EventName
+    status: RunStatus
+    attempts: int
+    version: int | None
+    durationMs: float | None
+    logs: list[str]
+    error: str | None
+    result: Any
+    createdAt: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class RunPage(TypedDict):
+    """The function's most recent runs, newest first: ``next`` is null."""
+
+    data: list[Run]
+    next: str | None
+
+
+def _iso(moment: float) -> str:
+    return (
+        datetime.fromtimestamp(moment, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def _function(function: apps.HostedFunction) -> Function:
+    return {
+        "id": function.id,
+        "name": function.name,
+        "events": list(function.events),
+        "version": function.version,
+        "createdAt": _iso(function.created_at),
+        "updatedAt": _iso(function.updated_at),
+    }
+
+
+def _run(run: apps.FunctionRun) -> Run:
+    return {
+        "id": run.id,
+        "eventId": run.event_id,
+        "type": run.type,
+        "status": run.status,
+        "attempts": run.attempts,
+        "version": run.version,
+        "durationMs": run.duration_ms,
+        "logs": run.logs,
+        "error": run.error,
+        "result": run.result,
+        "createdAt": _iso(run.created_at),
+    }
+
+
+@blueprint.put("/apps/<app_id>/functions/<name>")
+@validate_request(FunctionIn)
+@operation(
+    json_reply(200, Function, "The function, at its new version"),
+    raises=(*JSON_BODY_ERRORS, InvalidInput, apps.FunctionSourceNoHandler, storage.BadValue),
+    params=(NAME,),
+)
+async def put_function(app_id: str, name: str, data: FunctionIn) -> Function:
+    """Upload a function: the first upload of a name creates it (version 1), each later one
+    makes a new version, which is the one that runs from then on. The source is refused with
+    FUNCTION_SOURCE_NO_HANDLER when it is not an ES module (a syntax error) or exports no
+    ``handler``, and with a validation 400 when it imports anything."""
+    p = platform()
+    async with unit_of_work() as tx:
+        app = await developed_app(tx, app_id)
+        function = await apps.put_function(
+            tx, now=p.now(), app=app, name=name, source=data.source, events=data.events
+        )
+    return _function(function)
+
+
+@blueprint.get("/apps/<app_id>/functions")
+@operation(json_reply(200, FunctionPage, "The app's functions"), raises=(storage.BadValue,))
+async def list_functions(app_id: str) -> FunctionPage:
+    """The app's functions, without their sources."""
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        functions = await apps.list_functions(tx, app_id)
+    return {"data": [_function(f) for f in functions], "next": None}
+
+
+@blueprint.get("/apps/<app_id>/functions/<name>")
+@operation(
+    json_reply(200, FunctionWithSource, "The function and its source"),
+    raises=(storage.BadValue, apps.FunctionNotFound),
+    params=(NAME,),
+)
+async def get_function(app_id: str, name: str) -> FunctionWithSource:
+    """The function, with the source of the version that runs."""
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        function = await apps.get_function(tx, app_id, name)
+        source = await apps.function_source(tx, function)
+    return {**_function(function), "source": source}
+
+
+@blueprint.delete("/apps/<app_id>/functions/<name>")
+@operation(
+    Reply(204, "The function is deleted"),
+    raises=(storage.BadValue, apps.FunctionNotFound),
+    params=(NAME,),
+)
+async def delete_function(app_id: str, name: str) -> Response:
+    """Delete the function: it runs no more, runs still queued for it fail unrun, and its name
+    is free again."""
+    p = platform()
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        await apps.delete_function(tx, now=p.now(), app_id=app_id, name=name)
+    return Response("", status=204)
+
+
+@blueprint.get("/apps/<app_id>/functions/<name>/runs")
+@operation(
+    json_reply(200, RunPage, "The function's recent runs"),
+    raises=(storage.BadValue, apps.FunctionNotFound),
+    params=(NAME,),
+)
+async def list_runs(app_id: str, name: str) -> RunPage:
+    """The function's 100 most recent runs, newest first: status, the version that ran,
+    duration, logs, error and result."""
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        function = await apps.get_function(tx, app_id, name)
+        runs = await apps.recent_runs(tx, function)
+    return {"data": [_run(run) for run in runs], "next": None}

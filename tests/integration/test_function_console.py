@@ -1,0 +1,305 @@
+"""Hosted functions in the developer console: upload and versions, list, read, delete, the runs
+listing, and every refusal (contract.md: Developer console API; spec's code
+FUNCTION_SOURCE_NO_HANDLER)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+
+from ledgerport import catalog
+from ledgerport.storage import Store
+
+from .data_api import owner_api
+from .oauth_helpers import make_world
+from .webhook_world import Console, console_for
+
+TIMEOUT = 30
+HANDLER = "export async function handler(event, context) { context.log(event.type) }"
+
+
+async def _console(client: Any, admin_headers: dict[str, str]) -> Console:
+    api = await owner_api(client, admin_headers)
+    return await console_for(client, admin_headers, api)
+
+
+async def _error(console: Console, method: str, path: str, body: Any, status: int) -> Any:
+    response = await console.call(method, path, body)
+    assert response.status_code == status, await response.get_data(as_text=True)
+    return await response.get_json()
+
+
+async def test_an_upload_creates_the_function_and_each_later_one_a_version(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        first = await console.ok(
+            "PUT", "/functions/on-invoice", {"source": HANDLER, "events": ["invoice.created"]}
+        )
+        newer = "export const handler = () => 'v2'"
+        second = await console.ok(
+            "PUT",
+            "/functions/on-invoice",
+            {"source": newer, "events": ["invoice.created", "invoice.paid"]},
+        )
+        read = await console.ok("GET", "/functions/on-invoice")
+        listed = await console.ok("GET", "/functions")
+    assert first["name"] == "on-invoice"
+    assert first["version"] == 1
+    assert first["events"] == ["invoice.created"]
+    assert (second["id"], second["version"]) == (first["id"], 2)
+    assert second["events"] == ["invoice.created", "invoice.paid"]
+    assert second["createdAt"] == first["createdAt"]
+    assert read == {**second, "source": newer}
+    assert listed == {"data": [second], "next": None}
+
+
+async def test_a_deleted_function_is_gone_and_its_name_free_again(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    body = {"source": HANDLER, "events": ["customer.created"]}
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        old = await console.ok("PUT", "/functions/sync", body)
+        await console.ok("DELETE", "/functions/sync", status=204)
+        gone = await _error(console, "GET", "/functions/sync", None, 404)
+        runs_gone = await _error(console, "GET", "/functions/sync/runs", None, 404)
+        again = await _error(console, "DELETE", "/functions/sync", None, 404)
+        listed = await console.ok("GET", "/functions")
+        new = await console.ok("PUT", "/functions/sync", body)
+    assert gone["code"] == runs_gone["code"] == again["code"] == "FUNCTION_NOT_FOUND"
+    assert gone["message"] == "Function sync not found"
+    assert listed["data"] == []
+    assert new["id"] != old["id"]
+    assert new["version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("export const main = () => 1", "the module exports no handler"),
+        ("export const handler = (e => ;", "syntax error at line 1, column"),
+        ("function handler() {}", "the module exports no handler"),
+    ],
+)
+async def test_a_source_without_a_handler_is_function_source_no_handler(
+    client: Any, admin_headers: dict[str, str], source: str, reason: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        error = await _error(console, "PUT", "/functions/f", {"source": source, "events": []}, 400)
+        listed = await console.ok("GET", "/functions")
+    assert error["code"] == "FUNCTION_SOURCE_NO_HANDLER"
+    assert reason in error["message"]
+    assert listed["data"] == []
+
+
+VALIDATION = {
+    "import": (
+        {"source": 'import x from "x";\n' + HANDLER, "events": []},
+        "source: import is not allowed (line 1, column 1)",
+    ),
+    "unknown event": (
+        {"source": HANDLER, "events": ["invoice.exploded"]},
+        "events.0 'invoice.exploded' is not an event of the catalog",
+    ),
+    "repeated event": (
+        {"source": HANDLER, "events": ["invoice.created", "invoice.created"]},
+        "events must not repeat an event",
+    ),
+    "too large": (
+        {
+            "source": HANDLER + "\n//" + "x" * catalog.FUNCTION_SOURCE_MAX_BYTES,
+            "events": [],
+        },
+        "source",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VALIDATION))
+async def test_bad_uploads_are_validation_errors(
+    client: Any, admin_headers: dict[str, str], case: str
+) -> None:
+    body, message = VALIDATION[case]
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        error = await _error(console, "PUT", "/functions/f", body, 400)
+    assert "code" not in error
+    assert any(message in line for line in error["message"])
+
+
+async def test_an_event_needs_its_scope_among_the_apps_registered_scopes(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        world = await make_world(client, admin_headers, scopes=("customers:read",))
+        token = await (
+            await client.post(
+                "/admin/developer-tokens", json={"userId": world.user_id}, headers=admin_headers
+            )
+        ).get_json()
+        console = Console(client, token["token"], world.app_id)
+        refused = await _error(
+            console, "PUT", "/functions/f", {"source": HANDLER, "events": ["invoice.created"]}, 400
+        )
+        # Gated by a registered scope, or an app event (no gating scope): accepted.
+        accepted = await console.ok(
+            "PUT",
+            "/functions/f",
+            {"source": HANDLER, "events": ["customer.created", "app.uninstalled"]},
+        )
+    assert refused["message"] == [
+        "events.0 'invoice.created' needs the scope invoices:read, which the app does not register"
+    ]
+    assert accepted["events"] == ["customer.created", "app.uninstalled"]
+
+
+@pytest.mark.parametrize("name", ["-leading", "has space", "x" * 65, "dot.name", "ü"])
+async def test_a_bad_name_is_a_validation_error(
+    client: Any, admin_headers: dict[str, str], name: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        error = await _error(
+            console, "PUT", f"/functions/{name}", {"source": HANDLER, "events": []}, 400
+        )
+    assert error["message"] == [
+        "name must be a letter or digit, then up to 63 letters, digits, _ or -"
+    ]
+
+
+async def test_an_app_has_at_most_twenty_functions(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    body = {"source": HANDLER, "events": []}
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        for index in range(catalog.FUNCTIONS_PER_APP_MAX):
+            await console.ok("PUT", f"/functions/f{index}", body)
+        error = await _error(console, "PUT", "/functions/one-more", body, 400)
+        # A new version of an existing function is no new function.
+        await console.ok("PUT", "/functions/f0", body)
+    assert error["message"] == ["an app has at most 20 functions"]
+
+
+async def test_only_the_apps_developer_sees_its_functions(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        mine = await _console(client, admin_headers)
+        await mine.ok("PUT", "/functions/f", {"source": HANDLER, "events": []})
+        other = await _console(client, admin_headers)
+        stranger = Console(client, other.token, mine.app_id)
+        answers = [
+            await _error(stranger, "GET", "/functions", None, 404),
+            await _error(stranger, "GET", "/functions/f", None, 404),
+            await _error(stranger, "GET", "/functions/f/runs", None, 404),
+            await _error(stranger, "DELETE", "/functions/f", None, 404),
+            await _error(stranger, "PUT", "/functions/f", {"source": HANDLER, "events": []}, 404),
+        ]
+        still = await mine.ok("GET", "/functions/f")
+    assert {answer["code"] for answer in answers} == {"APP_NOT_FOUND"}
+    assert still["version"] == 1
+
+
+async def test_concurrent_uploads_of_one_name_each_make_a_version(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    uploads = 10
+    answers: list[dict[str, Any]] = []
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+
+        async def upload(index: int) -> None:
+            source = f"export const handler = () => {index}"
+            answers.append(
+                await console.ok("PUT", "/functions/racy", {"source": source, "events": []})
+            )
+
+        async with trio.open_nursery() as nursery:
+            for index in range(uploads):
+                nursery.start_soon(upload, index)
+        async with store.transaction() as tx:
+            functions = await tx.fetchval(
+                "SELECT COUNT(*) FROM functions WHERE app_id = $1", console.app_id
+            )
+            versions = await tx.fetch(
+                "SELECT v.version, v.source FROM function_versions v"
+                " JOIN functions f ON f.id = v.function_id WHERE f.app_id = $1",
+                console.app_id,
+            )
+        read = await console.ok("GET", "/functions/racy")
+    assert functions == 1
+    assert sorted(answer["version"] for answer in answers) == list(range(1, uploads + 1))
+    assert sorted(row["version"] for row in versions) == list(range(1, uploads + 1))
+    latest = max(answers, key=lambda answer: answer["version"])
+    assert read["version"] == uploads
+    assert read == {**latest, "source": read["source"]}
+
+
+async def test_runs_are_listed_newest_first_with_their_outcome(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        function = await console.ok(
+            "PUT", "/functions/f", {"source": HANDLER, "events": ["customer.created"]}
+        )
+        assert await console.ok("GET", "/functions/f/runs") == {"data": [], "next": None}
+        async with store.transaction() as tx:
+            for index, (status, logs, error, result) in enumerate(
+                [
+                    ("succeeded", ["customer.created"], None, {"ok": True}),
+                    ("failed", [], "TypeError: x is not a function", None),
+                ]
+            ):
+                await tx.execute(
+                    "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id,"
+                    " type, body, status, attempts, version, duration_ms, logs, error, result,"
+                    " created_at, updated_at) VALUES ($1, $2, $3, $4, NULL, 'customer.created',"
+                    " '{}', $5, 1, 1, 3.5, $6, $7, $8, $9, $9)",
+                    f"run_{index}",
+                    function["id"],
+                    console.app_id,
+                    f"evt_{index}",
+                    status,
+                    json.dumps(logs),
+                    error,
+                    None if result is None else json.dumps(result),
+                    1_700_000_000.0 + index,
+                )
+        runs = await console.ok("GET", "/functions/f/runs")
+    assert runs["next"] is None
+    assert runs["data"] == [
+        {
+            "id": "run_1",
+            "eventId": "evt_1",
+            "type": "customer.created",
+            "status": "failed",
+            "attempts": 1,
+            "version": 1,
+            "durationMs": 3.5,
+            "logs": [],
+            "error": "TypeError: x is not a function",
+            "result": None,
+            "createdAt": "2023-11-14T22:13:21.000Z",
+        },
+        {
+            "id": "run_0",
+            "eventId": "evt_0",
+            "type": "customer.created",
+            "status": "succeeded",
+            "attempts": 1,
+            "version": 1,
+            "durationMs": 3.5,
+            "logs": ["customer.created"],
+            "error": None,
+            "result": {"ok": True},
+            "createdAt": "2023-11-14T22:13:20.000Z",
+        },
+    ]

@@ -1,0 +1,137 @@
+"""Hosted-function sources: which ES modules are accepted, what is refused and why, and that the
+script they become runs in V8 with the module's semantics (checked in a child process: V8 does
+not share a process with the tests' event loops)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ledgerport.apps import FunctionSourceNoHandler, compile_module
+from ledgerport.errors import InvalidInput
+
+ACCEPTED = {
+    "sync function": ("export function handler(event) { return event.type }", "t"),
+    "async function": (
+        "export async function handler(event) { await null; return event.n * 2 }",
+        42,
+    ),
+    "const arrow": ("export const handler = (event) => event.n + 1", 22),
+    "async arrow": ("export const handler = async (event) => [event.n]", [21]),
+    "export clause": ("const run = () => 'clause'; export { run as handler };", "clause"),
+    "export clause, same name": (
+        "function handler() { return 'same' }\nexport { handler }",
+        "same",
+    ),
+    "destructured": (
+        "const o = { handler: () => 'pattern' }; export const { handler } = o;",
+        "pattern",
+    ),
+    "string alias": ("const h = () => 'quoted'; export { h as \"handler\" };", "quoted"),
+    "top-level await": (
+        "const x = await Promise.resolve(40); export const handler = () => x + 2",
+        42,
+    ),
+    "default export beside": (
+        "export default 42; export const handler = () => typeof __ledgerport_default",
+        "number",
+    ),
+    "module scope is strict": (
+        "export const handler = () => { try { undeclared = 1; return 'sloppy' }"
+        " catch (e) { return e.name } }",
+        "ReferenceError",
+    ),
+    "no this at top level": (
+        "const self = this; export const handler = () => typeof self",
+        "undefined",
+    ),
+    "context is passed": ("export function handler(event, context) { return context.tag }", "ctx"),
+}
+
+NO_HANDLER = {
+    "no export": ("function handler() {}", "the module exports no handler"),
+    "default only": ("export default function handler() {}", "the module exports no handler"),
+    "other name": ("export const main = () => 1", "the module exports no handler"),
+    "syntax error": ("export const handler = (e => ;", "syntax error at line 1"),
+    "syntax error, later line": ("export const handler = 1;\nlet = = 2;", "syntax error at line 2"),
+    "not JavaScript": ("def handler(event): pass", "syntax error at line 1"),
+}
+
+REFUSED = {
+    "import declaration": (
+        'import x from "y";\nexport const handler = () => x',
+        "import is not allowed",
+    ),
+    "bare import": ('import "polyfill";\nexport const handler = 1', "import is not allowed"),
+    "dynamic import": ('export const handler = () => import("q")', "import() is not allowed"),
+    "import.meta": ("export const handler = () => import.meta.url", "import.meta is not allowed"),
+    "re-export": ('export * from "z"; export const handler = 1', "exporting from another module"),
+    "named re-export": (
+        'export { handler } from "z";',
+        "exporting from another module",
+    ),
+    "top-level return": ("return 1; export const handler = 1", "return outside a function"),
+}
+
+CHECK = """
+import json, sys
+from py_mini_racer import MiniRacer
+results = {}
+for name, script in json.load(sys.stdin).items():
+    mr = MiniRacer()
+    promise = mr.eval(
+        "(" + script + ")().then(m => m.handler({type: 't', n: 21}, {tag: 'ctx'}))"
+        ".then(r => JSON.stringify(r))"
+    )
+    value = promise.get(timeout=5)
+    results[name] = json.loads(value) if isinstance(value, str) else value
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_accepted_sources_export_a_handler(name: str) -> None:
+    source, _ = ACCEPTED[name]
+    assert "handler" in compile_module(source).exports
+
+
+def test_accepted_sources_run_in_v8_as_modules() -> None:
+    scripts = {name: compile_module(source).script for name, (source, _) in ACCEPTED.items()}
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK],
+        input=json.dumps(scripts),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    results = json.loads(done.stdout)
+    expected = {name: value for name, (_, value) in ACCEPTED.items()}
+    assert results == expected
+
+
+@pytest.mark.parametrize("name", sorted(NO_HANDLER))
+def test_sources_without_a_handler_are_refused(name: str) -> None:
+    source, reason = NO_HANDLER[name]
+    with pytest.raises(FunctionSourceNoHandler) as refused:
+        compile_module(source)
+    assert reason in str(refused.value)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_sources_that_load_anything_are_refused(name: str) -> None:
+    source, reason = REFUSED[name]
+    with pytest.raises(InvalidInput) as refused:
+        compile_module(source)
+    assert any(reason in problem for problem in refused.value.messages)
+
+
+def test_line_numbers_in_the_script_are_the_sources() -> None:
+    source = "const a = 1;\nconst b = 2;\nexport function handler() { return a + b }\n"
+    lines = compile_module(source).script.splitlines()
+    assert lines[0].endswith("const a = 1;")
+    assert lines[1] == "const b = 2;"
+    assert lines[2] == "function handler() { return a + b }"
