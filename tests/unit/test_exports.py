@@ -537,7 +537,15 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "open_store",
         "placeholders",
     },
-    "ledgerport.runtime": set(),
+    "ledgerport.runtime": {
+        "ApiCall",
+        "RunLimits",
+        "RunOutcome",
+        "RunRequest",
+        "SandboxPool",
+        "WorkerStartFailed",
+        "no_api",
+    },
 }
 
 # Names a package re-exports from a module below it, on purpose.

@@ -138,5 +138,43 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.function_runs = Counter(
+            "ledgerport_function_runs_total",
+            "Hosted-function runs ended, by outcome (succeeded, failed, retrying: the platform"
+            " failed the run and it goes again).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.function_run_seconds = Histogram(
+            "ledgerport_function_run_duration_seconds",
+            "Wall time of a hosted-function run in its sandbox worker.",
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+        )
+        self.function_queue_depth = Gauge(
+            "ledgerport_function_queue_depth",
+            "Hosted-function runs waiting to run (all processes).",
+            registry=self.registry,
+        )
+        self.function_workers = Gauge(
+            "ledgerport_function_workers",
+            "Sandbox worker processes alive in this process's pool.",
+            registry=self.registry,
+        )
+        self.function_worker_restarts = Counter(
+            "ledgerport_function_worker_restarts_total",
+            "Sandbox workers started to replace one that died, was killed or was recycled, by"
+            " reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.function_limit_kills = Counter(
+            "ledgerport_function_limit_kills_total",
+            "Hosted-function runs stopped for breaking a limit, by limit (cpu, wall, heap, log,"
+            " result).",
+            ["limit"],
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
