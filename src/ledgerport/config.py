@@ -34,6 +34,7 @@ class DatabaseURL:
 
 # user:password@ in the authority (the password runs to the last "@" before the path), and a
 # password= query parameter: masked in anything shown, also in URLs too malformed to parse.
+MAX_FUNCTION_WORKERS = 64
 _AUTHORITY_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:@]*:)([^/?#]*)@")
 _QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#]*")
 
@@ -63,6 +64,9 @@ class Config:
         default_factory=tuple
     )
     shutdown_grace: float = 10.0
+    function_workers: int = 2
+    """Sandbox worker processes the hosted-function pool keeps warm
+    (LEDGERPORT_FUNCTION_WORKERS, 0 to run no functions in this process)."""
     password_hashing: Literal["standard", "fast"] = "standard"
     redis_url: str | None = None
     rate_limit_factor: int = 1
@@ -186,6 +190,18 @@ def _parse_positive(value: str, name: str) -> float:
     return number
 
 
+def _parse_workers(value: str) -> int:
+    try:
+        workers = int(value)
+    except ValueError:
+        workers = -1
+    if not 0 <= workers <= MAX_FUNCTION_WORKERS:
+        raise ConfigError(
+            f"LEDGERPORT_FUNCTION_WORKERS must be a whole number from 0 to {MAX_FUNCTION_WORKERS}"
+        )
+    return workers
+
+
 def _parse_proxies(
     value: str,
 ) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
@@ -291,6 +307,7 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         shutdown_grace=_parse_positive(
             env.get("LEDGERPORT_SHUTDOWN_GRACE", "10"), "LEDGERPORT_SHUTDOWN_GRACE"
         ),
+        function_workers=_parse_workers(env.get("LEDGERPORT_FUNCTION_WORKERS", "2")),
         password_hashing="fast" if password_hashing == "fast" else "standard",
         redis_url=parse_redis_url(env.get("LEDGERPORT_REDIS_URL", "")),
         rate_limit_factor=_parse_rate_limit_factor(

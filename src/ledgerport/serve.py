@@ -1,7 +1,9 @@
-"""The process's top: ``ledgerport serve`` wires the store, the engine and HTTP under one nursery.
+"""The process's top: ``ledgerport serve`` wires the store, the engine, the hosted-function pool
+and HTTP under one nursery.
 
 Start order: the process's one asyncio loop (asyncpg runs on it), storage (migrated), bootstrap
-(the Platform), the engine's workers, then HTTP last, so no request arrives before the rest can
+(the Platform), the engine's workers, the sandbox pool (its workers warm) and the function
+runner, then HTTP last, so no request arrives before the rest can
 take its work. SIGINT/SIGTERM stop intake, then give in-flight work a bounded grace before
 cancelling it. A crashing child cancels its siblings and the process exits non-zero.
 """
@@ -20,9 +22,10 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from ledgerport.clock import Clock
 from ledgerport.config import Config
-from ledgerport.engine import DeliveryEngine, Scheduler
-from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app
+from ledgerport.engine import DeliveryEngine, FunctionRunner, Scheduler
+from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app, in_process_api
 from ledgerport.platform import bootstrap
+from ledgerport.runtime import SandboxPool
 from ledgerport.storage import open_store
 
 log = logging.getLogger("ledgerport.supervisor")
@@ -69,10 +72,17 @@ async def serve(
             )
         platform = boot.platform
         app = create_app(platform)
-        async with trio.open_nursery() as nursery:
+        async with (
+            in_process_api(app, config.base_url) as api,
+            trio.open_nursery() as nursery,
+        ):
             nursery.start_soon(_watch_signals, stop)
             await nursery.start(Scheduler(platform).run)
             await nursery.start(DeliveryEngine(platform).run)
+            if config.function_workers:
+                pool = SandboxPool(size=config.function_workers, metrics=platform.metrics)
+                await nursery.start(pool.run)
+                await nursery.start(FunctionRunner(platform, pool, api=api).run)
             http_done = trio.Event()
             tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
             binds = await nursery.start(

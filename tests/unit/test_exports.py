@@ -31,6 +31,16 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "uninstall",
     },
     "ledgerport.apps": {
+        "ClaimedRun",
+        "RunEnded",
+        "RunPlan",
+        "claim_runs",
+        "next_run_due_at",
+        "purge_runs",
+        "record_runs",
+        "run_plan",
+        "run_queue_depth",
+        "FUNCTION_RUNS_CHANNEL",
         "CompiledModule",
         "FunctionNotFound",
         "FunctionRun",
@@ -154,6 +164,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "write_app_data",
     },
     "ledgerport.auth": {
+        "mint_run_token",
         "AccessDenied",
         "AccessGrant",
         "AuthError",
@@ -490,6 +501,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "resolve_version",
     },
     "ledgerport.engine": {
+        "FunctionRunner",
         "DeliveryEngine",
         "Scheduler",
         "next_attempt_at",
@@ -498,6 +510,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "verify_header",
     },
     "ledgerport.http": {
+        "in_process_api",
         "ANSWERS",
         "AccessLog",
         "Answer",
@@ -538,7 +551,6 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "placeholders",
     },
     "ledgerport.runtime": {
-        "ApiCall",
         "RunLimits",
         "RunOutcome",
         "RunRequest",

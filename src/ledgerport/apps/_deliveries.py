@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ledgerport import catalog
@@ -37,6 +37,8 @@ DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
 DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("queued", "retrying", "delivered", "failed")
 DELIVERIES_CHANNEL = "deliveries"
 """Notified by every commit that queues deliveries for an attempt (a test, a redelivery)."""
+FUNCTION_RUNS_CHANNEL = "function_runs"
+"""Notified by every commit that queues hosted-function runs."""
 TEST_BUSINESS_ID = "test"
 """The businessId of a test delivery (spec: Test delivery)."""
 
@@ -154,6 +156,8 @@ class Pending:
     """``business_id``, ``app_id``, ``granted`` and ``registered`` (scope lists in JSON)."""
     webhooks: list[Row]
     """Enabled webhooks with ``app_status``, ``app_scopes`` and ``pinned_version``."""
+    functions: list[Row] = field(default_factory=list)
+    """Hosted functions not deleted: ``id``, ``app_id``, ``events`` and ``pinned_version``."""
 
 
 _EVENT_COLUMNS = (
@@ -168,6 +172,7 @@ _EVENT_COLUMNS = (
     "created_at",
 )
 _INSTALLATION_COLUMNS = ("business_id", "app_id", "granted", "registered")
+_FUNCTION_COLUMNS = ("id", "app_id", "events", "created_at", "pinned_version")
 _WEBHOOK_COLUMNS = (
     "id",
     "app_id",
@@ -204,13 +209,18 @@ async def pending_events(tx: Transaction, limit: int) -> Pending:
         " reached AS (SELECT i.business_id, i.app_id, i.scopes AS granted,"
         " a.scopes AS registered FROM installations i JOIN apps a ON a.id = i.app_id"
         " WHERE i.state = 'ACTIVE' AND i.business_id IN (SELECT business_id FROM pending)),"
+        " reachable AS (SELECT app_id FROM reached"
+        " UNION SELECT app_id FROM pending WHERE app_id IS NOT NULL),"
         " hooks AS (SELECT w.*, a.status AS app_status, a.scopes AS app_scopes,"
         " a.pinned_version FROM webhooks w JOIN apps a ON a.id = w.app_id"
-        " WHERE w.deleted_at IS NULL AND w.enabled AND w.app_id IN"
-        " (SELECT app_id FROM reached UNION SELECT app_id FROM pending WHERE app_id IS NOT NULL))"
+        " WHERE w.deleted_at IS NULL AND w.enabled AND w.app_id IN (SELECT app_id FROM reachable)),"
+        " fns AS (SELECT f.id, f.app_id, f.events, f.created_at, a.pinned_version"
+        " FROM functions f JOIN apps a ON a.id = f.app_id"
+        " WHERE f.deleted_at IS NULL AND f.app_id IN (SELECT app_id FROM reachable))"
         f" SELECT {_json_rows(tx, 'pending', _EVENT_COLUMNS)} AS events,"
         f" {_json_rows(tx, 'reached', _INSTALLATION_COLUMNS)} AS installations,"
-        f" {_json_rows(tx, 'hooks', _WEBHOOK_COLUMNS)} AS webhooks",
+        f" {_json_rows(tx, 'hooks', _WEBHOOK_COLUMNS)} AS webhooks,"
+        f" {_json_rows(tx, 'fns', _FUNCTION_COLUMNS)} AS functions",
         limit,
     )
     assert row is not None
@@ -222,6 +232,7 @@ async def pending_events(tx: Transaction, limit: int) -> Pending:
         webhooks=sorted(
             json.loads(row["webhooks"]), key=lambda hook: (hook["created_at"], hook["id"])
         ),
+        functions=sorted(json.loads(row["functions"]), key=lambda fn: (fn["created_at"], fn["id"])),
     )
 
 
@@ -244,6 +255,8 @@ class FanOut:
     """Created claimed by the caller, to attempt at once."""
     plans: dict[str, SendPlan]
     """The send-time check of the claimed deliveries, per webhook, from the same reading."""
+    runs: list[tuple[object, ...]] = field(default_factory=list)
+    """Hosted-function runs to queue."""
 
     @property
     def queued(self) -> int:
@@ -289,6 +302,10 @@ def plan_fan_out(
     for row in pending.webhooks:
         webhooks.setdefault(row["app_id"], []).append(Webhook.from_row(row))
         hook_rows[row["id"]] = row
+    functions: dict[str, list[tuple[Row, frozenset[str]]]] = {}
+    for row in pending.functions:
+        functions.setdefault(row["app_id"], []).append((row, frozenset(json.loads(row["events"]))))
+    runs: list[tuple[object, ...]] = []
     rows: list[tuple[object, ...]] = []
     claimed: list[ClaimedDelivery] = []
     for event in pending.events:
@@ -301,6 +318,9 @@ def plan_fan_out(
                 if event.type in gated
             ]
         for app_id in recipients:
+            for function, subscribed in functions.get(app_id, []):
+                if event.type in subscribed:
+                    runs.append(_run_row(event, function, now))
             for webhook in webhooks.get(app_id, []):
                 if event.type not in webhook.events:
                     continue
@@ -354,7 +374,32 @@ def plan_fan_out(
         webhook_id: _plan(hook_rows[webhook_id], batch, (), {}, keyring, now)
         for webhook_id, batch in by_webhook.items()
     }
-    return FanOut(list(pending.positions), rows, claimed, plans)
+    return FanOut(list(pending.positions), rows, claimed, plans, runs)
+
+
+def _run_row(event: Event, function: Row, now: float) -> tuple[object, ...]:
+    """A queued run of ``function`` for ``event``: the handler gets the delivery body's shape
+    (spec: Webhook delivery body), its ``id`` the run's."""
+    run_id = new_id("run")
+    body = _body(
+        run_id,
+        event_id=event.id,
+        type=event.type,
+        api_version=function["pinned_version"] or catalog.CURRENT_API_VERSION,
+        business_id=event.business_id or "",
+        created=event.created,
+        data=event.data,
+    )
+    return (
+        run_id,
+        function["id"],
+        function["app_id"],
+        event.id,
+        event.business_id,
+        event.type,
+        body,
+        now,
+    )
 
 
 async def write_fan_out(tx: Transaction, fan_out: FanOut) -> None:
@@ -363,6 +408,14 @@ async def write_fan_out(tx: Transaction, fan_out: FanOut) -> None:
     as they were, so every event is fanned out exactly once."""
     if fan_out.rows:
         await tx.executemany(_INSERT, fan_out.rows)
+    if fan_out.runs:
+        await tx.executemany(
+            "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id, type,"
+            " body, status, attempts, created_at, updated_at, next_attempt_at)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $8)",
+            fan_out.runs,
+        )
+        await tx.notify(FUNCTION_RUNS_CHANNEL)
     if fan_out.positions:
         await tx.execute(
             "DELETE FROM event_dispatch"

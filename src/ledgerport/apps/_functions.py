@@ -216,3 +216,184 @@ async def recent_runs(tx: Transaction, function: HostedFunction) -> list[Functio
         catalog.CONSOLE_RUNS_SHOWN,
     )
     return [FunctionRun.from_row(row) for row in rows]
+
+
+# --- Runs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimedRun:
+    """A run an engine holds the lease of."""
+
+    id: str
+    function_id: str
+    app_id: str
+    event_id: str | None
+    business_id: str | None
+    type: str
+    body: str
+    attempts: int
+    """Attempts made before this one."""
+    lease: str
+
+
+async def claim_runs(
+    tx: Transaction, *, now: float, lease: str, lease_until: float, limit: int
+) -> list[ClaimedRun]:
+    """Claim runs whose attempt is due, oldest due first (on PostgreSQL, those no other
+    transaction holds): ``lease`` holds them until ``lease_until``, when they are due again."""
+    if limit <= 0:
+        return []
+    rows = await tx.fetch(
+        "SELECT id, function_id, app_id, event_id, business_id, type, body, attempts"
+        " FROM function_runs WHERE status IN ('queued', 'retrying') AND next_attempt_at <= $1"
+        f" ORDER BY next_attempt_at LIMIT $2{tx.skip_locked}",
+        now,
+        limit,
+    )
+    if rows:
+        await tx.executemany(
+            "UPDATE function_runs SET lease = $1, next_attempt_at = $2 WHERE id = $3",
+            [(lease, lease_until, row["id"]) for row in rows],
+        )
+    return [
+        ClaimedRun(
+            id=row["id"],
+            function_id=row["function_id"],
+            app_id=row["app_id"],
+            event_id=row["event_id"],
+            business_id=row["business_id"],
+            type=row["type"],
+            body=row["body"],
+            attempts=int(row["attempts"]),
+            lease=lease,
+        )
+        for row in rows
+    ]
+
+
+async def next_run_due_at(tx: Transaction) -> float | None:
+    value = await tx.fetchval(
+        "SELECT MIN(next_attempt_at) FROM function_runs WHERE status IN ('queued', 'retrying')"
+    )
+    return None if value is None else float(value)
+
+
+async def run_queue_depth(tx: Transaction) -> int:
+    return int(
+        await tx.fetchval(
+            "SELECT COUNT(*) FROM function_runs WHERE status IN ('queued', 'retrying')"
+        )
+    )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run needs, read just before it starts: the script of the function's latest
+    version, and the installation whose grant its token carries (None: the run gets no API
+    access, as for an app event in a business the app is no longer installed in)."""
+
+    version: int
+    script: str
+    installation_id: str | None
+    user_id: str | None
+    scopes: tuple[str, ...]
+
+
+async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
+    """The run's plan, or why it must fail unrun: the function deleted, the app stopped, or
+    for a business or privacy event the installation ended or the event's scope no longer
+    held (the same rules as a webhook delivery's send-time check)."""
+    row = await tx.fetchrow(
+        "SELECT f.deleted_at, f.version, v.script, a.status AS app_status, a.scopes AS app_scopes"
+        " FROM functions f JOIN function_versions v ON v.function_id = f.id"
+        " AND v.version = f.version JOIN apps a ON a.id = f.app_id WHERE f.id = $1",
+        run.function_id,
+    )
+    if row is None or row["deleted_at"] is not None:
+        return "function deleted"
+    if row["app_status"] != "ACTIVE":
+        return f"app {row['app_status'].lower()}"
+    installation = None
+    if run.business_id:
+        installation = await tx.fetchrow(
+            "SELECT id, user_id, scopes FROM installations"
+            " WHERE app_id = $1 AND business_id = $2 AND state = 'ACTIVE'",
+            run.app_id,
+            run.business_id,
+        )
+    kind = catalog.event_type(run.type)
+    if kind is not None and kind.audience != "app":
+        if installation is None:
+            return "app not installed in the business"
+        held = set(json.loads(installation["scopes"])) & set(json.loads(row["app_scopes"]))
+        if kind.scope not in held:
+            return f"scope {kind.scope} no longer held"
+    return RunPlan(
+        version=int(row["version"]),
+        script=row["script"],
+        installation_id=None if installation is None else installation["id"],
+        user_id=None if installation is None else installation["user_id"],
+        scopes=() if installation is None else tuple(json.loads(installation["scopes"])),
+    )
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """What became of one claimed run: succeeded, failed, or retrying at ``next_attempt_at``
+    (the platform failed it)."""
+
+    run_id: str
+    lease: str
+    status: RunStatus
+    attempts: int
+    version: int | None
+    duration_ms: float | None
+    logs: Sequence[str]
+    error: str | None
+    result: str | None
+    """JSON text."""
+    finished_at: float
+    next_attempt_at: float | None
+
+
+async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
+    """Record how runs ended; a run whose claim no longer holds the lease changes nothing."""
+    await tx.executemany(
+        "UPDATE function_runs SET status = $1, attempts = $2, version = $3, duration_ms = $4,"
+        " logs = $5, error = $6, result = $7, updated_at = $8, next_attempt_at = $9,"
+        " lease = NULL WHERE id = $10 AND lease = $11",
+        [
+            (
+                run.status,
+                run.attempts,
+                run.version,
+                run.duration_ms,
+                json.dumps(list(run.logs)),
+                run.error,
+                run.result,
+                run.finished_at,
+                run.next_attempt_at,
+                run.run_id,
+                run.lease,
+            )
+            for run in ended
+        ],
+    )
+
+
+async def purge_runs(tx: Transaction, *, now: float) -> int:
+    """Delete ended runs past the history kept (30 days, as for deliveries), and deleted
+    functions nothing refers to any more, with their versions; answers the runs removed."""
+    cutoff = now - catalog.DELIVERY_RETENTION
+    removed = await tx.execute(
+        "DELETE FROM function_runs WHERE created_at < $1 AND status IN ('succeeded', 'failed')",
+        cutoff,
+    )
+    unused = (
+        "SELECT id FROM functions WHERE deleted_at IS NOT NULL AND deleted_at < $1"
+        " AND NOT EXISTS (SELECT 1 FROM function_runs r WHERE r.function_id = functions.id)"
+    )
+    await tx.execute(f"DELETE FROM function_versions WHERE function_id IN ({unused})", cutoff)
+    await tx.execute(f"DELETE FROM functions WHERE id IN ({unused})", cutoff)
+    return removed

@@ -62,6 +62,7 @@ from ._grants import TokenPair as TokenPair
 from ._grants import end_installation_grants as end_installation_grants
 from ._grants import introspect as introspect
 from ._grants import issue_code as issue_code
+from ._grants import mint_run_token as mint_run_token
 from ._grants import purge_expired_grants as purge_expired_grants
 from ._grants import redeem_code as redeem_code
 from ._grants import resolve_access_token as resolve_access_token

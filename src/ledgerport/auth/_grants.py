@@ -189,6 +189,49 @@ async def start_family_from_grant(
     )
 
 
+RUN_GRANT_TYPE = "function_run"
+
+
+async def mint_run_token(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    app_id: str,
+    installation_id: str,
+    business_id: str,
+    user_id: str,
+    scopes: Sequence[str],
+    ttl: float,
+) -> tuple[str, str]:
+    """The access token of one hosted-function run: the installation's granted scopes, for its
+    installing user (whose role permissions every call reads afresh), living ``ttl`` seconds,
+    with no refresh token. Answers its family's id (to revoke it when the run ends) and it."""
+    family_id = new_id("fam")
+    await tx.execute(
+        "INSERT INTO token_families (id, app_id, installation_id, business_id, user_id, scopes,"
+        " resource, grant_type, created_at) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)",
+        family_id,
+        app_id,
+        installation_id,
+        business_id,
+        user_id,
+        json.dumps(list(scopes)),
+        RUN_GRANT_TYPE,
+        now,
+    )
+    token = new_token(catalog.ACCESS_TOKEN_PREFIX)
+    await tx.execute(
+        "INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
+        " expires_at) VALUES ($1, $2, NULL, $3, $4)",
+        keyring.hash_token(token),
+        family_id,
+        now,
+        now + ttl,
+    )
+    return family_id, token
+
+
 async def revoke_family(tx: Transaction, *, now: float, family_id: str, reason: str) -> None:
     await tx.execute(
         "UPDATE token_families SET revoked_at = $1, revoked_reason = $2"

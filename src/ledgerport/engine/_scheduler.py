@@ -47,6 +47,7 @@ class Scheduler:
                 "event": await books.purge_expired_events(tx, now=now),
                 "idempotency_key": await apps.purge_idempotency_keys(tx, now=now),
                 "delivery": await apps.purge_deliveries(tx, now=now),
+                "function_run": await apps.purge_runs(tx, now=now),
             }
             # The next session-token signing key is published ahead of its first use.
             await auth.rotate_signing_keys(tx, p.keyring, now=now)

@@ -6,5 +6,6 @@ from ._drain import RequestTracker as RequestTracker
 from ._errors import ANSWERS as ANSWERS
 from ._errors import Answer as Answer
 from ._errors import answer_for as answer_for
+from ._in_process import in_process_api as in_process_api
 from ._serving import AccessLog as AccessLog
 from ._serving import ConnectionGuard as ConnectionGuard

@@ -1,7 +1,6 @@
 """Hosted-function runtime: a pool of sandbox worker processes running V8 (mini-racer), spoken to
 in msgpack frames over pipes."""
 
-from ._pool import ApiCall as ApiCall
 from ._pool import RunLimits as RunLimits
 from ._pool import RunOutcome as RunOutcome
 from ._pool import RunRequest as RunRequest

@@ -124,7 +124,8 @@ class SandboxPool:
         self.limits = limits or RunLimits()
         self._runs_per_worker = runs_per_worker
         self._memory_mib = memory_mib
-        self._api = api
+        self.api = api
+        """Makes a run's ``context.api`` calls."""
         self._metrics = metrics
         self._idle_send, self._idle = trio.open_memory_channel[_Worker](size)
         self._alive: set[_Worker] = set()
@@ -350,7 +351,7 @@ class SandboxPool:
 
     async def _answer(self, worker: _Worker, request: RunRequest, message: dict[str, Any]) -> None:
         try:
-            status, body = await self._api(
+            status, body = await self.api(
                 request, str(message["method"]), str(message["path"]), message.get("body")
             )
         except Exception:

@@ -1,0 +1,266 @@
+"""Hosted-function runs: claimed from the run queue and run in the sandbox pool.
+
+The dispatcher's fan-out (``apps.plan_fan_out``) queues one run per subscribed function of every
+app an event reaches, in the transaction that creates the event's deliveries: exactly once, under
+the same audience rules. The runner claims due runs, as many as the pool can take at once, with
+a lease (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so several processes share the queue). Just
+before a run starts it is checked (``apps.run_plan``: the function deleted, the app stopped, the
+installation ended or the event's scope no longer held make it fail unrun) and gets its own
+access token (``auth.mint_run_token``): the installation's scopes, its installing user, living
+no longer than the run's wall limit. The token is revoked in the transaction that records how
+the run ended. A run the platform failed (its worker died) goes again after RUN_RETRY_DELAYS; a
+handler that throws or breaks a limit fails its run for good.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from ledgerport import apps, auth
+from ledgerport.ids import new_id
+from ledgerport.platform import Platform
+from ledgerport.runtime import RunOutcome, RunRequest, SandboxPool
+from ledgerport.storage import StorageError
+
+from ._delivery import POLL, _Wakeup
+
+log = logging.getLogger("ledgerport.engine.functions")
+
+RUN_RETRY_DELAYS = (1.0, 10.0)
+"""Seconds before the second and the third attempt of a run the platform failed; the third
+failure is final."""
+LEASE_MARGIN = 60.0
+"""Seconds a claim outlasts the run's wall limit (time to start it and to record it)."""
+
+ApiCaller = Callable[[str, str, str, str | None], Awaitable[tuple[int, Any]]]
+"""``(token, method, path, body JSON or None) -> (status, body)``: a call to the data API."""
+
+
+class FunctionRunner:
+    """Runs queued hosted-function runs in ``pool`` (see the module docstring), and answers the
+    pool's API calls (it becomes ``pool.api``): ``api`` makes them with the run's token; without
+    one they answer 503."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        pool: SandboxPool,
+        *,
+        api: ApiCaller | None = None,
+        poll: float = POLL,
+    ) -> None:
+        self._platform = platform
+        self._pool = pool
+        self._api = api
+        self._poll = poll
+        self.lease = new_id("runner")
+        self._tokens: dict[str, str] = {}
+        """The token of each run going on, by run id."""
+        self._running = 0
+        self._wake = _Wakeup()
+        self._idle = trio.Event()
+        self._idle.set()
+        self._nursery: trio.Nursery | None = None
+        pool.api = self.api_call
+
+    async def api_call(
+        self, request: RunRequest, method: str, path: str, body: str | None
+    ) -> tuple[int, Any]:
+        """The pool's way to the data API (``SandboxPool(api=...)``): with the run's token."""
+        token = self._tokens.get(request.run_id)
+        if token is None or self._api is None:
+            return 503, {
+                "statusCode": 503,
+                "message": "this run has no access to the data API (the app is not installed"
+                " in the business)",
+                "error": "Service Unavailable",
+            }
+        return await self._api(token, method, path, body)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with (
+            self._platform.store.listen(apps.FUNCTION_RUNS_CHANNEL, self._wake.set),
+            self.running() as nursery,
+        ):
+            nursery.start_soon(self._claim_loop)
+            nursery.start_soon(self._gauge_loop)
+            task_status.started()
+            await trio.sleep_forever()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[trio.Nursery]:
+        """The nursery runs go on in. Tests drive the steps inside it (:meth:`claim_once`,
+        :meth:`settle`); leaving it cancels the runs going on, whose claims then run out."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                yield nursery
+            finally:
+                self._nursery = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def settle(self) -> None:
+        """Wait until no run is going on here."""
+        await self._idle.wait()
+
+    async def _claim_loop(self) -> None:
+        while True:
+            try:
+                await self.claim_once()
+                wait = await self._until_next_due()
+            except StorageError as exc:
+                log.warning("function runner: %s", exc)
+                self._platform.metrics.task_crashes.labels("function_runner").inc()
+                wait = self._poll
+            await self._wake.wait(wait)
+
+    async def _until_next_due(self) -> float:
+        if self._running >= self._pool.size:
+            return self._poll  # a run that ends wakes the loop
+        async with self._platform.store.transaction() as tx:
+            due = await apps.next_run_due_at(tx)
+        if due is None:
+            return self._poll
+        return min(self._poll, max(due - self._platform.now(), 0.0) + 0.001)
+
+    async def _gauge_loop(self) -> None:
+        while True:
+            try:
+                async with self._platform.store.transaction() as tx:
+                    depth = await apps.run_queue_depth(tx)
+            except StorageError:
+                pass
+            else:
+                self._platform.metrics.function_queue_depth.set(depth)
+            await trio.sleep(self._poll)
+
+    async def claim_once(self) -> int:
+        """Claim due runs for the pool's free workers and start them; answers how many."""
+        assert self._nursery is not None
+        p = self._platform
+        room = self._pool.size - self._running
+        if room <= 0:
+            return 0
+        async with p.store.transaction() as tx:
+            now = p.now()
+            claimed = await apps.claim_runs(
+                tx,
+                now=now,
+                lease=self.lease,
+                lease_until=now + self._pool.limits.wall + LEASE_MARGIN,
+                limit=room,
+            )
+        for run in claimed:
+            self._running += 1
+            self._idle = trio.Event() if self._idle.is_set() else self._idle
+            self._nursery.start_soon(self._execute, run)
+        return len(claimed)
+
+    async def _execute(self, run: apps.ClaimedRun) -> None:
+        try:
+            await self._attempt(run)
+        except StorageError as exc:
+            # Unrecorded: the claim runs out and the run goes again.
+            log.warning("function runner: run %s: %s", run.id, exc)
+        finally:
+            self._running -= 1
+            if not self._running:
+                self._idle.set()
+            self._wake.set()
+
+    async def _attempt(self, run: apps.ClaimedRun) -> None:
+        p = self._platform
+        family_id: str | None = None
+        async with p.store.transaction() as tx:
+            plan = await apps.run_plan(tx, run)
+            if isinstance(plan, apps.RunPlan) and plan.installation_id and run.business_id:
+                assert plan.user_id is not None
+                family_id, token = await auth.mint_run_token(
+                    tx,
+                    p.keyring,
+                    now=p.now(),
+                    app_id=run.app_id,
+                    installation_id=plan.installation_id,
+                    business_id=run.business_id,
+                    user_id=plan.user_id,
+                    scopes=plan.scopes,
+                    ttl=self._pool.limits.wall,
+                )
+                self._tokens[run.id] = token
+        if isinstance(plan, str):
+            await self._record(run, self._unrun(run, plan), None)
+            return
+        try:
+            outcome = await self._pool.invoke(
+                RunRequest(
+                    run.id, f"{run.function_id}:{plan.version}", plan.script, json.loads(run.body)
+                )
+            )
+        finally:
+            self._tokens.pop(run.id, None)
+        await self._record(run, self._ended(run, plan.version, outcome), family_id)
+
+    async def _record(
+        self, run: apps.ClaimedRun, ended: apps.RunEnded, family_id: str | None
+    ) -> None:
+        """Write how the run ended and revoke its token, in one transaction (shielded: a
+        stopping runner still records what ran)."""
+        p = self._platform
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            async with p.store.transaction() as tx:
+                if family_id is not None:
+                    await auth.revoke_family(
+                        tx, now=p.now(), family_id=family_id, reason="run_ended"
+                    )
+                await apps.record_runs(tx, [ended])
+        p.metrics.function_runs.labels(ended.status).inc()
+
+    def _unrun(self, run: apps.ClaimedRun, reason: str) -> apps.RunEnded:
+        return apps.RunEnded(
+            run_id=run.id,
+            lease=run.lease,
+            status="failed",
+            attempts=run.attempts,
+            version=None,
+            duration_ms=None,
+            logs=(),
+            error=f"not run: {reason}",
+            result=None,
+            finished_at=self._platform.now(),
+            next_attempt_at=None,
+        )
+
+    def _ended(self, run: apps.ClaimedRun, version: int, outcome: RunOutcome) -> apps.RunEnded:
+        p = self._platform
+        now = p.now()
+        attempts = run.attempts + 1
+        p.metrics.function_run_seconds.observe(outcome.seconds)
+        status: apps.RunStatus
+        due: float | None = None
+        if outcome.ok:
+            status = "succeeded"
+        elif outcome.platform_failure and attempts <= len(RUN_RETRY_DELAYS):
+            status, due = "retrying", now + RUN_RETRY_DELAYS[attempts - 1]
+        else:
+            status = "failed"
+        return apps.RunEnded(
+            run_id=run.id,
+            lease=run.lease,
+            status=status,
+            attempts=attempts,
+            version=version,
+            duration_ms=round(outcome.seconds * 1000, 3),
+            logs=outcome.logs,
+            error=outcome.error,
+            result=outcome.result,
+            finished_at=now,
+            next_attempt_at=due,
+        )

@@ -1,0 +1,148 @@
+"""A hosted function end to end on a served ``ledgerport serve``: upload through the console,
+create an invoice through the API, and see the run with its logs and the app data it wrote."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ledgerport import catalog
+
+from .served import served
+
+ADMIN_TOKEN = "lp_admin_e2e-functions-token-0123456789abcdef"
+HTTP_TIMEOUT = 10.0
+RUN_TIMEOUT = 30.0
+SCOPES = [
+    "customers:read",
+    "customers:write",
+    "invoices:read",
+    "invoices:write",
+    "app-data:read",
+    "app-data:write",
+]
+LINE = {"description": "Consulting", "quantity": "2", "unitPrice": "150.50"}
+SOURCE = """
+export async function handler(event, context) {
+  context.log("invoice", event.data.id, "created");
+  const invoices = await context.api.get("/invoices");
+  await context.api.post("/app-data", { values: [{
+    resourceType: "invoice", resourceId: event.data.id, key: "reviewed", value: "by function" }] });
+  return { invoices: invoices.data.length };
+}
+"""
+
+
+def _ok(response: httpx.Response) -> Any:
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+def _client(base: str, token: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=base,
+        timeout=HTTP_TIMEOUT,
+        trust_env=False,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def _provision(base: str) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """The console of an app's developer, and the data API with an access token of that app
+    installed in the developer's business."""
+    with _client(base, ADMIN_TOKEN) as admin:
+        business = _ok(admin.post("/admin/businesses", json={"name": "Functions Ltd"}))
+        user = _ok(
+            admin.post(
+                "/admin/users",
+                json={"email": f"{secrets.token_hex(4)}@example.com", "password": "pw-12345678"},
+            )
+        )
+        member = admin.put(
+            f"/admin/businesses/{business['id']}/members/{user['id']}", json={"role": "owner"}
+        )
+        assert member.status_code == 200
+        app = _ok(
+            admin.post(
+                "/admin/apps",
+                json={
+                    "name": "Reviewer",
+                    "type": "CONFIDENTIAL",
+                    "redirectUris": ["https://app.example/callback"],
+                    "scopes": SCOPES,
+                    "developerUserId": user["id"],
+                    "reviewed": True,
+                },
+            )
+        )
+        ids = {"appId": app["id"], "businessId": business["id"], "userId": user["id"]}
+        _ok(admin.post("/admin/installations", json={**ids, "scopes": SCOPES}))
+        session = _ok(admin.post("/admin/session-tokens", json=ids))
+        developer_token = _ok(admin.post("/admin/developer-tokens", json={"userId": user["id"]}))
+    basic = base64.b64encode(f"{app['clientId']}:{app['clientSecret']}".encode()).decode()
+    with httpx.Client(base_url=base, timeout=HTTP_TIMEOUT, trust_env=False) as oauth:
+        tokens = _ok(
+            oauth.post(
+                "/oauth/token",
+                data={
+                    "grant_type": catalog.GRANT_TOKEN_EXCHANGE,
+                    "subject_token": session["sessionToken"],
+                    "subject_token_type": catalog.TOKEN_TYPE_JWT,
+                },
+                headers={"Authorization": f"Basic {basic}"},
+            )
+        )
+    with (
+        _client(f"{base}/developer/apps/{app['id']}", developer_token["token"]) as console,
+        _client(base, tokens["access_token"]) as api,
+    ):
+        yield console, api
+
+
+def test_upload_create_an_invoice_and_see_the_run_and_what_it_wrote(tmp_path: Path) -> None:
+    with served(tmp_path, ADMIN_TOKEN, {"LEDGERPORT_PASSWORD_HASHING": "fast"}) as server:
+        for console, api in _provision(server.base):
+            _ok(
+                console.post(
+                    "/app-data-fields",
+                    json={"resourceType": "invoice", "key": "reviewed", "type": "TEXT"},
+                )
+            )
+            uploaded = _ok(
+                console.put(
+                    "/functions/review", json={"source": SOURCE, "events": ["invoice.created"]}
+                )
+            )
+            customer = _ok(api.post("/customers", json={"name": "Acme"}))
+            invoice = _ok(
+                api.post("/invoices", json={"customerId": customer["id"], "lines": [LINE]})
+            )
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while True:
+                runs = _ok(console.get("/functions/review/runs"))["data"]
+                if runs and runs[0]["status"] not in ("queued", "retrying"):
+                    break
+                assert time.monotonic() < deadline, f"no run ended in {RUN_TIMEOUT} s: {runs}"
+                time.sleep(0.1)
+            values = _ok(
+                api.get(
+                    "/app-data", params={"resourceType": "invoice", "resourceId": invoice["id"]}
+                )
+            )
+            metrics = httpx.get(f"{server.base}/metrics", timeout=HTTP_TIMEOUT).text
+    (run,) = runs
+    assert uploaded["version"] == 1
+    assert run["status"] == "succeeded", run
+    assert run["logs"] == [f"invoice {invoice['id']} created"]
+    assert run["result"] == {"invoices": 1}
+    assert run["eventId"] is not None
+    assert run["durationMs"] > 0
+    assert [(v["key"], v["value"]) for v in values["data"]] == [("reviewed", "by function")]
+    assert 'ledgerport_function_runs_total{outcome="succeeded"} 1.0' in metrics
+    assert "ledgerport_function_workers 2.0" in metrics

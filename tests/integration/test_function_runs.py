@@ -1,0 +1,264 @@
+"""Hosted functions running on events: the dispatcher queues a run per subscribed function, the
+runner runs it in a real sandbox pool with a minted token, and the run's outcome, logs and the
+data it wrote through ``context.api`` are there to see."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from ledgerport.clock import FrozenClock
+from ledgerport.engine import FunctionRunner, Scheduler
+from ledgerport.http import in_process_api
+from ledgerport.platform import Platform
+from ledgerport.runtime import RunLimits, SandboxPool
+from ledgerport.storage import Store
+
+from .data_api import Api, owner_api
+from .webhook_world import Console, console_for, engine_for
+
+TIMEOUT = 60
+
+
+@dataclass
+class Functions:
+    api: Api
+    console: Console
+    runner: FunctionRunner
+    pool: SandboxPool
+
+
+@asynccontextmanager
+async def functions_world(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform, **limits: Any
+) -> AsyncIterator[Functions]:
+    api = await owner_api(client, admin_headers)
+    console = await console_for(client, admin_headers, api)
+    pool = SandboxPool(size=1, limits=RunLimits(**limits))
+    async with in_process_api(app, "http://localhost") as call, trio.open_nursery() as nursery:
+        await nursery.start(pool.run)
+        runner = FunctionRunner(platform, pool, api=call)
+        async with runner.running():
+            yield Functions(api, console, runner, pool)
+        nursery.cancel_scope.cancel()
+
+
+async def run_queued(platform: Platform, world: Functions) -> None:
+    """Fan out what was committed, then run every run that is due."""
+    async with engine_for(platform) as engine:
+        await engine.dispatch_once()
+        await engine.settle()
+    while await world.runner.claim_once():
+        await world.runner.settle()
+
+
+async def runs(world: Functions, name: str) -> list[dict[str, Any]]:
+    page = await world.console.ok("GET", f"/functions/{name}/runs")
+    return page["data"]  # type: ignore[no-any-return]
+
+
+LISTS_AND_WRITES = """
+export async function handler(event, context) {
+  context.log("invoice", event.data.id, "created");
+  const invoices = await context.api.get("/invoices");
+  await context.api.post("/app-data", { values: [
+    { resourceType: "invoice", resourceId: event.data.id, key: "seen", value: "by function" } ] });
+  return { invoices: invoices.data.length, business: event.businessId };
+}
+"""
+
+
+async def test_a_function_runs_on_its_event_lists_invoices_and_writes_app_data(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform, store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "POST",
+                "/app-data-fields",
+                {"resourceType": "invoice", "key": "seen", "type": "TEXT"},
+                201,
+            )
+            await world.console.ok(
+                "PUT",
+                "/functions/on-invoice",
+                {"source": LISTS_AND_WRITES, "events": ["invoice.created"]},
+            )
+            customer = await world.api.customer()
+            invoice = await world.api.invoice(customer["id"])
+            await run_queued(platform, world)
+            (run,) = await runs(world, "on-invoice")
+            data = await world.api.ok(
+                "GET", f"/app-data?resourceType=invoice&resourceId={invoice['id']}"
+            )
+            async with store.transaction() as tx:
+                tokens = await tx.fetch(
+                    "SELECT f.revoked_at, f.revoked_reason, t.created_at, t.expires_at"
+                    " FROM token_families f JOIN access_tokens t ON t.family_id = f.id"
+                    " WHERE f.grant_type = 'function_run'"
+                )
+    assert run["status"] == "succeeded", run
+    assert run["attempts"] == 1
+    assert run["version"] == 1
+    assert run["logs"] == [f"invoice {invoice['id']} created"]
+    assert run["result"] == {"invoices": 1, "business": world.api.world.business_id}
+    assert [(v["key"], v["value"]) for v in data["data"]] == [("seen", "by function")]
+    # The run's token lived no longer than the wall limit and was revoked when it ended.
+    (token,) = tokens
+    assert token["revoked_reason"] == "run_ended"
+    assert token["revoked_at"] is not None
+    assert token["expires_at"] - token["created_at"] <= RunLimits().wall
+
+
+async def test_a_run_cannot_reach_another_business(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    source = """
+    export async function handler(event, context) {
+      try { await context.api.get("/customers/" + event.data.name); return "reached"; }
+      catch (error) { return error.status; }
+    }
+    """
+    with trio.fail_after(TIMEOUT):
+        other = await owner_api(client, admin_headers)
+        theirs = await other.customer("Theirs")
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "PUT", "/functions/peek", {"source": source, "events": ["customer.created"]}
+            )
+            # The new customer is named after the other business's customer, whom the run looks
+            # up: its token is not theirs.
+            await world.api.customer(theirs["id"])
+            await run_queued(platform, world)
+            (run,) = await runs(world, "peek")
+    assert run["status"] == "succeeded"
+    assert run["result"] == 404
+
+
+async def test_a_throwing_handler_fails_its_run_once_and_for_all(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    source = "export function handler() { throw new TypeError('broken on purpose') }"
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "PUT", "/functions/broken", {"source": source, "events": ["customer.created"]}
+            )
+            await world.api.customer()
+            await run_queued(platform, world)
+            assert await world.runner.claim_once() == 0
+            (run,) = await runs(world, "broken")
+    assert (run["status"], run["attempts"], run["error"]) == (
+        "failed",
+        1,
+        "TypeError: broken on purpose",
+    )
+
+
+async def test_a_worker_killed_mid_run_is_replaced_and_the_run_goes_again(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform, clock: FrozenClock
+) -> None:
+    looping = "export function handler() { for (;;) {} }"
+    fixed = "export function handler(event) { return 'second time: ' + event.type }"
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform, wall=30, cpu=30) as world:
+            await world.console.ok(
+                "PUT", "/functions/f", {"source": looping, "events": ["customer.created"]}
+            )
+            await world.api.customer()
+            async with engine_for(platform) as engine:
+                await engine.dispatch_once()
+            (pid,) = world.pool.pids()
+            assert await world.runner.claim_once() == 1
+            await trio.sleep(0.3)
+            os.kill(pid, signal.SIGKILL)
+            await world.runner.settle()
+            (first,) = await runs(world, "f")
+            # The platform failed the run: it goes again, with the version that runs by then.
+            await world.console.ok(
+                "PUT", "/functions/f", {"source": fixed, "events": ["customer.created"]}
+            )
+            await world.pool.until_full()
+            clock.advance(1)
+            assert await world.runner.claim_once() == 1
+            await world.runner.settle()
+            (second,) = await runs(world, "f")
+            replacement = world.pool.pids()
+    assert first["status"] == "retrying"
+    assert first["error"] == "the sandbox worker ended during the run (signal 9)"
+    assert (second["status"], second["attempts"], second["version"]) == ("succeeded", 2, 2)
+    assert json.loads(json.dumps(second["result"])) == "second time: customer.created"
+    assert replacement != [pid]
+
+
+async def test_a_run_of_a_deleted_function_fails_unrun(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform, store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "PUT",
+                "/functions/gone",
+                {"source": "export const handler = () => 1", "events": ["customer.created"]},
+            )
+            await world.api.customer()
+            async with engine_for(platform) as engine:
+                await engine.dispatch_once()
+            await world.console.ok("DELETE", "/functions/gone", status=204)
+            while await world.runner.claim_once():
+                await world.runner.settle()
+            async with store.transaction() as tx:
+                row = await tx.fetchrow("SELECT status, attempts, error FROM function_runs")
+    assert row == {"status": "failed", "attempts": 0, "error": "not run: function deleted"}
+
+
+async def test_only_subscribed_functions_of_entitled_apps_run(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform, store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            body = {"source": "export const handler = (e) => e.type", "events": ["invoice.created"]}
+            await world.console.ok("PUT", "/functions/invoices-only", body)
+            await world.api.customer()  # customer.created: no run
+            stranger = await owner_api(client, admin_headers)
+            await stranger.customer()  # another business: no run either
+            await run_queued(platform, world)
+            listed = await runs(world, "invoices-only")
+    assert listed == []
+
+
+async def test_the_cleanup_removes_runs_after_30_days_and_deleted_functions_with_them(
+    client: Any,
+    admin_headers: dict[str, str],
+    app: Any,
+    platform: Platform,
+    store: Store,
+    clock: FrozenClock,
+) -> None:
+    body = {"source": "export const handler = () => 1", "events": ["customer.created"]}
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok("PUT", "/functions/kept", body)
+            await world.console.ok("PUT", "/functions/dropped", body)
+            await world.api.customer()
+            await run_queued(platform, world)
+            await world.console.ok("DELETE", "/functions/dropped", status=204)
+            clock.advance(29 * 86400)
+            early = await Scheduler(platform).cleanup_once()
+            clock.advance(2 * 86400)
+            late = await Scheduler(platform).cleanup_once()
+            async with store.transaction() as tx:
+                functions = await tx.fetch("SELECT name FROM functions")
+                versions = await tx.fetchval("SELECT COUNT(*) FROM function_versions")
+            kept_runs = await runs(world, "kept")
+    assert (early["function_run"], late["function_run"]) == (0, 2)
+    assert [row["name"] for row in functions] == ["kept"]
+    assert versions == 1
+    assert kept_runs == []
