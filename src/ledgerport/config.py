@@ -67,6 +67,8 @@ class Config:
     function_workers: int = 2
     """Sandbox worker processes the hosted-function pool keeps warm
     (LEDGERPORT_FUNCTION_WORKERS, 0 to run no functions in this process)."""
+    function_wall_limit: float = 10.0
+    """Seconds a hosted-function run may last (LEDGERPORT_FUNCTION_WALL_LIMIT)."""
     password_hashing: Literal["standard", "fast"] = "standard"
     redis_url: str | None = None
     rate_limit_factor: int = 1
@@ -308,6 +310,9 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
             env.get("LEDGERPORT_SHUTDOWN_GRACE", "10"), "LEDGERPORT_SHUTDOWN_GRACE"
         ),
         function_workers=_parse_workers(env.get("LEDGERPORT_FUNCTION_WORKERS", "2")),
+        function_wall_limit=_parse_positive(
+            env.get("LEDGERPORT_FUNCTION_WALL_LIMIT", "10"), "LEDGERPORT_FUNCTION_WALL_LIMIT"
+        ),
         password_hashing="fast" if password_hashing == "fast" else "standard",
         redis_url=parse_redis_url(env.get("LEDGERPORT_REDIS_URL", "")),
         rate_limit_factor=_parse_rate_limit_factor(

@@ -52,6 +52,8 @@ def test_every_variable_is_read() -> None:
             "LEDGERPORT_ENV": "development",
             "LEDGERPORT_WEBHOOK_RETRY_DELAYS": "0, 1, 2, 3, 4, 5",
             "LEDGERPORT_WEBHOOK_TIMEOUT": "2.5",
+            "LEDGERPORT_FUNCTION_WORKERS": "4",
+            "LEDGERPORT_FUNCTION_WALL_LIMIT": "1.5",
             "LEDGERPORT_TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16,::1",
         }
     )
@@ -67,6 +69,7 @@ def test_every_variable_is_read() -> None:
     assert config.development is True
     assert config.webhook_retry_delays == (0, 1, 2, 3, 4, 5)
     assert config.webhook_timeout == 2.5
+    assert (config.function_workers, config.function_wall_limit) == (4, 1.5)
     assert config.trusted_proxies == (
         ipaddress.ip_network("10.0.0.1/32"),
         ipaddress.ip_network("192.168.0.0/16"),
@@ -226,6 +229,10 @@ def test_redacted_masks_a_password_in_the_query() -> None:
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "-1", id="timeout-negative"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "ten", id="timeout-word"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "nan", id="timeout-nan"),
+        pytest.param("LEDGERPORT_FUNCTION_WORKERS", "-1", id="workers-negative"),
+        pytest.param("LEDGERPORT_FUNCTION_WORKERS", "65", id="workers-too-many"),
+        pytest.param("LEDGERPORT_FUNCTION_WORKERS", "two", id="workers-word"),
+        pytest.param("LEDGERPORT_FUNCTION_WALL_LIMIT", "0", id="wall-zero"),
         pytest.param("LEDGERPORT_TRUSTED_PROXIES", "not-an-ip", id="proxies-word"),
         pytest.param("LEDGERPORT_TRUSTED_PROXIES", "10.0.0.0/33", id="proxies-prefix"),
         pytest.param("LEDGERPORT_TRUSTED_PROXIES", "10.0.0.1,bogus", id="proxies-second"),

@@ -143,12 +143,29 @@ class FunctionRunner:
             await trio.sleep(self._poll)
 
     async def claim_once(self) -> int:
-        """Claim due runs for the pool's free workers and start them; answers how many."""
+        """Claim due runs for the pool's free workers and start them; answers how many. Each
+        is checked, and gets its token, in the transaction that claims it."""
         assert self._nursery is not None
-        p = self._platform
         room = self._pool.size - self._running
         if room <= 0:
             return 0
+        prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]] = []
+        try:
+            await self._claim(prepared, room)
+        except BaseException:
+            for run, _, _ in prepared:
+                self._tokens.pop(run.id, None)  # minted in the transaction that failed
+            raise
+        for run, plan, family_id in prepared:
+            self._running += 1
+            self._idle = trio.Event() if self._idle.is_set() else self._idle
+            self._nursery.start_soon(self._execute, run, plan, family_id)
+        return len(prepared)
+
+    async def _claim(
+        self, prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]], room: int
+    ) -> None:
+        p = self._platform
         async with p.store.transaction() as tx:
             now = p.now()
             claimed = await apps.claim_runs(
@@ -158,15 +175,44 @@ class FunctionRunner:
                 lease_until=now + self._pool.limits.wall + LEASE_MARGIN,
                 limit=room,
             )
-        for run in claimed:
-            self._running += 1
-            self._idle = trio.Event() if self._idle.is_set() else self._idle
-            self._nursery.start_soon(self._execute, run)
-        return len(claimed)
+            for run in claimed:
+                plan = await apps.run_plan(tx, run)
+                family_id: str | None = None
+                if isinstance(plan, apps.RunPlan) and plan.installation_id and run.business_id:
+                    assert plan.user_id is not None
+                    family_id, token = await auth.mint_run_token(
+                        tx,
+                        p.keyring,
+                        now=now,
+                        app_id=run.app_id,
+                        installation_id=plan.installation_id,
+                        business_id=run.business_id,
+                        user_id=plan.user_id,
+                        scopes=plan.scopes,
+                        ttl=self._pool.limits.wall,
+                    )
+                    self._tokens[run.id] = token
+                prepared.append((run, plan, family_id))
 
-    async def _execute(self, run: apps.ClaimedRun) -> None:
+    async def _execute(
+        self, run: apps.ClaimedRun, plan: apps.RunPlan | str, family_id: str | None
+    ) -> None:
         try:
-            await self._attempt(run)
+            if isinstance(plan, str):
+                await self._record(run, self._unrun(run, plan), None)
+                return
+            try:
+                outcome = await self._pool.invoke(
+                    RunRequest(
+                        run.id,
+                        f"{run.function_id}:{plan.version}",
+                        plan.script,
+                        json.loads(run.body),
+                    )
+                )
+            finally:
+                self._tokens.pop(run.id, None)
+            await self._record(run, self._ended(run, plan.version, outcome), family_id)
         except StorageError as exc:
             # Unrecorded: the claim runs out and the run goes again.
             log.warning("function runner: run %s: %s", run.id, exc)
@@ -175,38 +221,6 @@ class FunctionRunner:
             if not self._running:
                 self._idle.set()
             self._wake.set()
-
-    async def _attempt(self, run: apps.ClaimedRun) -> None:
-        p = self._platform
-        family_id: str | None = None
-        async with p.store.transaction() as tx:
-            plan = await apps.run_plan(tx, run)
-            if isinstance(plan, apps.RunPlan) and plan.installation_id and run.business_id:
-                assert plan.user_id is not None
-                family_id, token = await auth.mint_run_token(
-                    tx,
-                    p.keyring,
-                    now=p.now(),
-                    app_id=run.app_id,
-                    installation_id=plan.installation_id,
-                    business_id=run.business_id,
-                    user_id=plan.user_id,
-                    scopes=plan.scopes,
-                    ttl=self._pool.limits.wall,
-                )
-                self._tokens[run.id] = token
-        if isinstance(plan, str):
-            await self._record(run, self._unrun(run, plan), None)
-            return
-        try:
-            outcome = await self._pool.invoke(
-                RunRequest(
-                    run.id, f"{run.function_id}:{plan.version}", plan.script, json.loads(run.body)
-                )
-            )
-        finally:
-            self._tokens.pop(run.id, None)
-        await self._record(run, self._ended(run, plan.version, outcome), family_id)
 
     async def _record(
         self, run: apps.ClaimedRun, ended: apps.RunEnded, family_id: str | None
