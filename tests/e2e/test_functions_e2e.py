@@ -146,3 +146,63 @@ def test_upload_create_an_invoice_and_see_the_run_and_what_it_wrote(tmp_path: Pa
     assert [(v["key"], v["value"]) for v in values["data"]] == [("reviewed", "by function")]
     assert 'ledgerport_function_runs_total{outcome="succeeded"} 1.0' in metrics
     assert "ledgerport_function_workers 2.0" in metrics
+
+
+HOSTILE = {
+    "loop": ("export const handler = () => { for (;;) {} }", "wall time limit of 1 s exceeded"),
+    "bomb": (
+        "export const handler = () => { const a = []; for (;;) a.push(new Array(1e5).fill(1)) }",
+        "heap limit of 67108864 bytes exceeded",
+    ),
+    "log": (
+        "export const handler = (e, c) => { for (;;) c.log('x'.repeat(1000)) }",
+        "log limit of 65536 bytes exceeded",
+    ),
+    "pending": (
+        "export const handler = () => new Promise(() => {})",
+        "wall time limit of 1 s exceeded",
+    ),
+    "fine": ("export const handler = (event) => event.data.name", None),
+}
+
+
+def test_hostile_runs_end_on_their_limits_while_the_service_keeps_answering(
+    tmp_path: Path,
+) -> None:
+    env = {"LEDGERPORT_PASSWORD_HASHING": "fast", "LEDGERPORT_FUNCTION_WALL_LIMIT": "1"}
+    customers = 3
+    with served(tmp_path, ADMIN_TOKEN, env) as server:
+        for console, api in _provision(server.base):
+            for name, (source, _) in HOSTILE.items():
+                _ok(
+                    console.put(
+                        f"/functions/{name}",
+                        json={"source": source, "events": ["customer.created"]},
+                    )
+                )
+            for index in range(customers):
+                _ok(api.post("/customers", json={"name": f"Customer {index}"}))
+            slowest = 0.0
+            deadline = time.monotonic() + 120
+            with httpx.Client(base_url=server.base, timeout=HTTP_TIMEOUT, trust_env=False) as probe:
+                while True:
+                    asked = time.perf_counter()
+                    assert probe.get("/healthz").status_code == 200
+                    slowest = max(slowest, time.perf_counter() - asked)
+                    ended = {
+                        name: [
+                            run
+                            for run in _ok(console.get(f"/functions/{name}/runs"))["data"]
+                            if run["status"] in ("succeeded", "failed")
+                        ]
+                        for name in HOSTILE
+                    }
+                    if all(len(runs) == customers for runs in ended.values()):
+                        break
+                    assert time.monotonic() < deadline, ended
+                    time.sleep(0.05)
+    assert slowest < 1.0
+    for name, (_, error) in HOSTILE.items():
+        assert {run["error"] for run in ended[name]} == {error}, name
+        assert {run["status"] for run in ended[name]} == {"failed" if error else "succeeded"}
+    assert {run["result"] for run in ended["fine"]} == {f"Customer {i}" for i in range(customers)}

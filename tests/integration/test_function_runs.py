@@ -262,3 +262,32 @@ async def test_the_cleanup_removes_runs_after_30_days_and_deleted_functions_with
     assert [row["name"] for row in functions] == ["kept"]
     assert versions == 1
     assert kept_runs == []
+
+
+async def test_a_stopping_runner_gives_its_runs_back(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform, store: Store
+) -> None:
+    looping = "export function handler() { for (;;) {} }"
+    with trio.fail_after(TIMEOUT):
+        api = await owner_api(client, admin_headers)
+        console = await console_for(client, admin_headers, api)
+        await console.ok("PUT", "/functions/f", {"source": looping, "events": ["customer.created"]})
+        await api.customer()
+        async with engine_for(platform) as engine:
+            await engine.dispatch_once()
+        pool = SandboxPool(size=1, limits=RunLimits(wall=30, cpu=30))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pool.run)
+            runner = FunctionRunner(platform, pool)
+            with trio.move_on_after(0.5):
+                async with runner.running():
+                    assert await runner.claim_once() == 1
+                    await trio.sleep_forever()
+            nursery.cancel_scope.cancel()
+        async with store.transaction() as tx:
+            row = await tx.fetchrow(
+                "SELECT status, attempts, lease, next_attempt_at FROM function_runs"
+            )
+    assert row is not None
+    assert (row["status"], row["attempts"], row["lease"]) == ("queued", 0, None)
+    assert row["next_attempt_at"] <= platform.now()

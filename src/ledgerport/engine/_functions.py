@@ -210,6 +210,11 @@ class FunctionRunner:
                         json.loads(run.body),
                     )
                 )
+            except BaseException:
+                # The runner stops (or a fault): the run is given back, due again at once, its
+                # attempt not counted.
+                await self._record(run, self._given_back(run), family_id)
+                raise
             finally:
                 self._tokens.pop(run.id, None)
             await self._record(run, self._ended(run, plan.version, outcome), family_id)
@@ -236,6 +241,22 @@ class FunctionRunner:
                     )
                 await apps.record_runs(tx, [ended])
         p.metrics.function_runs.labels(ended.status).inc()
+
+    def _given_back(self, run: apps.ClaimedRun) -> apps.RunEnded:
+        now = self._platform.now()
+        return apps.RunEnded(
+            run_id=run.id,
+            lease=run.lease,
+            status="retrying" if run.attempts else "queued",
+            attempts=run.attempts,
+            version=None,
+            duration_ms=None,
+            logs=(),
+            error="the service stopped during the run" if run.attempts else None,
+            result=None,
+            finished_at=now,
+            next_attempt_at=now,
+        )
 
     def _unrun(self, run: apps.ClaimedRun, reason: str) -> apps.RunEnded:
         return apps.RunEnded(

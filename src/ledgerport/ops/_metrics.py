@@ -141,7 +141,7 @@ class Metrics:
         self.function_runs = Counter(
             "ledgerport_function_runs_total",
             "Hosted-function runs ended, by outcome (succeeded, failed, retrying: the platform"
-            " failed the run and it goes again).",
+            " failed the run and it goes again, queued: given back when the runner stopped).",
             ["outcome"],
             registry=self.registry,
         )
