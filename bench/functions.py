@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import statistics
 import subprocess
@@ -45,10 +44,10 @@ import httpx
 import trio
 import trio_asyncio
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.delivery import store_for
+from tests.e2e.served import provision, start_server, stop, wait_healthy
 
 from ledgerport import apps, books
 from ledgerport.apps import compile_module
@@ -110,7 +109,9 @@ START_EVENTS = 200
 START_RATE = 20.0
 HOSTILE = {
     "loop": "export const handler = () => { for (;;) {} }",
-    "bomb": "export const handler = () => { const a = []; for (;;) a.push(new Array(1e5).fill(1)) }",
+    "bomb": (
+        "export const handler = () => { const a = []; for (;;) a.push(new Array(1e5).fill(1)) }"
+    ),
     "log": "export const handler = (e, c) => { for (;;) c.log('x'.repeat(1000)) }",
     "pending": "export const handler = () => new Promise(() => {})",
 }
@@ -171,11 +172,15 @@ async def start_lags(backend: str) -> list[float]:
         pool = SandboxPool(size=2)
         invoke = pool.invoke
 
+        all_started = trio.Event()
+
         async def timed(request: RunRequest) -> RunOutcome:
             started = time.perf_counter()
             event_id = request.event["eventId"]
             if event_id in committed:
                 lags.append(started - committed.pop(event_id))
+                if len(lags) == START_EVENTS:
+                    all_started.set()
             return await invoke(request)
 
         pool.invoke = timed  # type: ignore[method-assign]
@@ -195,149 +200,66 @@ async def start_lags(backend: str) -> list[float]:
                 committed[event_id] = time.perf_counter()
                 await trio.sleep(1 / START_RATE)
             with trio.fail_after(60):
-                while committed:
-                    await trio.sleep(0.05)
+                await all_started.wait()
             nursery.cancel_scope.cancel()
     return lags
 
 
-def _ok(response: httpx.Response) -> dict[str, object]:
-    assert response.status_code in (200, 201), response.text
-    answer: dict[str, object] = response.json()
-    return answer
-
-
 def hostile() -> tuple[float, float, dict[str, int]]:
-    """The slowest /healthz answer while 52 hostile runs go on, how long they took in all, and
-    how they ended."""
+    """The slowest /healthz answer while the hostile runs go on, how long they took in all, and
+    how they ended (error to count)."""
     admin_token = "lp_admin_" + secrets.token_urlsafe(24)
+    env = {"LEDGERPORT_PASSWORD_HASHING": "fast", "LEDGERPORT_FUNCTION_WALL_LIMIT": "1"}
     with tempfile.TemporaryDirectory(prefix="ledgerport-bench-") as directory:
-        port = _free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERPORT_")} | {
-            "LEDGERPORT_DATABASE_URL": f"sqlite:///{directory}/bench.db",
-            "LEDGERPORT_ADMIN_TOKEN": admin_token,
-            "LEDGERPORT_BIND": f"127.0.0.1:{port}",
-            "LEDGERPORT_ENV": "development",
-            "LEDGERPORT_PASSWORD_HASHING": "fast",
-            "LEDGERPORT_FUNCTION_WALL_LIMIT": "1",
-        }
-        log = open(Path(directory) / "server.log", "wb")  # noqa: SIM115 - closed below
-        server = subprocess.Popen(
-            [sys.executable, "-m", "ledgerport", "serve"], env=env, stdout=log, stderr=log
-        )
-        base = f"http://127.0.0.1:{port}"
+        server = start_server(Path(directory), admin_token, env)
         try:
-            return _hostile_against(base, admin_token)
+            wait_healthy(server)
+            return _hostile_against(server.base, admin_token)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
-            log.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+            stop(server.process)
 
 
 def _hostile_against(base: str, admin_token: str) -> tuple[float, float, dict[str, int]]:
-    with httpx.Client(base_url=base, timeout=10, trust_env=False) as http:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if http.get("/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
-        admin = {"Authorization": f"Bearer {admin_token}"}
-        user = _ok(
-            http.post(
-                "/admin/users",
-                json={"email": "h@example.com", "password": "pw-123456789"},
-                headers=admin,
-            )
-        )
-        business = _ok(http.post("/admin/businesses", json={"name": "Hostile"}, headers=admin))
-        http.put(
-            f"/admin/businesses/{business['id']}/members/{user['id']}",
-            json={"role": "owner"},
-            headers=admin,
-        )
-        scopes = ["customers:read", "customers:write"]
-        app = _ok(
-            http.post(
-                "/admin/apps",
-                json={
-                    "name": "Hostile",
-                    "type": "CONFIDENTIAL",
-                    "redirectUris": ["https://h.example/cb"],
-                    "scopes": scopes,
-                    "developerUserId": user["id"],
-                    "reviewed": True,
-                },
-                headers=admin,
-            )
-        )
-        ids = {"appId": app["id"], "businessId": business["id"], "userId": user["id"]}
-        _ok(http.post("/admin/installations", json={**ids, "scopes": scopes}, headers=admin))
-        developer = {
-            "Authorization": f"Bearer {_ok(http.post('/admin/developer-tokens', json={'userId': user['id']}, headers=admin))['token']}"
-        }
+    made = provision(base, admin_token, ["customers:read", "customers:write"], "Hostile")
+    console = httpx.Client(
+        base_url=f"{base}/developer/apps/{made.app_id}",
+        headers={"Authorization": f"Bearer {made.developer_token}"},
+        timeout=10,
+        trust_env=False,
+    )
+    api = httpx.Client(
+        base_url=base,
+        headers={"Authorization": f"Bearer {made.access_token}"},
+        timeout=10,
+        trust_env=False,
+    )
+    with console, api:
         for name, source in HOSTILE.items():
-            _ok(
-                http.put(
-                    f"/developer/apps/{app['id']}/functions/{name}",
-                    json={"source": source, "events": ["customer.created"]},
-                    headers=developer,
-                )
-            )
-        session = _ok(http.post("/admin/session-tokens", json=ids, headers=admin))
-        import base64
-
-        from ledgerport import catalog
-
-        basic = base64.b64encode(f"{app['clientId']}:{app['clientSecret']}".encode()).decode()
-        tokens = _ok(
-            http.post(
-                "/oauth/token",
-                data={
-                    "grant_type": catalog.GRANT_TOKEN_EXCHANGE,
-                    "subject_token": session["sessionToken"],
-                    "subject_token_type": catalog.TOKEN_TYPE_JWT,
-                },
-                headers={"Authorization": f"Basic {basic}"},
-            )
-        )
-        api = {"Authorization": f"Bearer {tokens['access_token']}"}
+            body = {"source": source, "events": ["customer.created"]}
+            assert console.put(f"/functions/{name}", json=body).status_code == 200
         started = time.monotonic()
         for index in range(HOSTILE_EVENTS):
-            _ok(http.post("/customers", json={"name": f"Customer {index}"}, headers=api))
-        slowest = 0.0
-        outcomes: dict[str, int] = {}
+            assert api.post("/customers", json={"name": f"Customer {index}"}).status_code == 201
+        slowest, outcomes = 0.0, {}
         while time.monotonic() - started < HOSTILE_TIMEOUT:
             asked = time.perf_counter()
-            assert http.get("/healthz").status_code == 200
+            assert api.get("/healthz").status_code == 200
             slowest = max(slowest, time.perf_counter() - asked)
             time.sleep(0.02)
-            if int((time.monotonic() - started) * 50) % 25 == 0:
-                outcomes = {}
-                for name in HOSTILE:
-                    for run in _ok(
-                        http.get(
-                            f"/developer/apps/{app['id']}/functions/{name}/runs", headers=developer
-                        )
-                    )["data"]:  # type: ignore[union-attr]
-                        outcomes[str(run["error"])] = outcomes.get(str(run["error"]), 0) + 1  # type: ignore[index]
-                if (
-                    sum(outcomes.values()) == HOSTILE_EVENTS * len(HOSTILE)
-                    and "None" not in outcomes
-                ):
-                    break
+            outcomes = _ended(console)
+            if sum(outcomes.values()) == HOSTILE_EVENTS * len(HOSTILE):
+                break
         return slowest, time.monotonic() - started, outcomes
+
+
+def _ended(console: httpx.Client) -> dict[str, int]:
+    """How the runs that ended ended: their error, counted."""
+    counts: dict[str, int] = {}
+    for name in HOSTILE:
+        for run in console.get(f"/functions/{name}/runs").json()["data"]:
+            if run["status"] in ("succeeded", "failed"):
+                counts[str(run["error"])] = counts.get(str(run["error"]), 0) + 1
+    return counts
 
 
 async def _timed_phases(backends: list[str], runs: int) -> None:

@@ -7,7 +7,9 @@ removed; its output goes to ``workdir/server.log``.
 
 from __future__ import annotations
 
+import base64
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -16,8 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+from ledgerport import catalog
 
 STARTUP_TIMEOUT = 30.0
 
@@ -96,3 +101,73 @@ def served(workdir: Path, admin_token: str, env: dict[str, str] | None = None) -
         yield server
     finally:
         stop(server.process)
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """What the operator API set up: a business, its owner, an app the owner develops,
+    installed there, an access token of the app for that business and the owner's developer
+    token."""
+
+    business_id: str
+    user_id: str
+    app_id: str
+    access_token: str
+    developer_token: str
+
+
+def _answer(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code in (200, 201), response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def provision(base: str, admin_token: str, scopes: list[str], name: str = "App") -> Provisioned:
+    """Set up through the operator API (see :class:`Provisioned`); the access token comes from
+    the token exchange of a session token, as an embedded app gets it."""
+    admin = {"Authorization": f"Bearer {admin_token}"}
+    with httpx.Client(base_url=base, timeout=10.0, trust_env=False, headers=admin) as http:
+        business = _answer(http.post("/admin/businesses", json={"name": f"{name} Ltd"}))
+        user = _answer(
+            http.post(
+                "/admin/users",
+                json={"email": f"{secrets.token_hex(4)}@example.com", "password": "pw-12345678"},
+            )
+        )
+        member = http.put(
+            f"/admin/businesses/{business['id']}/members/{user['id']}", json={"role": "owner"}
+        )
+        assert member.status_code == 200
+        app = _answer(
+            http.post(
+                "/admin/apps",
+                json={
+                    "name": name,
+                    "type": "CONFIDENTIAL",
+                    "redirectUris": ["https://app.example/callback"],
+                    "scopes": scopes,
+                    "developerUserId": user["id"],
+                    "reviewed": True,
+                },
+            )
+        )
+        ids = {"appId": app["id"], "businessId": business["id"], "userId": user["id"]}
+        _answer(http.post("/admin/installations", json={**ids, "scopes": scopes}))
+        session = _answer(http.post("/admin/session-tokens", json=ids))
+        developer = _answer(http.post("/admin/developer-tokens", json={"userId": user["id"]}))
+    basic = base64.b64encode(f"{app['clientId']}:{app['clientSecret']}".encode()).decode()
+    with httpx.Client(base_url=base, timeout=10.0, trust_env=False) as oauth:
+        tokens = _answer(
+            oauth.post(
+                "/oauth/token",
+                data={
+                    "grant_type": catalog.GRANT_TOKEN_EXCHANGE,
+                    "subject_token": session["sessionToken"],
+                    "subject_token_type": catalog.TOKEN_TYPE_JWT,
+                },
+                headers={"Authorization": f"Basic {basic}"},
+            )
+        )
+    return Provisioned(
+        business["id"], user["id"], app["id"], tokens["access_token"], developer["token"]
+    )

@@ -8,7 +8,6 @@ log shows what it did, in order.
 
 from __future__ import annotations
 
-import base64
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from ledgerport import catalog
 
-from .served import Server, served
+from .served import Server, provision, served
 
 ADMIN_TOKEN = "lp_admin_e2e-data-api-token-0123456789abcdef"
 HTTP_TIMEOUT = 10.0
@@ -42,57 +41,12 @@ def _created(response: httpx.Response) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def api(server: Server) -> Iterator[httpx.Client]:
     """A client of the data API holding an access token with every area scope."""
+    made = provision(server.base, ADMIN_TOKEN, SCOPES, "Full Books")
     with httpx.Client(
         base_url=server.base,
         timeout=HTTP_TIMEOUT,
         trust_env=False,
-        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-    ) as admin:
-        business = _created(admin.post("/admin/businesses", json={"name": "Everything Ltd"}))
-        user = _created(
-            admin.post(
-                "/admin/users",
-                json={"email": f"{secrets.token_hex(4)}@example.com", "password": "pw-12345678"},
-            )
-        )
-        member = admin.put(
-            f"/admin/businesses/{business['id']}/members/{user['id']}", json={"role": "owner"}
-        )
-        assert member.status_code == 200
-        app = _created(
-            admin.post(
-                "/admin/apps",
-                json={
-                    "name": "Full Books",
-                    "type": "CONFIDENTIAL",
-                    "redirectUris": ["https://app.example/callback"],
-                    "scopes": SCOPES,
-                    "developerUserId": user["id"],
-                    "reviewed": True,
-                },
-            )
-        )
-        ids = {"appId": app["id"], "businessId": business["id"], "userId": user["id"]}
-        _created(admin.post("/admin/installations", json={**ids, "scopes": SCOPES}))
-        session = _created(admin.post("/admin/session-tokens", json=ids))
-    basic = base64.b64encode(f"{app['clientId']}:{app['clientSecret']}".encode()).decode()
-    with httpx.Client(base_url=server.base, timeout=HTTP_TIMEOUT, trust_env=False) as oauth:
-        tokens = _created(
-            oauth.post(
-                "/oauth/token",
-                data={
-                    "grant_type": catalog.GRANT_TOKEN_EXCHANGE,
-                    "subject_token": session["sessionToken"],
-                    "subject_token_type": catalog.TOKEN_TYPE_JWT,
-                },
-                headers={"Authorization": f"Basic {basic}"},
-            )
-        )
-    with httpx.Client(
-        base_url=server.base,
-        timeout=HTTP_TIMEOUT,
-        trust_env=False,
-        headers={"Authorization": f"Bearer {tokens['access_token']}"},
+        headers={"Authorization": f"Bearer {made.access_token}"},
     ) as client:
         yield client
 

@@ -3,18 +3,15 @@ create an invoice through the API, and see the run with its logs and the app dat
 
 from __future__ import annotations
 
-import base64
-import secrets
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ledgerport import catalog
-
-from .served import served
+from .served import provision, served
 
 ADMIN_TOKEN = "lp_admin_e2e-functions-token-0123456789abcdef"
 HTTP_TIMEOUT = 10.0
@@ -53,61 +50,21 @@ def _client(base: str, token: str) -> httpx.Client:
     )
 
 
+@contextmanager
 def _provision(base: str) -> Iterator[tuple[httpx.Client, httpx.Client]]:
     """The console of an app's developer, and the data API with an access token of that app
     installed in the developer's business."""
-    with _client(base, ADMIN_TOKEN) as admin:
-        business = _ok(admin.post("/admin/businesses", json={"name": "Functions Ltd"}))
-        user = _ok(
-            admin.post(
-                "/admin/users",
-                json={"email": f"{secrets.token_hex(4)}@example.com", "password": "pw-12345678"},
-            )
-        )
-        member = admin.put(
-            f"/admin/businesses/{business['id']}/members/{user['id']}", json={"role": "owner"}
-        )
-        assert member.status_code == 200
-        app = _ok(
-            admin.post(
-                "/admin/apps",
-                json={
-                    "name": "Reviewer",
-                    "type": "CONFIDENTIAL",
-                    "redirectUris": ["https://app.example/callback"],
-                    "scopes": SCOPES,
-                    "developerUserId": user["id"],
-                    "reviewed": True,
-                },
-            )
-        )
-        ids = {"appId": app["id"], "businessId": business["id"], "userId": user["id"]}
-        _ok(admin.post("/admin/installations", json={**ids, "scopes": SCOPES}))
-        session = _ok(admin.post("/admin/session-tokens", json=ids))
-        developer_token = _ok(admin.post("/admin/developer-tokens", json={"userId": user["id"]}))
-    basic = base64.b64encode(f"{app['clientId']}:{app['clientSecret']}".encode()).decode()
-    with httpx.Client(base_url=base, timeout=HTTP_TIMEOUT, trust_env=False) as oauth:
-        tokens = _ok(
-            oauth.post(
-                "/oauth/token",
-                data={
-                    "grant_type": catalog.GRANT_TOKEN_EXCHANGE,
-                    "subject_token": session["sessionToken"],
-                    "subject_token_type": catalog.TOKEN_TYPE_JWT,
-                },
-                headers={"Authorization": f"Basic {basic}"},
-            )
-        )
+    made = provision(base, ADMIN_TOKEN, SCOPES, "Reviewer")
     with (
-        _client(f"{base}/developer/apps/{app['id']}", developer_token["token"]) as console,
-        _client(base, tokens["access_token"]) as api,
+        _client(f"{base}/developer/apps/{made.app_id}", made.developer_token) as console,
+        _client(base, made.access_token) as api,
     ):
         yield console, api
 
 
 def test_upload_create_an_invoice_and_see_the_run_and_what_it_wrote(tmp_path: Path) -> None:
     with served(tmp_path, ADMIN_TOKEN, {"LEDGERPORT_PASSWORD_HASHING": "fast"}) as server:
-        for console, api in _provision(server.base):
+        with _provision(server.base) as (console, api):
             _ok(
                 console.post(
                     "/app-data-fields",
@@ -172,7 +129,7 @@ def test_hostile_runs_end_on_their_limits_while_the_service_keeps_answering(
     env = {"LEDGERPORT_PASSWORD_HASHING": "fast", "LEDGERPORT_FUNCTION_WALL_LIMIT": "1"}
     customers = 3
     with served(tmp_path, ADMIN_TOKEN, env) as server:
-        for console, api in _provision(server.base):
+        with _provision(server.base) as (console, api):
             for name, (source, _) in HOSTILE.items():
                 _ok(
                     console.put(

@@ -138,6 +138,35 @@ async def _issue_pair(
     return TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes)
 
 
+async def _insert_family(
+    tx: Transaction,
+    *,
+    now: float,
+    app_id: str,
+    installation_id: str,
+    business_id: str,
+    user_id: str,
+    scopes: Sequence[str],
+    resource: str | None,
+    grant_type: str,
+) -> str:
+    family_id = new_id("fam")
+    await tx.execute(
+        "INSERT INTO token_families (id, app_id, installation_id, business_id, user_id, scopes,"
+        " resource, grant_type, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        family_id,
+        app_id,
+        installation_id,
+        business_id,
+        user_id,
+        json.dumps(list(scopes)),
+        resource,
+        grant_type,
+        now,
+    )
+    return family_id
+
+
 async def start_family(
     tx: Transaction,
     keyring: Keyring,
@@ -152,19 +181,16 @@ async def start_family(
     grant_type: str,
 ) -> tuple[str, TokenPair]:
     """A new token family (one consent) and its first access and refresh tokens."""
-    family_id = new_id("fam")
-    await tx.execute(
-        "INSERT INTO token_families (id, app_id, installation_id, business_id, user_id, scopes,"
-        " resource, grant_type, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        family_id,
-        app_id,
-        installation_id,
-        business_id,
-        user_id,
-        json.dumps(list(scopes)),
-        resource,
-        grant_type,
-        now,
+    family_id = await _insert_family(
+        tx,
+        now=now,
+        app_id=app_id,
+        installation_id=installation_id,
+        business_id=business_id,
+        user_id=user_id,
+        scopes=scopes,
+        resource=resource,
+        grant_type=grant_type,
     )
     pair = await _issue_pair(tx, keyring, now=now, family_id=family_id, scopes=tuple(scopes))
     return family_id, pair
@@ -207,18 +233,16 @@ async def mint_run_token(
     """The access token of one hosted-function run: the installation's granted scopes, for its
     installing user (whose role permissions every call reads afresh), living ``ttl`` seconds,
     with no refresh token. Answers its family's id (to revoke it when the run ends) and it."""
-    family_id = new_id("fam")
-    await tx.execute(
-        "INSERT INTO token_families (id, app_id, installation_id, business_id, user_id, scopes,"
-        " resource, grant_type, created_at) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)",
-        family_id,
-        app_id,
-        installation_id,
-        business_id,
-        user_id,
-        json.dumps(list(scopes)),
-        RUN_GRANT_TYPE,
-        now,
+    family_id = await _insert_family(
+        tx,
+        now=now,
+        app_id=app_id,
+        installation_id=installation_id,
+        business_id=business_id,
+        user_id=user_id,
+        scopes=scopes,
+        resource=None,
+        grant_type=RUN_GRANT_TYPE,
     )
     token = new_token(catalog.ACCESS_TOKEN_PREFIX)
     await tx.execute(

@@ -3,6 +3,8 @@ or a developer token), on an app they develop; anyone else's app is not found (4
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from quart import Blueprint, g, request
 from quart_schema import security_scheme_blueprint
 
@@ -45,3 +47,12 @@ async def developed_app(tx: storage.Transaction, app_id: str) -> apps.App:
     if app.developer_user_id != developer_id():
         raise apps.AppNotFound(app_id)
     return app
+
+
+def iso_time(moment: float) -> str:
+    """A moment as the console shows it: ISO 8601 in UTC, to the millisecond, ``Z``."""
+    return (
+        datetime.fromtimestamp(moment, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )

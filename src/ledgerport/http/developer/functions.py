@@ -3,7 +3,6 @@ delete, and the recent runs (contract.md: Developer console API, Hosted function
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
@@ -16,7 +15,7 @@ from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
-from ._blueprint import blueprint, developed_app
+from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
 RunStatus = Annotated[str, WithJsonSchema(one_of(apps.RUN_STATUSES))]
@@ -98,22 +97,14 @@ class RunPage(TypedDict):
     next: str | None
 
 
-def _iso(moment: float) -> str:
-    return (
-        datetime.fromtimestamp(moment, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
 def _function(function: apps.HostedFunction) -> Function:
     return {
         "id": function.id,
         "name": function.name,
         "events": list(function.events),
         "version": function.version,
-        "createdAt": _iso(function.created_at),
-        "updatedAt": _iso(function.updated_at),
+        "createdAt": iso_time(function.created_at),
+        "updatedAt": iso_time(function.updated_at),
     }
 
 
@@ -129,7 +120,7 @@ def _run(run: apps.FunctionRun) -> Run:
         "logs": run.logs,
         "error": run.error,
         "result": run.result,
-        "createdAt": _iso(run.created_at),
+        "createdAt": iso_time(run.created_at),
     }
 
 

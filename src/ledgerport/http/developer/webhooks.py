@@ -6,7 +6,6 @@ Every write that queues a delivery notifies the delivery engine when it commits.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
@@ -19,7 +18,7 @@ from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
 from .._openapi import JSON_BODY_ERRORS, NUL_FREE, Param, Reply, json_reply, one_of, operation
-from ._blueprint import blueprint, developed_app
+from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
 Status = Annotated[str, WithJsonSchema(one_of(apps.DELIVERY_STATUSES))]
@@ -126,14 +125,6 @@ class DeliveryPage(TypedDict):
     next: str | None
 
 
-def _iso(moment: float) -> str:
-    return (
-        datetime.fromtimestamp(moment, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
 def _webhook(webhook: apps.Webhook) -> Webhook:
     return {
         "id": webhook.id,
@@ -153,9 +144,9 @@ def _delivery(delivery: apps.Delivery) -> Delivery:
         "attempts": delivery.attempts,
         "responseCode": delivery.response_code,
         "lastError": delivery.last_error,
-        "createdAt": _iso(delivery.created_at),
+        "createdAt": iso_time(delivery.created_at),
         "nextAttemptAt": (
-            _iso(delivery.next_attempt_at)
+            iso_time(delivery.next_attempt_at)
             if waiting and delivery.next_attempt_at is not None
             else None
         ),
@@ -271,7 +262,7 @@ async def rotate_webhook_secret(app_id: str, webhook_id: str) -> Rotation:
         secret, expires_at = await apps.rotate_webhook_secret(
             tx, p.keyring, now=p.now(), app_id=app_id, webhook_id=webhook_id
         )
-    return {"secret": secret, "previousSecretExpiresAt": _iso(expires_at)}
+    return {"secret": secret, "previousSecretExpiresAt": iso_time(expires_at)}
 
 
 @blueprint.get("/apps/<app_id>/webhooks/<webhook_id>/deliveries")
