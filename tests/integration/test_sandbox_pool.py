@@ -273,3 +273,39 @@ async def test_concurrent_runs_spread_over_the_workers() -> None:
                 for index in range(2):
                     nursery.start_soon(run, index)
     assert [outcome.result for outcome in outcomes] == ["[]", "[]"]
+
+
+def _limits_of(pid: int) -> dict[str, str]:
+    limits: dict[str, str] = {}
+    with open(f"/proc/{pid}/limits") as table:
+        for line in table.readlines()[1:]:
+            name, soft = line[:26].strip(), line[26:47].strip()
+            limits[name] = soft
+    return limits
+
+
+async def test_a_worker_runs_under_memory_and_address_space_limits() -> None:
+    with trio.fail_after(TIMEOUT):
+        async with running(memory_mib=768) as pool:
+            # Many function versions, more than a worker keeps isolates for, fit in its limits.
+            for index in range(20):
+                outcome = await pool.invoke(
+                    request("export const handler = () => 1", key=f"fn_{index}:1")
+                )
+                assert outcome.result == "1", outcome.error
+            (pid,) = pool.pids()
+            limits = _limits_of(pid)
+    assert limits["Max data size"] == str(768 * 1024 * 1024)
+    assert limits["Max address space"] != "unlimited"
+    assert limits["Max core file size"] == "0"
+
+
+async def test_a_run_reaches_no_process_file_system_or_network() -> None:
+    source = (
+        "export const handler = () => [typeof require, typeof process, typeof fetch,"
+        " typeof XMLHttpRequest, typeof Deno, typeof setInterval, typeof setTimeout]"
+    )
+    with trio.fail_after(TIMEOUT):
+        async with running() as pool:
+            outcome = await pool.invoke(request(source))
+    assert json.loads(outcome.result or "null") == ["undefined"] * 7

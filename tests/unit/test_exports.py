@@ -551,6 +551,11 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "placeholders",
     },
     "ledgerport.runtime": {
+        "MAX_FRAME",
+        "FrameError",
+        "FrameReader",
+        "decode_frame",
+        "encode_frame",
         "RunLimits",
         "RunOutcome",
         "RunRequest",

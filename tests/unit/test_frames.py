@@ -9,21 +9,21 @@ import pytest
 import trio
 import trio.testing
 
-from ledgerport.runtime._frames import MAX_FRAME, FrameError, FrameReader, decode, encode
+from ledgerport.runtime import MAX_FRAME, FrameError, FrameReader, decode_frame, encode_frame
 
 MESSAGE = {"op": "run", "run": "run_1", "event": {"data": {"n": 1}}, "limits": {"cpu": 2.0}}
 
 
 def test_a_frame_is_its_length_then_its_msgpack() -> None:
-    frame = encode(MESSAGE)
+    frame = encode_frame(MESSAGE)
     (length,) = struct.unpack(">I", frame[:4])
     assert length == len(frame) - 4
-    assert decode(frame[4:]) == MESSAGE
+    assert decode_frame(frame[4:]) == MESSAGE
 
 
 def test_a_frame_over_the_limit_is_refused() -> None:
     with pytest.raises(FrameError):
-        encode({"script": "x" * (MAX_FRAME + 1)})
+        encode_frame({"script": "x" * (MAX_FRAME + 1)})
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_a_frame_over_the_limit_is_refused() -> None:
 )
 def test_a_payload_that_is_not_a_map_is_refused(payload: bytes) -> None:
     with pytest.raises(FrameError):
-        decode(payload)
+        decode_frame(payload)
 
 
 async def _read_all(chunks: list[bytes]) -> list[object]:
@@ -48,14 +48,14 @@ async def _read_all(chunks: list[bytes]) -> list[object]:
 
 
 async def test_frames_arrive_whatever_the_chunks() -> None:
-    data = encode(MESSAGE) + encode({"op": "done"})
+    data = encode_frame(MESSAGE) + encode_frame({"op": "done"})
     one_byte_at_a_time = [data[i : i + 1] for i in range(len(data))]
     assert await _read_all([data]) == [MESSAGE, {"op": "done"}]
     assert await _read_all(one_byte_at_a_time) == [MESSAGE, {"op": "done"}]
 
 
 async def test_an_end_between_frames_is_clean_and_one_inside_a_frame_is_not() -> None:
-    frame = encode(MESSAGE)
+    frame = encode_frame(MESSAGE)
     assert await _read_all([]) == []
     with pytest.raises(FrameError):
         await _read_all([frame[:-1]])

@@ -18,14 +18,14 @@ class FrameError(Exception):
     """The other side sent something that is not a frame (or closed in the middle of one)."""
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode_frame(message: dict[str, Any]) -> bytes:
     payload: bytes = msgpack.packb(message, use_bin_type=True)
     if len(payload) > MAX_FRAME:
         raise FrameError(f"frame of {len(payload)} bytes is over {MAX_FRAME}")
     return _HEADER.pack(len(payload)) + payload
 
 
-def decode(payload: bytes) -> dict[str, Any]:
+def decode_frame(payload: bytes) -> dict[str, Any]:
     try:
         message = msgpack.unpackb(payload, raw=False)
     except (ValueError, msgpack.UnpackException) as exc:
@@ -72,4 +72,4 @@ class FrameReader:
             raise FrameError("stream ended in the middle of a frame")
         payload = bytes(self._buffer[HEADER_SIZE : HEADER_SIZE + length])
         del self._buffer[: HEADER_SIZE + length]
-        return decode(payload)
+        return decode_frame(payload)

@@ -27,7 +27,7 @@ import trio
 
 from ledgerport.ops import Metrics
 
-from ._frames import FrameError, FrameReader, encode
+from ._frames import FrameError, FrameReader, encode_frame
 
 log = logging.getLogger("ledgerport.runtime.pool")
 
@@ -104,7 +104,7 @@ class _Worker:
     async def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
         async with self.send_lock:
-            await self.process.stdin.send_all(encode(message))
+            await self.process.stdin.send_all(encode_frame(message))
 
 
 class SandboxPool:

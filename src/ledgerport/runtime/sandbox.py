@@ -25,9 +25,9 @@ Each function version gets its own V8 isolate, kept for the next runs of that ve
 module's top level runs once per isolate, as a module's does), so one app's state is never seen
 by another app's run. Isolates are dropped least recently used first, and after a run that broke
 the heap limit. The process limits itself: its data segment (RLIMIT_DATA, which V8's heap and
-buffers count against, while its reserved address space does not; V8 reserves about a terabyte
-of address space, so RLIMIT_AS cannot bound it) and, per run, its CPU time (RLIMIT_CPU: the
-kernel stops a run that exceeds it with SIGXCPU). Wall time is the engine's to enforce: it kills
+buffers count against), its address space (RLIMIT_AS, set once V8 is up to what V8 reserved, a
+terabyte for its sandbox, plus a headroom for isolates) and, per run, its CPU time (RLIMIT_CPU:
+the kernel stops a run that exceeds it with SIGXCPU). Wall time is the engine's to enforce: it kills
 the worker.
 """
 
@@ -44,10 +44,13 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from ._frames import HEADER_SIZE, MAX_FRAME, decode, encode, frame_length
+from ._frames import HEADER_SIZE, MAX_FRAME, decode_frame, encode_frame, frame_length
 
 ISOLATES_KEPT = 16
 """Function versions whose isolate a worker keeps at once."""
+ADDRESS_SPACE_HEADROOM = 64 * 1024**3
+"""Bytes of address space a worker may map beyond what V8 reserved at start: each isolate
+reserves about 1.7 GiB (measured), so ISOLATES_KEPT and more fit."""
 OOM_CHECK = 0.02
 """Seconds between looks at the heap limit while an asynchronous run goes on."""
 
@@ -202,7 +205,7 @@ class _Worker:
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
 
     def send(self, message: dict[str, Any]) -> None:
-        self._writer.write(encode(message))
+        self._writer.write(encode_frame(message))
 
     async def api_call(self, method: str, path: str, body: str | None) -> str:
         """``context.api``'s way out: the engine makes the call and answers."""
@@ -309,6 +312,23 @@ async def _settled(isolate: _Isolate, promise: Any) -> str:
             raise JSOOMException("heap limit reached")
 
 
+def _limit_address_space() -> None:
+    """Bound the address space to what V8 reserved at start plus ADDRESS_SPACE_HEADROOM.
+
+    V8 reserves about a terabyte of address space when it starts (its sandbox), so a limit
+    set before it would stop it from starting; set now, it bounds every later mapping. The
+    memory a run may actually use is the data segment's limit (``--memory-mib``)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                size = int(line.split()[1]) * 1024
+                break
+        else:
+            return
+    limit = size + ADDRESS_SPACE_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _limit_cpu(seconds: float) -> None:
     """From now on, this run may use ``seconds`` of CPU: past them the kernel sends SIGXCPU,
     whose default action ends the process (the engine reads the signal as the CPU limit)."""
@@ -325,7 +345,7 @@ async def _read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
     except asyncio.IncompleteReadError:
         return None
     payload = await reader.readexactly(frame_length(header))
-    return decode(payload)
+    return decode_frame(payload)
 
 
 async def _serve() -> None:
@@ -343,6 +363,7 @@ async def _serve() -> None:
     from py_mini_racer import MiniRacer
 
     MiniRacer().close()  # V8 is up: the first isolate costs the most
+    _limit_address_space()
     worker.send({"op": "ready", "pid": os.getpid()})
     await writer.drain()
     running: asyncio.Task[None] | None = None
