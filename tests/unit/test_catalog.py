@@ -358,3 +358,18 @@ def test_account_types_in_the_request_model_are_the_catalogs() -> None:
     from ledgerport.http.api.ledger import AccountIn
 
     assert typing.get_args(AccountIn.model_fields["type"].annotation) == catalog.ACCOUNT_TYPES
+
+
+def test_the_catalog_doc_lists_every_extension_target_with_its_scope() -> None:
+    rows = re.findall(
+        r"^\| `([a-z_.]+)` \| (record page|list actions|dashboard card) \|"
+        r" (?:`([a-z:-]+)`|none) \|",
+        CATALOG_DOC.read_text(),
+        re.M,
+    )
+    places = {"record page": "details", "list actions": "list.action", "dashboard card": "card"}
+    documented = {name: (places[place], scope or None) for name, place, scope in rows}
+    assert documented == {
+        target.name: (target.place, target.scope) for target in catalog.EXTENSION_TARGETS.values()
+    }
+    assert len(documented) == 15

@@ -75,6 +75,9 @@ from ._errors import AppNotActive as AppNotActive
 from ._errors import AppNotFound as AppNotFound
 from ._errors import AppNotReviewed as AppNotReviewed
 from ._errors import AppsError as AppsError
+from ._errors import ExtensionNotFound as ExtensionNotFound
+from ._errors import ExtensionPathInvalid as ExtensionPathInvalid
+from ._errors import ExtensionScopeRequired as ExtensionScopeRequired
 from ._errors import FunctionNotFound as FunctionNotFound
 from ._errors import FunctionSourceNoHandler as FunctionSourceNoHandler
 from ._errors import IdempotencyKeyReused as IdempotencyKeyReused
@@ -90,6 +93,11 @@ from ._errors import TooManyResourceIds as TooManyResourceIds
 from ._errors import UnknownAppDataField as UnknownAppDataField
 from ._errors import UnsupportedApiVersion as UnsupportedApiVersion
 from ._errors import WebhookNotFound as WebhookNotFound
+from ._extensions import Extension as Extension
+from ._extensions import delete_extension as delete_extension
+from ._extensions import extension_url as extension_url
+from ._extensions import list_extensions as list_extensions
+from ._extensions import put_extension as put_extension
 from ._functions import RUN_STATUSES as RUN_STATUSES
 from ._functions import ClaimedRun as ClaimedRun
 from ._functions import FunctionRun as FunctionRun

@@ -194,6 +194,29 @@ class WebhookNotFound(AppsError):
         super().__init__("Webhook {0} not found", params=[webhook_id])
 
 
+class ExtensionPathInvalid(AppsError):
+    """An extension's path is malformed or names no page on the App URL's origin."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("Extension path invalid: {0}", params=[reason])
+
+
+class ExtensionScopeRequired(AppsError):
+    """An extension on a record needs that record type's read scope, which the app does not
+    register."""
+
+    def __init__(self, target: str, scope: str) -> None:
+        super().__init__(
+            "Extension {0} needs the scope {1}, which the app does not register",
+            params=[target, scope],
+        )
+
+
+class ExtensionNotFound(AppsError):
+    def __init__(self, target: str) -> None:
+        super().__init__("The app has no extension at {0}", params=[target])
+
+
 class FunctionNotFound(AppsError):
     """The app has no hosted function of that name (or it was deleted)."""
 

@@ -45,6 +45,11 @@ from ._events import EVENTS as EVENTS
 from ._events import Audience as Audience
 from ._events import EventType as EventType
 from ._events import event_type as event_type
+from ._extensions import EXTENSION_LABEL_MAX_LENGTH as EXTENSION_LABEL_MAX_LENGTH
+from ._extensions import EXTENSION_PATH_MAX_LENGTH as EXTENSION_PATH_MAX_LENGTH
+from ._extensions import EXTENSION_TARGETS as EXTENSION_TARGETS
+from ._extensions import ExtensionPlace as ExtensionPlace
+from ._extensions import ExtensionTarget as ExtensionTarget
 from ._limits import ACCESS_TOKEN_TTL as ACCESS_TOKEN_TTL
 from ._limits import APP_DATA_RESOURCE_IDS_MAX as APP_DATA_RESOURCE_IDS_MAX
 from ._limits import APP_DATA_VALUES_MAX as APP_DATA_VALUES_MAX

@@ -197,6 +197,9 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.AppDataFieldNotFound: _coded("APP_DATA_FIELD_NOT_FOUND"),
     apps.WebhookNotFound: _coded("WEBHOOK_NOT_FOUND"),
     apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
+    apps.ExtensionNotFound: _coded("EXTENSION_NOT_FOUND"),
+    apps.ExtensionPathInvalid: _coded("EXTENSION_PATH_INVALID"),
+    apps.ExtensionScopeRequired: _coded("EXTENSION_SCOPE_REQUIRED"),
     apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),
     apps.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)
