@@ -31,6 +31,9 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "uninstall",
     },
     "ledgerport.apps": {
+        "ExtensionNotGranted",
+        "check_extension_granted",
+        "get_extension",
         "ExtensionNotFound",
         "ExtensionPathInvalid",
         "ExtensionScopeRequired",

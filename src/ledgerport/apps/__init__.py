@@ -76,6 +76,7 @@ from ._errors import AppNotFound as AppNotFound
 from ._errors import AppNotReviewed as AppNotReviewed
 from ._errors import AppsError as AppsError
 from ._errors import ExtensionNotFound as ExtensionNotFound
+from ._errors import ExtensionNotGranted as ExtensionNotGranted
 from ._errors import ExtensionPathInvalid as ExtensionPathInvalid
 from ._errors import ExtensionScopeRequired as ExtensionScopeRequired
 from ._errors import FunctionNotFound as FunctionNotFound
@@ -94,8 +95,10 @@ from ._errors import UnknownAppDataField as UnknownAppDataField
 from ._errors import UnsupportedApiVersion as UnsupportedApiVersion
 from ._errors import WebhookNotFound as WebhookNotFound
 from ._extensions import Extension as Extension
+from ._extensions import check_extension_granted as check_extension_granted
 from ._extensions import delete_extension as delete_extension
 from ._extensions import extension_url as extension_url
+from ._extensions import get_extension as get_extension
 from ._extensions import list_extensions as list_extensions
 from ._extensions import put_extension as put_extension
 from ._functions import RUN_STATUSES as RUN_STATUSES

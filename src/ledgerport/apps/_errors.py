@@ -212,6 +212,16 @@ class ExtensionScopeRequired(AppsError):
         )
 
 
+class ExtensionNotGranted(AppsError):
+    """The app's installation in the business lacks the scope its extension on a record needs."""
+
+    def __init__(self, target: str, scope: str) -> None:
+        super().__init__(
+            "The app was not granted {0} in this business, which its {1} extension needs",
+            params=[scope, target],
+        )
+
+
 class ExtensionNotFound(AppsError):
     def __init__(self, target: str) -> None:
         super().__init__("The app has no extension at {0}", params=[target])

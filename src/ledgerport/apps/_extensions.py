@@ -21,8 +21,13 @@ from ledgerport import catalog
 from ledgerport.errors import InvalidInput
 from ledgerport.storage import Row, Transaction
 
-from ._apps import App
-from ._errors import ExtensionNotFound, ExtensionPathInvalid, ExtensionScopeRequired
+from ._apps import App, active_installation
+from ._errors import (
+    ExtensionNotFound,
+    ExtensionNotGranted,
+    ExtensionPathInvalid,
+    ExtensionScopeRequired,
+)
 
 _FORBIDDEN = re.compile(r"[\\\s\x00-\x1f\x7f]")
 _DOT_SEGMENT = re.compile(r"(^|/)\.{1,2}(/|$)")
@@ -139,3 +144,26 @@ async def delete_extension(tx: Transaction, *, app: App, target: str) -> None:
     )
     if not removed:
         raise ExtensionNotFound(target)
+
+
+async def get_extension(tx: Transaction, *, app: App, target: str) -> Extension:
+    """The app's extension at ``target``; ExtensionNotFound when it declared none there."""
+    row = await tx.fetchrow(
+        "SELECT * FROM app_extensions WHERE app_id = $1 AND target = $2", app.id, target
+    )
+    if row is None or not app.app_url:
+        raise ExtensionNotFound(target)
+    return _from_row(row, app.app_url)
+
+
+async def check_extension_granted(
+    tx: Transaction, *, app: App, target: str, business_id: str
+) -> None:
+    """An extension on a record shows only where the app's installation was granted that
+    record type's read scope: ExtensionNotGranted otherwise."""
+    kind = catalog.EXTENSION_TARGETS.get(target)
+    if kind is None or kind.scope is None:
+        return
+    installation = await active_installation(tx, app.id, business_id)
+    if installation is None or kind.scope not in installation.scopes:
+        raise ExtensionNotGranted(target, kind.scope)

@@ -198,6 +198,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.WebhookNotFound: _coded("WEBHOOK_NOT_FOUND"),
     apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
     apps.ExtensionNotFound: _coded("EXTENSION_NOT_FOUND"),
+    apps.ExtensionNotGranted: Answer(403),
     apps.ExtensionPathInvalid: _coded("EXTENSION_PATH_INVALID"),
     apps.ExtensionScopeRequired: _coded("EXTENSION_SCOPE_REQUIRED"),
     apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),

@@ -12,13 +12,13 @@ envelope.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from quart import Blueprint, Response, render_template, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
-from ledgerport import apps, auth, books, storage
+from ledgerport import apps, auth, books, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from ._browser import current_user_id
@@ -94,6 +94,70 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
         app_origin=app_origin,
         app_id=app.id,
         business_id=business_id,
+    )
+    response = Response(html, content_type="text/html; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Content-Security-Policy"] = _embedded_csp(app_origin)
+    return response
+
+
+_RECORD = Param("record_id", "query", "The record the extension is shown for (record targets)")
+_EXTENSION_ACCESS = (
+    *_EMBEDDED_ACCESS,
+    apps.ExtensionNotFound,
+    apps.ExtensionNotGranted,
+    InvalidInput,
+)
+EXTENSION_FRAME_SANDBOX = "allow-scripts allow-forms allow-same-origin allow-popups"
+"""What an extension's frame may do: run its scripts against its own origin, submit its forms
+and open popups; not navigate the page around it, nor download."""
+
+
+@blueprint.get("/apps/<app_id>/extensions/<target>")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The page framing the extension"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    page(404, "No such extension"),
+    raises=(storage.BadValue, *_EXTENSION_ACCESS, storage.StorageUnavailable),
+    params=(_BUSINESS, _RECORD),
+)
+async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
+    """The page that frames an app's extension at ``target`` for a member of ``business_id``,
+    with the record it is shown for: the frame's address carries ``ledgerport_target``,
+    ``ledgerport_business`` and, on a record, ``ledgerport_record``; the bridge hands the frame
+    session tokens and renews them while the page is open."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    business_id = request.args.get("business_id", "")
+    record_id = request.args.get("record_id", "")
+    kind = catalog.EXTENSION_TARGETS.get(target)
+    async with unit_of_work() as tx:
+        app = await apps.get_app(tx, app_id)
+        await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
+        extension = await apps.get_extension(tx, app=app, target=target)
+        await apps.check_extension_granted(tx, app=app, target=target, business_id=business_id)
+    if kind is not None and kind.record_type is not None and not record_id:
+        raise InvalidInput([f"record_id is required: {target} shows a {kind.record_type}"])
+    context = {"ledgerport_target": target, "ledgerport_business": business_id}
+    if record_id:
+        context["ledgerport_record"] = record_id
+    parts = urlsplit(extension.url)
+    query = "&".join(filter(None, [parts.query, urlencode(context)]))
+    frame_url = urlunsplit(parts._replace(query=query))
+    app_origin = f"{parts.scheme}://{parts.netloc}"
+    html = await render_template(
+        "extension.html",
+        app_name=app.name,
+        label=extension.label,
+        frame_url=frame_url,
+        app_origin=app_origin,
+        app_id=app.id,
+        business_id=business_id,
+        target=target,
+        record_id=record_id,
+        sandbox=EXTENSION_FRAME_SANDBOX,
     )
     response = Response(html, content_type="text/html; charset=utf-8")
     response.headers["Cache-Control"] = "no-store"
