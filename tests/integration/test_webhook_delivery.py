@@ -772,3 +772,38 @@ async def test_deliveries_are_counted_in_the_metrics(
     attempts = registry.get_sample_value("ledgerport_webhook_attempt_duration_seconds_count")
     lag = registry.get_sample_value("ledgerport_webhook_event_to_first_attempt_seconds_count")
     assert (delivered, attempts, lag) == (1.0, 1.0, 1.0)
+
+
+# --- Privacy events ------------------------------------------------------------------------------
+
+
+PRIVACY = ["customer.redact", "supplier.redact", "business.redact"]
+
+
+async def test_privacy_events_follow_their_operator_calls_to_the_webhooks(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, PRIVACY) as hook,
+            engine_for(platform) as engine,
+        ):
+            world = hook.api.world
+            customer = await hook.api.customer()
+            supplier = await hook.api.ok("POST", "/suppliers", {"name": "Northwind"}, 201)
+            for path in (
+                f"/admin/businesses/{world.business_id}/customers/{customer['id']}/redact",
+                f"/admin/businesses/{world.business_id}/suppliers/{supplier['id']}/redact",
+                f"/admin/businesses/{world.business_id}/redact",
+            ):
+                response = await client.post(path, headers=admin_headers)
+                assert response.status_code in (200, 202), await response.get_data(as_text=True)
+            await deliver(engine)
+            received = [
+                (r.headers["x-webhook-event"], json.loads(r.body)) for r in hook.receiver.received
+            ]
+    assert sorted(event for event, _ in received) == sorted(PRIVACY)
+    bodies = dict(received)
+    assert bodies["customer.redact"]["data"]["customerId"] == customer["id"]
+    assert bodies["supplier.redact"]["data"]["supplierId"] == supplier["id"]
+    assert bodies["business.redact"]["businessId"] == world.business_id
