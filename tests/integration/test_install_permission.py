@@ -34,7 +34,19 @@ NO_INSTALL_ROLES = ("accountant", "viewer")
 async def _member_world(
     client: Any, admin_headers: dict[str, str], world: World, role: str
 ) -> World:
+    """A member with ``role`` in the world's business who is also an admin elsewhere, so the
+    consent form shows (offering only where they may approve): posting the world's business
+    anyway meets the rule on the server's side."""
     user_id, email, password = await add_member(client, admin_headers, world, role)
+    elsewhere = await (
+        await client.post("/admin/businesses", json={"name": "Elsewhere"}, headers=admin_headers)
+    ).get_json()
+    response = await client.put(
+        f"/admin/businesses/{elsewhere['id']}/members/{user_id}",
+        json={"role": "admin"},
+        headers=admin_headers,
+    )
+    assert response.status_code == 200
     return replace(world, user_id=user_id, email=email, password=password)
 
 

@@ -255,7 +255,7 @@ async def test_select_lists_only_active_businesses(client, admin_headers) -> Non
     for business, active in ((second, True), (inactive, False)):
         response = await client.put(
             f"/admin/businesses/{business['id']}/members/{world.user_id}",
-            json={"role": "viewer", "active": active},
+            json={"role": "admin", "active": active},
             headers=admin_headers,
         )
         assert response.status_code == 200
@@ -341,3 +341,93 @@ async def test_post_without_valid_csrf_is_refused(client, app, admin_headers, cs
     response = await client.post("/oauth/authorize", form={**form, "csrf_token": csrf})
     assert response.status_code == 303
     assert "code=" in response.headers["Location"]
+
+
+async def test_the_page_says_who_is_signed_in_who_made_the_app_and_what_it_asks_in_words(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    url = query(world, scope="invoices:read customers:read")
+
+    page, _, csrf = await consent_form(client, url)
+
+    assert f"Signed in as <strong>{world.email}</strong>" in page
+    assert 'action="/logout"' in page
+    assert f'name="next" value="{html.escape(url)}"' in page
+    assert "Not you? Switch account" in page
+    assert f"is made by {world.email}" in page
+    assert "See your invoices <code>invoices:read</code>" in page
+    assert "See your customers <code>customers:read</code>" in page
+    # Switching account signs out and comes back to this page once signed in again.
+    response = await client.post("/logout", form={"csrf_token": csrf, "next": url})
+    assert response.status_code == 303
+    location = response.headers["Location"]
+    assert urlsplit(location).path == "/login"
+    assert parse_qs(urlsplit(location).query)["next"] == [url]
+
+
+async def _member_of(
+    client: Any, admin_headers: dict[str, str], world: World, name: str, role: str
+) -> dict[str, Any]:
+    business = await (
+        await client.post("/admin/businesses", json={"name": name}, headers=admin_headers)
+    ).get_json()
+    response = await client.put(
+        f"/admin/businesses/{business['id']}/members/{world.user_id}",
+        json={"role": role},
+        headers=admin_headers,
+    )
+    assert response.status_code == 200
+    return business  # type: ignore[no-any-return]
+
+
+async def test_the_picker_offers_only_businesses_where_the_user_may_approve(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    world = await make_world(client, admin_headers)  # owner of its business
+    viewing = await _member_of(client, admin_headers, world, "Viewed", "viewer")
+    installed = await _member_of(client, admin_headers, world, "Installed", "owner")
+    response = await client.post(
+        "/admin/installations",
+        json={
+            "appId": world.app_id,
+            "businessId": installed["id"],
+            "userId": world.user_id,
+            "scopes": ["invoices:read", "customers:read"],
+        },
+        headers=admin_headers,
+    )
+    assert response.status_code == 201
+    demoted = await client.put(
+        f"/admin/businesses/{installed['id']}/members/{world.user_id}",
+        json={"role": "viewer"},
+        headers=admin_headers,
+    )
+    assert demoted.status_code == 200
+    await login(client, world)
+
+    # invoices:read: granted already where it is installed, so a viewer may approve it there.
+    page, _, _ = await consent_form(client, query(world))
+    offered = set(re.findall(r'<option value="([^"]+)"', page))
+    # invoices:write would widen it: only where the role holds apps:install.
+    wider, _, _ = await consent_form(client, query(world, scope="invoices:write"))
+    offered_wider = set(re.findall(r'<option value="([^"]+)"', wider))
+
+    assert offered == {world.business_id, installed["id"]}
+    assert viewing["id"] not in offered
+    assert offered_wider == {world.business_id}
+
+
+async def test_a_user_who_may_install_nowhere_is_told_so(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    world = await make_world(client, admin_headers, role="viewer")
+    await login(client, world)
+
+    response = await client.get(query(world))
+
+    assert response.status_code == 403
+    assert await problem_message(response) == (
+        "You may not install apps in any of your businesses: ask an owner or an admin"
+    )

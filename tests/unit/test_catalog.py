@@ -373,3 +373,11 @@ def test_the_catalog_doc_lists_every_extension_target_with_its_scope() -> None:
         target.name: (target.place, target.scope) for target in catalog.EXTENSION_TARGETS.values()
     }
     assert len(documented) == 15
+
+
+def test_every_scope_and_permission_has_plain_words() -> None:
+    assert set(catalog.SCOPE_DESCRIPTIONS) == set(catalog.SCOPES)
+    assert set(catalog.PERMISSION_DESCRIPTIONS) == set(catalog.PERMISSIONS)
+    for words in (*catalog.SCOPE_DESCRIPTIONS.values(), *catalog.PERMISSION_DESCRIPTIONS.values()):
+        assert words[0].isupper()
+        assert ":" not in words  # words, not scope names

@@ -21,6 +21,7 @@ PACKAGE = ROOT / "src" / "ledgerport"
 
 PUBLIC_NAMES: dict[str, set[str]] = {
     "ledgerport.access": {
+        "NoBusinessToInstallIn",
         "AccessError",
         "BusinessNotOffered",
         "NoBusinessToConnect",
@@ -363,6 +364,8 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "void_invoice",
     },
     "ledgerport.catalog": {
+        "PERMISSION_DESCRIPTIONS",
+        "SCOPE_DESCRIPTIONS",
         "EXTENSION_LABEL_MAX_LENGTH",
         "EXTENSION_PATH_MAX_LENGTH",
         "EXTENSION_TARGETS",

@@ -9,6 +9,7 @@ codes, and records ``app.uninstalled``.
 from ._consent import AccessError as AccessError
 from ._consent import BusinessNotOffered as BusinessNotOffered
 from ._consent import NoBusinessToConnect as NoBusinessToConnect
+from ._consent import NoBusinessToInstallIn as NoBusinessToInstallIn
 from ._consent import approve as approve
 from ._consent import consent_businesses as consent_businesses
 from ._ending import end_installation as end_installation

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ledgerport import apps, books
+from ledgerport import apps, books, catalog
 from ledgerport.errors import DomainError
 from ledgerport.storage import Transaction
 
@@ -20,6 +20,16 @@ class NoBusinessToConnect(AccessError):
         super().__init__("You are not an active member of any business")
 
 
+class NoBusinessToInstallIn(AccessError):
+    """The user's roles may not install apps (apps:install) in any of their businesses, and
+    no installation there already grants what is asked."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "You may not install apps in any of your businesses: ask an owner or an admin"
+        )
+
+
 class BusinessNotOffered(AccessError):
     """The consent form came back naming a business the user is not an active member of."""
 
@@ -27,17 +37,31 @@ class BusinessNotOffered(AccessError):
         super().__init__("You are not an active member of that business")
 
 
-async def consent_businesses(tx: Transaction, app: apps.App, user_id: str) -> list[books.Business]:
-    """The businesses the consent form offers: the user's active memberships, sandboxes only
-    for an unreviewed app. Raises AppNotReviewed or NoBusinessToConnect when there is none."""
-    businesses = [business for business, _ in await books.businesses_of_user(tx, user_id)]
+async def consent_businesses(
+    tx: Transaction, app: apps.App, user_id: str, scopes: Sequence[str]
+) -> list[books.Business]:
+    """The businesses the consent form offers for ``scopes``: the user's active memberships
+    (sandboxes only for an unreviewed app) where the user may approve them: their role holds
+    apps:install, or the app's ACTIVE installation there already grants every one of them.
+    Raises AppNotReviewed, NoBusinessToConnect or NoBusinessToInstallIn when there is none."""
+    memberships = await books.businesses_of_user(tx, user_id)
     if not app.reviewed:
-        businesses = [business for business in businesses if business.sandbox]
-    if businesses:
-        return businesses
-    if not app.reviewed:
-        raise apps.AppNotReviewed()
-    raise NoBusinessToConnect()
+        memberships = [(business, role) for business, role in memberships if business.sandbox]
+    if not memberships:
+        if not app.reviewed:
+            raise apps.AppNotReviewed()
+        raise NoBusinessToConnect()
+    offered: list[books.Business] = []
+    for business, role in memberships:
+        if catalog.PERMISSION_APPS_INSTALL in await books.role_permissions(tx, business.id, role):
+            offered.append(business)
+            continue
+        installation = await apps.active_installation(tx, app.id, business.id)
+        if installation is not None and set(scopes) <= set(installation.scopes):
+            offered.append(business)
+    if not offered:
+        raise NoBusinessToInstallIn()
+    return offered
 
 
 async def approve(

@@ -164,11 +164,13 @@ from ._scopes import APP_DATA_RESOURCE_TYPES as APP_DATA_RESOURCE_TYPES
 from ._scopes import AREAS as AREAS
 from ._scopes import PERMISSION_ACCOUNTS_WRITE as PERMISSION_ACCOUNTS_WRITE
 from ._scopes import PERMISSION_APPS_INSTALL as PERMISSION_APPS_INSTALL
+from ._scopes import PERMISSION_DESCRIPTIONS as PERMISSION_DESCRIPTIONS
 from ._scopes import PERMISSION_JOURNAL_POST as PERMISSION_JOURNAL_POST
 from ._scopes import PERMISSION_PAYMENTS_DELETE as PERMISSION_PAYMENTS_DELETE
 from ._scopes import PERMISSIONS as PERMISSIONS
 from ._scopes import ROLE_DEFAULTS as ROLE_DEFAULTS
 from ._scopes import ROLES as ROLES
+from ._scopes import SCOPE_DESCRIPTIONS as SCOPE_DESCRIPTIONS
 from ._scopes import SCOPES as SCOPES
 from ._scopes import SENSITIVE_PERMISSIONS as SENSITIVE_PERMISSIONS
 from ._scopes import is_scope as is_scope

@@ -38,6 +38,33 @@ def is_scope(name: str) -> bool:
     return name in _SCOPE_SET
 
 
+_AREA_NOUNS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "customers": "customers",
+        "suppliers": "suppliers",
+        "invoices": "invoices",
+        "payments": "payments",
+        "purchases": "purchases (bills from suppliers)",
+        "purchase-returns": "purchase returns",
+        "quotes": "quotes",
+        "accounts": "chart of accounts",
+        "journal": "journal entries",
+    }
+)
+
+SCOPE_DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "profile:read": "See your name and email address",
+        "events:read": "See the history of changes to the business's books",
+        "app-data:read": "Read what the app stores on your records",
+        "app-data:write": "Store its own information on your records",
+        **{f"{area}:read": f"See your {noun}" for area, noun in _AREA_NOUNS.items()},
+        **{f"{area}:write": f"Create and change your {noun}" for area, noun in _AREA_NOUNS.items()},
+    }
+)
+"""Each scope in plain words, as the consent, device and install pages show it."""
+
+
 # --- Role permissions --------------------------------------------------------------------------
 
 PERMISSION_JOURNAL_POST: Final = "journal:post"
@@ -57,6 +84,17 @@ installing apps.
 
 A call needs both the token's scope and the user's permission; the two gates are separate.
 """
+
+PERMISSION_DESCRIPTIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        **{f"{area}:read": f"See the {noun}" for area, noun in _AREA_NOUNS.items()},
+        **{f"{area}:write": f"Create and change the {noun}" for area, noun in _AREA_NOUNS.items()},
+        PERMISSION_JOURNAL_POST: "Post journal entries to the ledger",
+        PERMISSION_PAYMENTS_DELETE: "Delete payments",
+        PERMISSION_APPS_INSTALL: "Install apps and widen what they may do",
+    }
+)
+"""Each role permission in plain words."""
 
 SENSITIVE_PERMISSIONS: Final[frozenset[str]] = frozenset(
     {

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from quart import Response, render_template
+from quart import Response, render_template, request
 
-from ledgerport import apps, books
+from ledgerport import apps, books, catalog
 
-from ._browser import apply_cookies, csrf_token
+from ._browser import apply_cookies, csrf_token, current_user_id
+from ._context import unit_of_work
 
 
 async def consent_page(
@@ -19,14 +20,25 @@ async def consent_page(
     businesses: Sequence[books.Business],
     hidden: dict[str, str],
 ) -> Response:
-    """The app's name, the requested scopes, a ``business_id`` select and approve/deny buttons;
-    the form posts back to ``action`` with ``hidden`` fields and a CSRF token."""
+    """Who is signed in (with a way to switch account), the app's name and developer, the
+    requested scopes in plain words, a ``business_id`` select and approve/deny buttons; the form
+    posts back to ``action`` with ``hidden`` fields and a CSRF token."""
     cookies: dict[str, str] = {}
+    user_id = await current_user_id()
+    async with unit_of_work() as tx:
+        user = await books.get_user(tx, user_id) if user_id else None
+        developer = (
+            await books.get_user(tx, app.developer_user_id) if app.developer_user_id else None
+        )
+    here = request.full_path.rstrip("?") if request.method == "GET" else "/"
     html = await render_template(
         "consent.html",
         action=action,
         app_name=app.name,
-        scopes=scopes,
+        developer=(developer.name or developer.email) if developer else None,
+        user=user,
+        switch_next=here,
+        scopes=[(scope, catalog.SCOPE_DESCRIPTIONS.get(scope, scope)) for scope in scopes],
         businesses=businesses,
         hidden=hidden,
         csrf_token=csrf_token(cookies),

@@ -205,6 +205,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)
     access.NoBusinessToConnect: Answer(400),
+    access.NoBusinessToInstallIn: Answer(403),
     access.BusinessNotOffered: Answer(403),
     # auth: who is calling
     auth.InvalidAdminToken: _coded(

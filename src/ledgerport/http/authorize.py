@@ -78,6 +78,7 @@ def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:
         auth.AuthorizeProblem,
         apps.AppNotReviewed,
         access.NoBusinessToConnect,
+        access.NoBusinessToInstallIn,
         storage.BadValue,
         storage.StorageUnavailable,
     ),
@@ -93,7 +94,7 @@ async def authorize() -> ResponseReturnValue:
     if user_id is None:
         return login_redirect()
     async with unit_of_work() as tx:
-        businesses = await access.consent_businesses(tx, params.app, user_id)
+        businesses = await access.consent_businesses(tx, params.app, user_id, params.scopes)
         request_id = await auth.hold_request(
             tx, p.keyring, now=p.now(), user_id=user_id, params=params
         )

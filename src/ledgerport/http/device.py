@@ -122,7 +122,13 @@ async def device_form() -> ResponseReturnValue:
     page(200, "The consent form for the code's request"),
     page(400, "The form expired (CSRF check failed), or the code is wrong: the form again"),
     _TOO_MANY_CODES,
-    raises=(auth.NotSignedIn, apps.AppNotReviewed, access.NoBusinessToConnect, *_FORM_ERRORS),
+    raises=(
+        auth.NotSignedIn,
+        apps.AppNotReviewed,
+        access.NoBusinessToConnect,
+        access.NoBusinessToInstallIn,
+        *_FORM_ERRORS,
+    ),
     bodies=(Body(FORM, UserCodeEntry),),
     params=(CSRF_COOKIE_PARAM,),
 )
@@ -147,7 +153,7 @@ async def device_submit() -> ResponseReturnValue:
             await oauth_guard().wrong_user_code(ip, user_id)
             p.metrics.device_decisions.labels("wrong_code").inc()
             return await _code_form(entered, error=MSG_WRONG_CODE, status=400)
-        businesses = await access.consent_businesses(tx, found.app, user_id)
+        businesses = await access.consent_businesses(tx, found.app, user_id, found.scopes)
     return await consent_page(
         action="/device/decision",
         app=found.app,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import NotRequired
+from urllib.parse import urlencode
 
 from quart import Blueprint, Response, redirect, render_template, request
 from quart.typing import ResponseReturnValue
@@ -52,6 +53,8 @@ class LoginForm(TypedDict):
 
 class LogoutForm(TypedDict):
     csrf_token: CsrfToken
+    next: NotRequired[str]
+    """Where to go once signed in again (a path of this site): how "switch account" returns."""
 
 
 async def _login_page(
@@ -120,7 +123,11 @@ async def login_submit() -> ResponseReturnValue:
 
 @blueprint.post("/logout")
 @operation(
-    redirect_reply("Signed out: to the sign-in page, the session cookie cleared", SET_COOKIE),
+    redirect_reply(
+        "Signed out: to the sign-in page (returning to ``next`` once signed in again), the"
+        " session cookie cleared",
+        SET_COOKIE,
+    ),
     page(400, "The CSRF check failed"),
     raises=(RequestEntityTooLarge, storage.StorageUnavailable),
     bodies=(Body(FORM, LogoutForm),),
@@ -135,7 +142,9 @@ async def logout() -> ResponseReturnValue:
     if session:
         async with unit_of_work() as tx:
             await auth.end_login_session(tx, platform().keyring, session)
-    response = redirect("/login", 303)
+    next_path = safe_next(form.get("next"))
+    target = "/login" if next_path == "/" else f"/login?{urlencode({'next': next_path})}"
+    response = redirect(target, 303)
     clear_session_cookie(response)
     return response
 
