@@ -232,7 +232,9 @@ async def test_consent_offers_active_memberships_and_installs_in_the_chosen_one(
                 role="admin",
                 active=True,
             )
-            offered = await access.consent_businesses(tx, setup.app, setup.user_id)
+            offered = await access.consent_businesses(
+                tx, setup.app, setup.user_id, ["invoices:read"]
+            )
             installation = await access.approve(
                 tx,
                 now=platform.now(),
@@ -277,7 +279,9 @@ async def test_unreviewed_app_is_offered_sandboxes_only(platform: Platform) -> N
                 role="owner",
                 active=True,
             )
-            offered = await access.consent_businesses(tx, unreviewed, setup.user_id)
+            offered = await access.consent_businesses(
+                tx, unreviewed, setup.user_id, ["invoices:read"]
+            )
         with pytest.raises(apps.AppNotReviewed):
             async with platform.store.transaction() as tx:
                 await access.approve(
@@ -301,4 +305,25 @@ async def test_user_in_no_business_is_told_so(platform: Platform) -> None:
             )
         with pytest.raises(access.NoBusinessToConnect):
             async with platform.store.transaction() as tx:
-                await access.consent_businesses(tx, setup.app, loner.id)
+                await access.consent_businesses(tx, setup.app, loner.id, ["invoices:read"])
+
+
+async def test_a_member_whose_roles_may_not_install_is_told_so(platform: Platform) -> None:
+    with trio.fail_after(TIMEOUT):
+        setup = await _setup(platform)
+        async with platform.store.transaction() as tx:
+            viewer = await books.create_user(
+                tx, now=platform.now(), email="viewer@example.com", password_hash="x"
+            )
+            await books.set_membership(
+                tx,
+                now=platform.now(),
+                business_id=setup.business.id,
+                user_id=viewer.id,
+                role="viewer",
+                active=True,
+            )
+        with pytest.raises(access.NoBusinessToInstallIn):
+            async with platform.store.transaction() as tx:
+                # Wider than the installation: only a role with apps:install may approve it.
+                await access.consent_businesses(tx, setup.app, viewer.id, ["invoices:write"])

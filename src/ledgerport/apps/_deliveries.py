@@ -4,8 +4,9 @@ Redelivery, Test delivery).
 
 Fan-out reads the events the log marked for dispatch (``event_dispatch``) and, in one
 transaction, creates one delivery per enabled webhook subscribed to the event's type of every
-app entitled to it and deletes the marks: a crash before the commit leaves both as they were, so
-every event is fanned out exactly once. Entitlement is the audience rule of the Events API
+app entitled to it, queues one run per hosted function subscribed to it (``_functions.py``) and
+deletes the marks: a crash before the commit leaves all as they were, so every event is fanned
+out exactly once. Entitlement is the audience rule of the Events API
 (:func:`ledgerport.books.feed_view`): business and privacy events reach an app whose registered
 scopes and whose ACTIVE installation in the business both hold the event's gating scope; app
 events reach the app they were recorded for, whatever its installations.

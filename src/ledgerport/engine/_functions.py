@@ -96,7 +96,8 @@ class FunctionRunner:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[trio.Nursery]:
         """The nursery runs go on in. Tests drive the steps inside it (:meth:`claim_once`,
-        :meth:`settle`); leaving it cancels the runs going on, whose claims then run out."""
+        :meth:`settle`). Leaving it waits for the runs going on; cancelling it gives them back
+        (due again at once, their attempt not counted)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
