@@ -32,6 +32,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "uninstall",
     },
     "ledgerport.apps": {
+        "apps_developed_by",
         "ExtensionNotGranted",
         "check_extension_granted",
         "get_extension",

@@ -24,6 +24,7 @@ from ._apps import ENTITLEMENTS_CHANNEL as ENTITLEMENTS_CHANNEL
 from ._apps import App as App
 from ._apps import Installation as Installation
 from ._apps import active_installation as active_installation
+from ._apps import apps_developed_by as apps_developed_by
 from ._apps import create_app as create_app
 from ._apps import end_installation_state as end_installation_state
 from ._apps import find_app_by_client_id as find_app_by_client_id

@@ -188,6 +188,14 @@ async def get_app(tx: Transaction, app_id: str) -> App:
     return App.from_row(row)
 
 
+async def apps_developed_by(tx: Transaction, user_id: str) -> list[App]:
+    """The apps ``user_id`` develops, by name."""
+    rows = await tx.fetch(
+        "SELECT * FROM apps WHERE developer_user_id = $1 ORDER BY name, id", user_id
+    )
+    return [App.from_row(row) for row in rows]
+
+
 async def find_app_by_client_id(tx: Transaction, client_id: str) -> App | None:
     row = await tx.fetchrow("SELECT * FROM apps WHERE client_id = $1", client_id)
     return None if row is None else App.from_row(row)

@@ -12,7 +12,7 @@ from ledgerport import __version__, catalog
 from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 
-from . import _ops, admin, authorize, bridge, device, oauth, pages
+from . import _ops, admin, authorize, bridge, console_pages, device, oauth, pages
 from ._browser import SESSION_COOKIE
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
@@ -57,6 +57,7 @@ def create_app(platform: Platform) -> QuartTrio:
         authorize.blueprint.name: page_shape(PROBLEM_TITLE),
         device.blueprint.name: page_shape(PROBLEM_TITLE),
         bridge.blueprint.name: page_shape(bridge.PAGE_TITLE),
+        console_pages.blueprint.name: page_shape(console_pages.PAGE_TITLE),
     }
     QuartSchema(
         app,
@@ -87,6 +88,7 @@ def create_app(platform: Platform) -> QuartTrio:
         device.blueprint,
         bridge.blueprint,
         bridge.token_blueprint,
+        console_pages.blueprint,
         api_blueprint,
         developer_blueprint,
     ):

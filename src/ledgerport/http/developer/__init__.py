@@ -6,3 +6,4 @@ from . import functions as functions
 from . import versions as versions
 from . import webhooks as webhooks
 from ._blueprint import blueprint as blueprint
+from ._blueprint import iso_time as iso_time

@@ -1,0 +1,205 @@
+"""The developer console's pages on the application host: an app's overview, its webhooks with
+their recent deliveries (redeliver and test buttons), and its functions with their recent runs
+and logs. Server-rendered from the same domain calls as the JSON console API
+(``/developer/*``, the contract), for the signed-in developer (the session cookie); the buttons
+are forms with a CSRF token that come back to the page. Only an app's developer sees it: anyone
+else's app is not found."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from quart import Blueprint, Response, redirect, render_template, request
+from quart.typing import ResponseReturnValue
+from quart_schema import security_scheme
+
+from ledgerport import apps, storage
+
+from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
+from ._context import platform, unit_of_work
+from ._openapi import SIGNED_IN_OR_SENT_TO_SIGN_IN, Param, operation, page, redirect_reply
+from ._pages import login_redirect
+from .developer import iso_time
+
+blueprint = Blueprint("console_pages", __name__)
+
+PAGE_TITLE = "Console"
+"""Title of the console pages' problem pages."""
+_APP = Param("app_id", "path", "The app")
+_NOTICE = Param("notice", "query", "What the last button did")
+_PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
+
+
+async def _developed(tx: storage.Transaction, app_id: str, user_id: str) -> apps.App:
+    app = await apps.get_app(tx, app_id)
+    if app.developer_user_id != user_id:
+        raise apps.AppNotFound(app_id)
+    return app
+
+
+async def _page(template: str, **values: object) -> Response:
+    cookies: dict[str, str] = {}
+    html = await render_template(
+        template, csrf_token=csrf_token(cookies), notice=request.args.get("notice"), **values
+    )
+    response = Response(html, content_type="text/html; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none';"
+        " frame-ancestors 'none'"
+    )
+    return apply_cookies(response, cookies)
+
+
+@blueprint.get("/console")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The apps the signed-in user develops"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    raises=_PAGE_ERRORS,
+)
+async def console_home() -> ResponseReturnValue:
+    """The apps the signed-in user develops."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    async with unit_of_work() as tx:
+        developed = await apps.apps_developed_by(tx, user_id)
+    return await _page("console_home.html", apps=developed)
+
+
+@blueprint.get("/console/apps/<app_id>")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The app's overview"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    page(404, "Not an app of the signed-in developer"),
+    raises=_PAGE_ERRORS,
+    params=(_APP,),
+)
+async def app_overview(app_id: str) -> ResponseReturnValue:
+    """The app: its client id, status, review, App URL, scopes, pinned version, and how many
+    webhooks, functions and extensions it has."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    async with unit_of_work() as tx:
+        app = await _developed(tx, app_id, user_id)
+        webhooks = await apps.list_webhooks(tx, app_id)
+        functions = await apps.list_functions(tx, app_id)
+        extensions = await apps.list_extensions(tx, app)
+    return await _page(
+        "console_app.html",
+        app=app,
+        webhooks=len(webhooks),
+        functions=len(functions),
+        extensions=extensions,
+    )
+
+
+@blueprint.get("/console/apps/<app_id>/webhooks")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The app's webhooks and their recent deliveries"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    page(404, "Not an app of the signed-in developer"),
+    raises=_PAGE_ERRORS,
+    params=(_APP, _NOTICE),
+)
+async def webhooks_page(app_id: str) -> ResponseReturnValue:
+    """Each webhook with its 100 most recent deliveries: status, attempts, response code, last
+    error; a button to redeliver one that is not waiting for an attempt, and one to send a
+    test delivery."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    async with unit_of_work() as tx:
+        app = await _developed(tx, app_id, user_id)
+        webhooks = [
+            (webhook, await apps.recent_deliveries(tx, webhook.id))
+            for webhook in await apps.list_webhooks(tx, app_id)
+        ]
+    return await _page("console_webhooks.html", app=app, webhooks=webhooks, iso=iso_time)
+
+
+def _back(app_id: str, notice: str) -> Response:
+    return redirect(  # type: ignore[return-value]
+        f"/console/apps/{app_id}/webhooks?{urlencode({'notice': notice})}", 303
+    )
+
+
+@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/test")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply("Back to the webhooks page, saying what was done"),
+    page(404, "Not an app of the signed-in developer"),
+    raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
+    params=(_APP,),
+)
+async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
+    """The test button: a test delivery to the webhook."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    if not csrf_valid((await request.form).get("csrf_token")):
+        return _back(app_id, "The form expired: try again")
+    p = platform()
+    async with unit_of_work() as tx:
+        app = await _developed(tx, app_id, user_id)
+        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        delivery_id = await apps.create_test_delivery(
+            tx, now=p.now(), webhook=webhook, pinned_version=app.pinned_version
+        )
+        await tx.notify(apps.DELIVERIES_CHANNEL)
+    return _back(app_id, f"Test delivery {delivery_id} queued")
+
+
+@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply("Back to the webhooks page, saying what was done or why not"),
+    page(404, "Not an app of the signed-in developer"),
+    raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
+    params=(_APP,),
+)
+async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
+    """The redeliver button: the delivery again, or why it cannot go again."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    if not csrf_valid((await request.form).get("csrf_token")):
+        return _back(app_id, "The form expired: try again")
+    p = platform()
+    try:
+        async with unit_of_work() as tx:
+            await _developed(tx, app_id, user_id)
+            webhook = await apps.get_webhook(tx, app_id, webhook_id)
+            await apps.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
+            await tx.notify(apps.DELIVERIES_CHANNEL)
+    except apps.RedeliveryRefused as refused:
+        return _back(app_id, f"Not redelivered: {refused.rendered}")
+    return _back(app_id, f"Delivery {delivery_id} queued again")
+
+
+@blueprint.get("/console/apps/<app_id>/functions")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The app's functions and their recent runs"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    page(404, "Not an app of the signed-in developer"),
+    raises=_PAGE_ERRORS,
+    params=(_APP,),
+)
+async def functions_page(app_id: str) -> ResponseReturnValue:
+    """Each function with its version, events and 100 most recent runs: status, duration,
+    logs, error and result."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    async with unit_of_work() as tx:
+        app = await _developed(tx, app_id, user_id)
+        functions = [
+            (function, await apps.recent_runs(tx, function))
+            for function in await apps.list_functions(tx, app_id)
+        ]
+    return await _page("console_functions.html", app=app, functions=functions, iso=iso_time)

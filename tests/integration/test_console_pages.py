@@ -1,0 +1,171 @@
+"""The developer console's pages: the signed-in developer's apps, an app's overview, its webhooks
+with recent deliveries and the redeliver and test buttons, its functions with runs and logs;
+nobody else's app; accessible markup."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+import trio
+
+from ledgerport.platform import Platform
+from ledgerport.storage import Store
+
+from ..receiver import Answer
+from .oauth_helpers import login
+from .webhook_world import deliver, engine_for, hooked
+
+TIMEOUT = 30
+
+
+def _csrf(page: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert match, page
+    return match[1]
+
+
+async def _page(client: Any, path: str) -> str:
+    response = await client.get(path)
+    text = await response.get_data(as_text=True)
+    assert response.status_code == 200, text
+    assert response.headers["Cache-Control"] == "no-store"
+    assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+    return text
+
+
+async def test_the_developer_sees_the_app_its_webhooks_and_redelivers_from_the_page(
+    platform: Platform, client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, ["customer.created"]) as hook,
+            engine_for(platform) as engine,
+        ):
+            hook.receiver.default = Answer(status=500)
+            await hook.api.customer()
+            await deliver(engine)
+            # The failed delivery: the last of its attempts answered 500.
+            async with store.transaction() as tx:
+                await tx.execute(
+                    "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL"
+                )
+            world = hook.api.world
+            await login(client, world)
+            home = await _page(client, "/console")
+            overview = await _page(client, f"/console/apps/{world.app_id}")
+            page = await _page(client, f"/console/apps/{world.app_id}/webhooks")
+            (delivery,) = await hook.console.deliveries(hook.webhook["id"])
+            hook.receiver.default = Answer()
+            response = await client.post(
+                f"/console/apps/{world.app_id}/webhooks/{hook.webhook['id']}/deliveries"
+                f"/{delivery['id']}/redeliver",
+                form={"csrf_token": _csrf(page)},
+            )
+            back = await _page(client, response.headers["Location"])
+            await deliver(engine)
+            after = await _page(client, f"/console/apps/{world.app_id}/webhooks")
+            refused = await client.post(
+                f"/console/apps/{world.app_id}/webhooks/{hook.webhook['id']}/deliveries"
+                "/dlv_unknown/redeliver",
+                form={"csrf_token": _csrf(page)},
+            )
+            refusal = await _page(client, refused.headers["Location"])
+    assert f'href="/console/apps/{world.app_id}"' in home
+    assert "<code>customers:read</code>" in overview
+    assert html.escape(hook.webhook["url"]) in page
+    row = re.search(rf'<tr id="{delivery["id"]}">(.*?)</tr>', page, re.S)
+    assert row is not None
+    assert "failed" in row[1]
+    assert ">500<" in row[1]
+    assert "HTTP 500" in row[1]
+    assert f'aria-label="Redeliver {delivery["id"]}"' in row[1]
+    assert response.status_code == 303
+    assert f"Delivery {delivery['id']} queued again" in back
+    after_row = re.search(rf'<tr id="{delivery["id"]}">(.*?)</tr>', after, re.S)
+    assert after_row is not None
+    assert "delivered" in after_row[1]
+    assert "Not redelivered:" in refusal
+
+
+async def test_the_test_button_queues_a_test_delivery(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, ["invoice.created"]) as hook,
+            engine_for(platform) as engine,
+        ):
+            world = hook.api.world
+            await login(client, world)
+            page = await _page(client, f"/console/apps/{world.app_id}/webhooks")
+            response = await client.post(
+                f"/console/apps/{world.app_id}/webhooks/{hook.webhook['id']}/test",
+                form={"csrf_token": _csrf(page)},
+            )
+            await deliver(engine)
+            stale = await client.post(
+                f"/console/apps/{world.app_id}/webhooks/{hook.webhook['id']}/test",
+                form={"csrf_token": "forged"},
+            )
+            after = await _page(client, stale.headers["Location"])
+    assert response.status_code == 303
+    assert "queued" in response.headers["Location"]
+    (received,) = hook.receiver.received
+    assert json.loads(received.body)["data"]["test"] is True
+    assert "The form expired: try again" in after
+
+
+async def test_functions_page_shows_runs_with_logs(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            function = await hook.console.ok(
+                "PUT",
+                "/functions/on-customer",
+                {"source": "export const handler = () => 1", "events": ["customer.created"]},
+            )
+            async with store.transaction() as tx:
+                await tx.execute(
+                    "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id,"
+                    " type, body, status, attempts, version, duration_ms, logs, error, result,"
+                    " created_at, updated_at) VALUES ('run_1', $1, $2, 'evt_1', NULL,"
+                    " 'customer.created', '{}', 'failed', 1, 1, 2.5, $3, $4, NULL, 1, 1)",
+                    function["id"],
+                    world.app_id,
+                    json.dumps(["first line", "<b>second</b>"]),
+                    "TypeError: broken",
+                )
+            await login(client, world)
+            page = await _page(client, f"/console/apps/{world.app_id}/functions")
+    row = re.search(r'<tr id="run_1">(.*?)</tr>', page, re.S)
+    assert row is not None
+    assert "first line\n&lt;b&gt;second&lt;/b&gt;" in row[1]  # logs escaped, one per line
+    assert "TypeError: broken" in row[1]
+    assert "2.5 ms" in row[1]
+    assert "<h2" in page
+    assert "on-customer" in page
+
+
+async def test_nobody_else_sees_an_apps_pages(client: Any, admin_headers: dict[str, str]) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, []) as mine,
+            hooked(client, admin_headers, []) as theirs,
+        ):
+            await login(client, theirs.api.world)
+            answers = [
+                await client.get(f"/console/apps/{mine.api.world.app_id}{suffix}")
+                for suffix in ("", "/webhooks", "/functions")
+            ]
+            await client.post("/logout", form={"csrf_token": "x"})
+            client.cookie_jar.clear()
+            signed_out = await client.get("/console")
+    assert [answer.status_code for answer in answers] == [404, 404, 404]
+    for answer in answers:
+        assert "text/html" in answer.headers["Content-Type"]
+    assert signed_out.status_code == 303
