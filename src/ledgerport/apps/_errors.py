@@ -227,6 +227,37 @@ class ExtensionNotFound(AppsError):
         super().__init__("The app has no extension at {0}", params=[target])
 
 
+class ListingExists(AppsError):
+    """Two first saves of one listing raced: another one created it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The listing was created by another save meanwhile: load it and save again"
+        )
+
+
+class SlugTaken(AppsError):
+    def __init__(self, slug: str) -> None:
+        super().__init__("The slug {0} is taken by another listing", params=[slug])
+
+
+class ListingNotFound(AppsError):
+    def __init__(self, app_id: str) -> None:
+        super().__init__("App {0} has no listing", params=[app_id])
+
+
+class RevisionNotFound(AppsError):
+    def __init__(self, revision_id: str) -> None:
+        super().__init__("Listing revision {0} not found", params=[revision_id])
+
+
+class RevisionInWrongState(AppsError):
+    def __init__(self, revision_id: str, state: str, action: str) -> None:
+        super().__init__(
+            "Listing revision {0} is {1}: it cannot be {2}", params=[revision_id, state, action]
+        )
+
+
 class FunctionNotFound(AppsError):
     """The app has no hosted function of that name (or it was deleted)."""
 

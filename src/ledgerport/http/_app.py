@@ -97,6 +97,7 @@ def create_app(platform: Platform) -> QuartTrio:
     @app.before_request
     async def _start_timer() -> None:
         g.started = time.perf_counter()
+        g.arrived = time.time()  # before any wait for the database: when the request came in
         current_platform().metrics.http_in_flight.inc()
 
     @app.after_request

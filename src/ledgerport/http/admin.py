@@ -29,6 +29,7 @@ from ._openapi import (
     operation,
 )
 from ._session_tokens import SessionToken, session_token_answer
+from .developer.listing import RevisionOut, revision_out
 
 blueprint = Blueprint("admin", __name__, url_prefix="/admin")
 security_scheme_blueprint(blueprint, [{"admin": []}])
@@ -481,3 +482,25 @@ async def developer_token(data: DeveloperTokenIn) -> tuple[DeveloperToken, int]:
     async with unit_of_work() as tx:
         token = await auth.issue_developer_token(tx, p.keyring, now=p.now(), user_id=data.userId)
     return {"token": token}, 201
+
+
+class ReviewIn(_Body):
+    action: Literal["start", "approve", "reject", "request_changes"]
+    note: str | None = Field(default=None, max_length=2000)
+
+
+@blueprint.post("/listing-revisions/<revision_id>/review")
+@validate_request(ReviewIn)
+@operation(
+    json_reply(200, RevisionOut, "The revision after the review step"),
+    raises=(*_INPUT_ERRORS, apps.RevisionNotFound, apps.RevisionInWrongState),
+)
+async def review_listing_revision(revision_id: str, data: ReviewIn) -> RevisionOut:
+    """A review step on a listing revision: ``start`` takes a submitted one into review; from
+    review, ``approve`` puts it live, ``reject`` or ``request_changes`` send it back. Any
+    other step is 409 INVALID_STATE."""
+    async with unit_of_work() as tx:
+        revision = await apps.review_revision(
+            tx, now=platform().now(), revision_id=revision_id, action=data.action, note=data.note
+        )
+    return revision_out(revision)

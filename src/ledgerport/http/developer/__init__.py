@@ -3,6 +3,7 @@
 from . import app_data_fields as app_data_fields
 from . import extensions as extensions
 from . import functions as functions
+from . import listing as listing
 from . import versions as versions
 from . import webhooks as webhooks
 from ._blueprint import blueprint as blueprint

@@ -1,0 +1,234 @@
+"""Marketplace listings in the console and their review by operators: first saves and their race,
+slugs, the revision state machine table-driven, edits by state, and going live
+(contract.md: App platform surfaces; spec's codes LISTING_EXISTS and SLUG_TAKEN)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from ledgerport import apps
+from ledgerport.storage import Store
+
+from .data_api import owner_api
+from .webhook_world import Console, console_for
+
+TIMEOUT = 30
+
+
+def body(slug: str = "books-sync", **changes: Any) -> dict[str, Any]:
+    return {
+        "slug": slug,
+        "name": "Books Sync",
+        "tagline": "Your invoices, everywhere",
+        "description": "Keeps your invoices in step with the tools you use.",
+        "category": "invoicing",
+        **changes,
+    }
+
+
+async def _console(client: Any, admin_headers: dict[str, str]) -> Console:
+    return await console_for(client, admin_headers, await owner_api(client, admin_headers))
+
+
+async def _review(client: Any, admin_headers: dict[str, str], revision_id: str, action: str) -> Any:
+    return await client.post(
+        f"/admin/listing-revisions/{revision_id}/review",
+        json={"action": action, "note": f"{action} by the reviewer"},
+        headers=admin_headers,
+    )
+
+
+async def test_the_first_save_creates_the_listing_and_later_ones_edit_its_draft(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        missing = await console.call("GET", "/listing")
+        first = await console.ok("PUT", "/listing", body(), 201)
+        second = await console.ok("PUT", "/listing", body(tagline="Sharper"), 200)
+        read = await console.ok("GET", "/listing")
+    assert missing.status_code == 404
+    assert (await missing.get_json())["code"] == "LISTING_NOT_FOUND"
+    assert first["live"] is None
+    assert first["draft"]["state"] == "draft"
+    assert first["draft"]["number"] == 1
+    assert second["id"] == first["id"]
+    assert second["draft"]["id"] == first["draft"]["id"]
+    assert second["draft"]["tagline"] == "Sharper"
+    assert read == second
+
+
+async def test_concurrent_first_saves_make_one_listing_and_the_rest_are_listing_exists(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    saves = 20
+    statuses: list[int] = []
+    codes: list[str] = []
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+
+        async def save(index: int) -> None:
+            response = await console.call("PUT", "/listing", body(tagline=f"Take {index}"))
+            statuses.append(response.status_code)
+            if response.status_code == 409:
+                codes.append((await response.get_json())["code"])
+
+        async with trio.open_nursery() as nursery:
+            for index in range(saves):
+                nursery.start_soon(save, index)
+        async with store.transaction() as tx:
+            listings = await tx.fetchval(
+                "SELECT COUNT(*) FROM listings WHERE app_id = $1", console.app_id
+            )
+            revisions = await tx.fetchval(
+                "SELECT COUNT(*) FROM listing_revisions r JOIN listings l ON l.id = r.listing_id"
+                " WHERE l.app_id = $1",
+                console.app_id,
+            )
+    assert sorted(statuses) == [201] + [409] * (saves - 1)
+    assert set(codes) == {"LISTING_EXISTS"}
+    assert (listings, revisions) == (1, 1)
+
+
+async def test_a_slug_belongs_to_one_listing(client: Any, admin_headers: dict[str, str]) -> None:
+    with trio.fail_after(TIMEOUT):
+        mine = await _console(client, admin_headers)
+        theirs = await _console(client, admin_headers)
+        await mine.ok("PUT", "/listing", body("shared-name"), 201)
+        taken_first = await theirs.call("PUT", "/listing", body("shared-name"))
+        await theirs.ok("PUT", "/listing", body("their-name"), 201)
+        taken_edit = await theirs.call("PUT", "/listing", body("shared-name"))
+        kept = await mine.ok("PUT", "/listing", body("shared-name", name="Still mine"), 200)
+    for refused in (taken_first, taken_edit):
+        assert refused.status_code == 400
+        answer = await refused.get_json()
+        assert answer["code"] == "SLUG_TAKEN"
+        assert answer["message"] == "The slug shared-name is taken by another listing"
+    assert kept["slug"] == "shared-name"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"slug": "No Caps"}, "slug must be 3 to 60 lower-case letters and digits"),
+        ({"slug": "ab"}, "slug must be 3 to 60 lower-case letters and digits"),
+        ({"slug": "trailing-"}, "slug must be 3 to 60 lower-case letters and digits"),
+        ({"name": "   "}, "name must be 1 to 60 characters"),
+        ({"tagline": ""}, "tagline must be 1 to 120 characters"),
+        ({"iconAssetId": "ast_1"}, "assets cannot be referenced yet"),
+    ],
+)
+async def test_a_malformed_listing_is_a_validation_error(
+    client: Any, admin_headers: dict[str, str], changes: dict[str, Any], message: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        response = await console.call("PUT", "/listing", body(**changes))
+        missing = await console.call("GET", "/listing")
+    answer = await response.get_json()
+    assert response.status_code == 400
+    assert "code" not in answer
+    assert any(line.startswith(message) for line in answer["message"]), answer
+    assert missing.status_code == 404
+
+
+# How a revision reaches each state: the console's steps, then the reviewer's.
+PATHS: dict[str, list[str]] = {
+    "draft": [],
+    "submitted": ["submit"],
+    "in_review": ["submit", "start"],
+    "approved": ["submit", "start", "approve"],
+    "rejected": ["submit", "start", "reject"],
+    "changes_requested": ["submit", "start", "request_changes"],
+}
+
+
+async def _revision_in(
+    client: Any, admin_headers: dict[str, str], state: str
+) -> tuple[Console, str]:
+    console = await _console(client, admin_headers)
+    listing = await console.ok("PUT", "/listing", body(f"app-{state.replace('_', '-')}"), 201)
+    revision_id = listing["draft"]["id"]
+    for step in PATHS[state]:
+        if step == "submit":
+            await console.ok("POST", "/listing/submit")
+        else:
+            response = await _review(client, admin_headers, revision_id, step)
+            assert response.status_code == 200, await response.get_data(as_text=True)
+    return console, revision_id
+
+
+@pytest.mark.parametrize("action", apps.REVIEW_ACTIONS)
+@pytest.mark.parametrize("state", apps.REVISION_STATES)
+async def test_the_review_state_machine(
+    client: Any, admin_headers: dict[str, str], state: str, action: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console, revision_id = await _revision_in(client, admin_headers, state)
+        response = await _review(client, admin_headers, revision_id, action)
+        listing = await console.ok("GET", "/listing")
+    after = apps.REVIEW_TRANSITIONS.get((state, action))  # type: ignore[call-overload]
+    answer = await response.get_json()
+    if after is None:
+        assert response.status_code == 409
+        assert answer["code"] == "INVALID_STATE"
+    else:
+        assert response.status_code == 200
+        assert answer["state"] == after
+        assert answer["note"] == f"{action} by the reviewer"
+    live = listing["live"]
+    became_live = after == "approved" or (state == "approved")
+    assert (live is not None and live["id"] == revision_id) == became_live
+
+
+@pytest.mark.parametrize(
+    ("state", "outcome"),
+    [
+        ("draft", "edited"),
+        ("changes_requested", "edited"),
+        ("rejected", "edited"),
+        ("submitted", "refused"),
+        ("in_review", "refused"),
+        ("approved", "new draft"),
+    ],
+)
+async def test_a_save_by_the_state_of_the_open_revision(
+    client: Any, admin_headers: dict[str, str], state: str, outcome: str
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console, revision_id = await _revision_in(client, admin_headers, state)
+        slug = f"app-{state.replace('_', '-')}"
+        response = await console.call("PUT", "/listing", body(slug, tagline="Revised"))
+        listing = await console.ok("GET", "/listing")
+    answer = await response.get_json()
+    if outcome == "refused":
+        assert response.status_code == 400
+        assert answer["message"][0].startswith("revision 1 is ")
+        assert listing["draft"]["state"] == state
+    elif outcome == "edited":
+        assert response.status_code == 200
+        assert (answer["draft"]["id"], answer["draft"]["state"]) == (revision_id, "draft")
+        assert answer["draft"]["tagline"] == "Revised"
+    else:
+        assert response.status_code == 200
+        assert answer["live"]["id"] == revision_id
+        assert answer["draft"]["number"] == 2
+        assert answer["draft"]["tagline"] == "Revised"
+        assert answer["live"]["tagline"] != "Revised"
+
+
+async def test_only_a_draft_is_submitted(client: Any, admin_headers: dict[str, str]) -> None:
+    with trio.fail_after(TIMEOUT):
+        nothing = await _console(client, admin_headers)
+        no_listing = await nothing.call("POST", "/listing/submit")
+        console, _ = await _revision_in(client, admin_headers, "submitted")
+        again = await console.call("POST", "/listing/submit")
+        unknown = await _review(client, admin_headers, "rev_unknown", "start")
+    assert no_listing.status_code == 404
+    assert again.status_code == 409
+    assert (await again.get_json())["code"] == "INVALID_STATE"
+    assert unknown.status_code == 404
+    assert (await unknown.get_json())["code"] == "REVISION_NOT_FOUND"
