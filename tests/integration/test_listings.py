@@ -118,7 +118,8 @@ async def test_a_slug_belongs_to_one_listing(client: Any, admin_headers: dict[st
         ({"slug": "trailing-"}, "slug must be 3 to 60 lower-case letters and digits"),
         ({"name": "   "}, "name must be 1 to 60 characters"),
         ({"tagline": ""}, "tagline must be 1 to 120 characters"),
-        ({"iconAssetId": "ast_1"}, "assets cannot be referenced yet"),
+        ({"iconAssetId": "ast_1"}, "asset ast_1 is not an asset of the app"),
+        ({"screenshotAssetIds": ["a"] * 9}, "screenshotAssetIds must name at most 8"),
     ],
 )
 async def test_a_malformed_listing_is_a_validation_error(
@@ -232,3 +233,106 @@ async def test_only_a_draft_is_submitted(client: Any, admin_headers: dict[str, s
     assert (await again.get_json())["code"] == "INVALID_STATE"
     assert unknown.status_code == 404
     assert (await unknown.get_json())["code"] == "REVISION_NOT_FOUND"
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 64
+
+
+async def _upload(console: Console, data: bytes, content_type: str) -> Any:
+    return await console.client.post(
+        f"/developer/apps/{console.app_id}/assets",
+        data=data,
+        headers={"Authorization": f"Bearer {console.token}", "Content-Type": content_type},
+    )
+
+
+async def test_assets_are_png_or_jpeg_of_at_most_a_mebibyte(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        png = await _upload(console, PNG, "image/png")
+        jpeg = await _upload(console, JPEG, "image/jpeg; charset=binary")
+        refused = {
+            "gif": await _upload(console, b"GIF89a" + b"\x00" * 10, "image/gif"),
+            "png said, jpeg sent": await _upload(console, JPEG, "image/png"),
+            "empty": await _upload(console, b"", "image/png"),
+            "too large": await _upload(console, PNG + b"\x00" * apps.ASSET_MAX_BYTES, "image/png"),
+        }
+    assert png.status_code == 201
+    assert await png.get_json() == {
+        "id": (await png.get_json())["id"],
+        "kind": None,
+        "contentType": "image/png",
+        "size": len(PNG),
+    }
+    assert (await jpeg.get_json())["contentType"] == "image/jpeg"
+    for case, response in refused.items():
+        assert response.status_code in (400, 413), case
+        assert "code" not in await response.get_json(), case
+
+
+@pytest.mark.parametrize(
+    ("state", "in_use"),
+    [
+        ("draft", True),
+        ("submitted", True),
+        ("in_review", True),
+        ("changes_requested", True),
+        ("rejected", True),
+        ("approved", True),  # the live revision
+        ("superseded", False),  # an approved revision no longer live
+    ],
+)
+async def test_an_asset_in_use_by_the_live_or_an_open_revision_is_kept(
+    client: Any, admin_headers: dict[str, str], state: str, in_use: bool
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        asset = await (await _upload(console, PNG, "image/png")).get_json()
+        listing = await console.ok(
+            "PUT", "/listing", body("with-assets", iconAssetId=asset["id"]), 201
+        )
+        revision_id = listing["draft"]["id"]
+        steps = PATHS["approved" if state == "superseded" else state]
+        for step in steps:
+            if step == "submit":
+                await console.ok("POST", "/listing/submit")
+            else:
+                assert (await _review(client, admin_headers, revision_id, step)).status_code == 200
+        if state == "superseded":
+            # A second revision without the asset goes live in its place.
+            second = await console.ok("PUT", "/listing", body("with-assets"))
+            await console.ok("POST", "/listing/submit")
+            for step in ("start", "approve"):
+                review = await _review(client, admin_headers, second["draft"]["id"], step)
+                assert review.status_code == 200
+        response = await console.call("DELETE", f"/assets/{asset['id']}")
+    if in_use:
+        assert response.status_code == 400
+        assert (await response.get_json())["code"] == "ASSET_IN_USE"
+    else:
+        assert response.status_code == 204
+
+
+async def test_a_listing_names_only_its_apps_assets(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        mine = await _console(client, admin_headers)
+        theirs = await _console(client, admin_headers)
+        foreign = await (await _upload(theirs, PNG, "image/png")).get_json()
+        own = await (await _upload(mine, JPEG, "image/jpeg")).get_json()
+        refused = await mine.call(
+            "PUT", "/listing", body(screenshotAssetIds=[own["id"], foreign["id"]])
+        )
+        saved = await mine.ok("PUT", "/listing", body(screenshotAssetIds=[own["id"]]), 201)
+        gone = await mine.call("DELETE", "/assets/ast_unknown")
+    assert refused.status_code == 400
+    assert (await refused.get_json())["message"] == [
+        f"asset {foreign['id']} is not an asset of the app"
+    ]
+    assert saved["draft"]["screenshotAssetIds"] == [own["id"]]
+    assert gone.status_code == 404
+    assert (await gone.get_json())["code"] == "ASSET_NOT_FOUND"

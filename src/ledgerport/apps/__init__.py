@@ -38,6 +38,12 @@ from ._apps import request_business_redaction as request_business_redaction
 from ._apps import resolve_api_version as resolve_api_version
 from ._apps import set_app_reviewed as set_app_reviewed
 from ._apps import set_app_status as set_app_status
+from ._assets import ASSET_MAX_BYTES as ASSET_MAX_BYTES
+from ._assets import ASSET_SIGNATURES as ASSET_SIGNATURES
+from ._assets import Asset as Asset
+from ._assets import delete_asset as delete_asset
+from ._assets import known_assets as known_assets
+from ._assets import upload_asset as upload_asset
 from ._deliveries import DELIVERIES_CHANNEL as DELIVERIES_CHANNEL
 from ._deliveries import DELIVERY_STATUSES as DELIVERY_STATUSES
 from ._deliveries import FUNCTION_RUNS_CHANNEL as FUNCTION_RUNS_CHANNEL
@@ -76,6 +82,8 @@ from ._errors import AppNotActive as AppNotActive
 from ._errors import AppNotFound as AppNotFound
 from ._errors import AppNotReviewed as AppNotReviewed
 from ._errors import AppsError as AppsError
+from ._errors import AssetInUse as AssetInUse
+from ._errors import AssetNotFound as AssetNotFound
 from ._errors import ExtensionNotFound as ExtensionNotFound
 from ._errors import ExtensionNotGranted as ExtensionNotGranted
 from ._errors import ExtensionPathInvalid as ExtensionPathInvalid

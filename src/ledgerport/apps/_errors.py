@@ -258,6 +258,21 @@ class RevisionInWrongState(AppsError):
         )
 
 
+class AssetNotFound(AppsError):
+    def __init__(self, asset_id: str) -> None:
+        super().__init__("Asset {0} not found", params=[asset_id])
+
+
+class AssetInUse(AppsError):
+    """The live revision or an open revision of the listing refers to the asset."""
+
+    def __init__(self, asset_id: str, number: int, where: str) -> None:
+        super().__init__(
+            "Asset {0} is in use by revision {1} ({2}) of the listing",
+            params=[asset_id, number, where],
+        )
+
+
 class FunctionNotFound(AppsError):
     """The app has no hosted function of that name (or it was deleted)."""
 

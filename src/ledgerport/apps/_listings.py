@@ -27,6 +27,7 @@ from ledgerport.ids import new_id
 from ledgerport.storage import Conflict, Row, Transaction
 
 from ._apps import App
+from ._assets import known_assets
 from ._errors import (
     ListingExists,
     ListingNotFound,
@@ -71,6 +72,7 @@ LISTING_CATEGORIES: tuple[str, ...] = (
 SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SLUG_LENGTH = (3, 60)
 TEXT_LIMITS = {"name": 60, "tagline": 120, "description": 5000}
+SCREENSHOTS_MAX = 8
 
 
 @dataclass(frozen=True)
@@ -140,10 +142,10 @@ def _problems(content: ListingContent) -> list[str]:
             problems.append(f"{field} must be 1 to {limit} characters")
     if content.category not in LISTING_CATEGORIES:
         problems.append(f"category must be one of: {', '.join(LISTING_CATEGORIES)}")
-    if content.icon_asset_id is not None or content.screenshot_asset_ids:
-        problems.append(
-            "assets cannot be referenced yet: leave iconAssetId and screenshotAssetIds out"
-        )
+    if len(content.screenshot_asset_ids) > SCREENSHOTS_MAX:
+        problems.append(f"screenshotAssetIds must name at most {SCREENSHOTS_MAX} assets")
+    if len(set(content.screenshot_asset_ids)) != len(content.screenshot_asset_ids):
+        problems.append("screenshotAssetIds must not repeat an asset")
     return problems
 
 
@@ -181,6 +183,13 @@ async def save_listing(
     """Save ``content`` into the listing's open revision (see the module docstring); answers
     the listing and whether this save created it."""
     problems = _problems(content)
+    named = [a for a in (content.icon_asset_id, *content.screenshot_asset_ids) if a is not None]
+    known = await known_assets(tx, app.id, named)
+    problems += [
+        f"asset {asset_id} is not an asset of the app"
+        for asset_id in named
+        if asset_id not in known
+    ]
     if problems:
         raise InvalidInput(problems)
     await tx.serialize(f"listing:{app.id}")

@@ -134,6 +134,7 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("FUNCTION_NOT_FOUND", 404, "the app has no hosted function of that name"),
         ErrorCode("EXTENSION_NOT_FOUND", 404, "the app has no extension at that target"),
         ErrorCode("LISTING_NOT_FOUND", 404, "the app has no marketplace listing"),
+        ErrorCode("ASSET_NOT_FOUND", 404, "the app has no asset with that id"),
         ErrorCode("REVISION_NOT_FOUND", 404, "no listing revision with that id"),
         ErrorCode(
             "REDELIVERY_REFUSED",

@@ -1,6 +1,7 @@
 """The developer console API, ``/developer/*``: an app's developer manages the app."""
 
 from . import app_data_fields as app_data_fields
+from . import assets as assets
 from . import extensions as extensions
 from . import functions as functions
 from . import listing as listing
