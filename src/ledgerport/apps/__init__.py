@@ -98,6 +98,7 @@ from ._errors import InvalidChoices as InvalidChoices
 from ._errors import ListingExists as ListingExists
 from ._errors import ListingNotFound as ListingNotFound
 from ._errors import NotAMember as NotAMember
+from ._errors import RatingNotAllowed as RatingNotAllowed
 from ._errors import RedeliveryRefused as RedeliveryRefused
 from ._errors import ResourceIdsMissing as ResourceIdsMissing
 from ._errors import RevisionInWrongState as RevisionInWrongState
@@ -153,6 +154,15 @@ from ._listings import save_listing as save_listing
 from ._listings import submit_listing as submit_listing
 from ._module_source import CompiledModule as CompiledModule
 from ._module_source import compile_module as compile_module
+from ._ratings import REVIEW_MAX_LENGTH as REVIEW_MAX_LENGTH
+from ._ratings import LiveListing as LiveListing
+from ._ratings import Rating as Rating
+from ._ratings import RatingSummary as RatingSummary
+from ._ratings import live_listing as live_listing
+from ._ratings import live_listings as live_listings
+from ._ratings import rate_app as rate_app
+from ._ratings import rating_summary as rating_summary
+from ._ratings import user_rating as user_rating
 from ._targets import Resolver as Resolver
 from ._targets import address_allowed as address_allowed
 from ._targets import resolve as resolve

@@ -273,6 +273,13 @@ class AssetInUse(AppsError):
         )
 
 
+class RatingNotAllowed(AppsError):
+    """Only a member of a business where the app is installed may rate it."""
+
+    def __init__(self) -> None:
+        super().__init__("Only a member of a business where the app is installed may rate it")
+
+
 class FunctionNotFound(AppsError):
     """The app has no hosted function of that name (or it was deleted)."""
 

@@ -12,7 +12,7 @@ from ledgerport import __version__, catalog
 from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 
-from . import _ops, admin, authorize, bridge, console_pages, device, oauth, pages
+from . import _ops, admin, authorize, bridge, console_pages, device, marketplace, oauth, pages
 from ._browser import SESSION_COOKIE
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
@@ -58,6 +58,7 @@ def create_app(platform: Platform) -> QuartTrio:
         device.blueprint.name: page_shape(PROBLEM_TITLE),
         bridge.blueprint.name: page_shape(bridge.PAGE_TITLE),
         console_pages.blueprint.name: page_shape(console_pages.PAGE_TITLE),
+        marketplace.blueprint.name: page_shape(marketplace.PAGE_TITLE),
     }
     QuartSchema(
         app,
@@ -89,6 +90,7 @@ def create_app(platform: Platform) -> QuartTrio:
         bridge.blueprint,
         bridge.token_blueprint,
         console_pages.blueprint,
+        marketplace.blueprint,
         api_blueprint,
         developer_blueprint,
     ):

@@ -202,6 +202,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.ListingExists: _coded("LISTING_EXISTS"),
     apps.AssetNotFound: _coded("ASSET_NOT_FOUND"),
     apps.AssetInUse: _coded("ASSET_IN_USE"),
+    apps.RatingNotAllowed: Answer(403),
     apps.SlugTaken: _coded("SLUG_TAKEN"),
     apps.ListingNotFound: _coded("LISTING_NOT_FOUND"),
     apps.RevisionNotFound: _coded("REVISION_NOT_FOUND"),

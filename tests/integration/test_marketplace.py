@@ -1,0 +1,117 @@
+"""The public marketplace: the catalogue with search and category, a listing's page with its
+ratings, and rating by business users (once each, editable; only where the app is installed)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import trio
+
+from .data_api import Api, owner_api
+from .oauth_helpers import login, make_world
+from .test_listings import body
+from .webhook_world import Console, console_for
+
+TIMEOUT = 30
+
+
+async def _listed(
+    client: Any, admin_headers: dict[str, str], slug: str, name: str, category: str
+) -> tuple[Api, Console]:
+    """An app installed in its developer's business, listed live at ``slug``."""
+    api = await owner_api(client, admin_headers)
+    console = await console_for(client, admin_headers, api)
+    listing = await console.ok("PUT", "/listing", body(slug, name=name, category=category), 201)
+    await console.ok("POST", "/listing/submit")
+    for action in ("start", "approve"):
+        response = await client.post(
+            f"/admin/listing-revisions/{listing['draft']['id']}/review",
+            json={"action": action},
+            headers=admin_headers,
+        )
+        assert response.status_code == 200
+    return api, console
+
+
+async def _text(client: Any, path: str, status: int = 200) -> str:
+    response = await client.get(path)
+    text = await response.get_data(as_text=True)
+    assert response.status_code == status, text
+    return text
+
+
+async def _rate(client: Any, slug: str, stars: str, review: str = "") -> str:
+    page = await _text(client, f"/marketplace/{slug}")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert csrf, page
+    response = await client.post(
+        f"/marketplace/{slug}/rating",
+        form={"csrf_token": csrf[1], "stars": stars, "review": review},
+    )
+    assert response.status_code == 303
+    return parse_qs(urlsplit(response.headers["Location"]).query)["notice"][0]
+
+
+async def test_the_catalogue_searches_names_and_filters_categories(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        await _listed(client, admin_headers, "books-sync", "Books Sync", "invoicing")
+        await _listed(client, admin_headers, "pay-tracker", "Pay Tracker", "payments")
+        draft_only = await console_for(
+            client, admin_headers, await owner_api(client, admin_headers)
+        )
+        await draft_only.ok("PUT", "/listing", body("not-yet", name="Not Yet"), 201)
+        everything = await _text(client, "/marketplace")
+        searched = await _text(client, "/marketplace?q=SYNC")
+        payments = await _text(client, "/marketplace?category=payments")
+        client.cookie_jar.clear()  # signed out
+        listing = await _text(client, "/marketplace/books-sync")
+        unlisted = await _text(client, "/marketplace/not-yet", 404)
+    assert "Books Sync" in everything
+    assert "Pay Tracker" in everything
+    assert "Not Yet" not in everything  # a draft is not listed
+    assert "Books Sync" in searched
+    assert "Pay Tracker" not in searched
+    assert "Pay Tracker" in payments
+    assert "Books Sync" not in payments
+    assert "Not rated yet" in listing
+    assert 'href="/login?next=/marketplace/books-sync"' in listing
+    assert "Nothing is listed at not-yet" in unlisted
+
+
+async def test_a_member_where_the_app_is_installed_rates_it_once_and_may_change_it(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        api, _ = await _listed(client, admin_headers, "books-sync", "Books Sync", "invoicing")
+        await login(client, api.world)
+        first = await _rate(client, "books-sync", "4", "Good")
+        again = await _rate(client, "books-sync", "2", "Worse lately")
+        page = await _text(client, "/marketplace/books-sync")
+        refused = await _rate(client, "books-sync", "6")
+        catalogue = await _text(client, "/marketplace")
+    assert first == "Thank you: your rating is saved"
+    assert again == first
+    assert "Rated 2.0 of 5 from 1 rating" in page
+    assert "(you gave 2)" in page
+    assert "Worse lately" in page
+    assert refused == "Not rated: stars must be a whole number from 1 to 5"
+    assert "2.0 of 5 from 1 rating" in catalogue
+
+
+async def test_only_members_of_a_business_with_the_app_installed_rate_it(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        await _listed(client, admin_headers, "books-sync", "Books Sync", "invoicing")
+        stranger = await make_world(client, admin_headers)
+        await login(client, stranger)
+        refused = await _rate(client, "books-sync", "5")
+        page = await _text(client, "/marketplace/books-sync")
+    assert refused == (
+        "Not rated: Only a member of a business where the app is installed may rate it"
+    )
+    assert "Not rated yet" in page
