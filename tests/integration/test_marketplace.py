@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import trio
 
 from .data_api import Api, owner_api
-from .oauth_helpers import login, make_world
+from .oauth_helpers import REDIRECT_URI, login, make_world
 from .test_listings import body
 from .webhook_world import Console, console_for
 
@@ -115,3 +115,29 @@ async def test_only_members_of_a_business_with_the_app_installed_rate_it(
         "Not rated: Only a member of a business where the app is installed may rate it"
     )
     assert "Not rated yet" in page
+
+
+async def test_the_consent_page_links_to_a_live_listing_and_the_console_shows_it(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        api, console = await _listed(client, admin_headers, "books-sync", "Books Sync", "other")
+        await console.ok("PUT", "/listing", body("books-sync", tagline="Next version"))
+        world = api.world
+        await login(client, world)
+        query = urlencode(
+            {
+                "response_type": "code",
+                "client_id": world.client_id,
+                "redirect_uri": REDIRECT_URI,
+                "scope": "invoices:read",
+                "state": "s",
+            }
+        )
+        consent = await _text(client, f"/oauth/authorize?{query}")
+        page = await _text(client, f"/console/apps/{world.app_id}/listing")
+    assert '<a href="/marketplace/books-sync">See it in the marketplace</a>' in consent
+    assert "Live: revision 1, approved" in page
+    assert "Open revision: revision 2, draft" in page
+    assert "Next version" in page
+    assert 'href="/marketplace/books-sync"' in page

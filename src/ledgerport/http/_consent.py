@@ -20,9 +20,10 @@ async def consent_page(
     businesses: Sequence[books.Business],
     hidden: dict[str, str],
 ) -> Response:
-    """Who is signed in (with a way to switch account), the app's name and developer, the
-    requested scopes in plain words, a ``business_id`` select and approve/deny buttons; the form
-    posts back to ``action`` with ``hidden`` fields and a CSRF token."""
+    """Who is signed in (with a way to switch account), the app's name and developer (with a
+    link to its marketplace listing when it has a live one), the requested scopes in plain
+    words, a ``business_id`` select and approve/deny buttons; the form posts back to
+    ``action`` with ``hidden`` fields and a CSRF token."""
     cookies: dict[str, str] = {}
     user_id = await current_user_id()
     async with unit_of_work() as tx:
@@ -30,12 +31,14 @@ async def consent_page(
         developer = (
             await books.get_user(tx, app.developer_user_id) if app.developer_user_id else None
         )
+        listing = await apps.find_listing(tx, app.id)
     here = request.full_path.rstrip("?") if request.method == "GET" else "/"
     html = await render_template(
         "consent.html",
         action=action,
         app_name=app.name,
         developer=(developer.name or developer.email) if developer else None,
+        listing_slug=listing.slug if listing is not None and listing.live is not None else None,
         user=user,
         switch_next=here,
         scopes=[(scope, catalog.SCOPE_DESCRIPTIONS.get(scope, scope)) for scope in scopes],

@@ -1,9 +1,9 @@
 """The developer console's pages on the application host: an app's overview, its webhooks with
-their recent deliveries (redeliver and test buttons), and its functions with their recent runs
-and logs. Server-rendered from the same domain calls as the JSON console API
-(``/developer/*``, the contract), for the signed-in developer (the session cookie); the buttons
-are forms with a CSRF token that come back to the page. Only an app's developer sees it: anyone
-else's app is not found."""
+their recent deliveries (redeliver and test buttons), its functions with their recent runs and
+logs, and its marketplace listing with its revisions. Server-rendered from the same domain calls
+as the JSON console API (``/developer/*``, the contract), for the signed-in developer (the
+session cookie); the buttons are forms with a CSRF token that come back to the page. Only an
+app's developer sees it: anyone else's app is not found."""
 
 from __future__ import annotations
 
@@ -203,3 +203,27 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
             for function in await apps.list_functions(tx, app_id)
         ]
     return await _page("console_functions.html", app=app, functions=functions, iso=iso_time)
+
+
+@blueprint.get("/console/apps/<app_id>/listing")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The app's marketplace listing and its revisions"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    page(404, "Not an app of the signed-in developer"),
+    raises=_PAGE_ERRORS,
+    params=(_APP,),
+)
+async def listing_page(app_id: str) -> ResponseReturnValue:
+    """The listing: the live revision and the open one, with its state and the reviewer's
+    note."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    async with unit_of_work() as tx:
+        app = await _developed(tx, app_id, user_id)
+        listing = await apps.find_listing(tx, app_id)
+        ratings = await apps.rating_summary(tx, app_id)
+    return await _page(
+        "console_listing.html", app=app, listing=listing, ratings=ratings, iso=iso_time
+    )
