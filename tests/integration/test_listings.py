@@ -336,3 +336,27 @@ async def test_a_listing_names_only_its_apps_assets(
     assert saved["draft"]["screenshotAssetIds"] == [own["id"]]
     assert gone.status_code == 404
     assert (await gone.get_json())["code"] == "ASSET_NOT_FOUND"
+
+
+async def test_two_apps_saving_one_slug_at_once_leave_it_to_one(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    consoles = 6
+    answers: list[tuple[int, str | None]] = []
+    with trio.fail_after(TIMEOUT):
+        apps_consoles = [await _console(client, admin_headers) for _ in range(consoles)]
+
+        async def save(console: Console) -> None:
+            response = await console.call("PUT", "/listing", body("contested"))
+            answer = await response.get_json()
+            answers.append((response.status_code, answer.get("code")))
+
+        async with trio.open_nursery() as nursery:
+            for console in apps_consoles:
+                nursery.start_soon(save, console)
+        async with store.transaction() as tx:
+            holders = await tx.fetchval("SELECT COUNT(*) FROM listings WHERE slug = 'contested'")
+    assert sorted(answers, key=lambda a: a[0]) == [(201, None)] + [(400, "SLUG_TAKEN")] * (
+        consoles - 1
+    )
+    assert holders == 1

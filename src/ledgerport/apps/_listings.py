@@ -211,6 +211,9 @@ async def save_listing(
                 now,
             )
         except Conflict as exc:
+            # Another save took the slug or created this app's listing meanwhile.
+            if "slug" in str(exc):
+                raise SlugTaken(content.slug) from exc
             raise ListingExists() from exc
         created = True
     elif arrived < float(existing["first_saved_wall"]):
@@ -218,12 +221,15 @@ async def save_listing(
     else:
         listing_id = existing["id"]
         await _claim_slug(tx, listing_id, content.slug)
-        await tx.execute(
-            "UPDATE listings SET slug = $1, updated_at = $2 WHERE id = $3",
-            content.slug,
-            now,
-            listing_id,
-        )
+        try:
+            await tx.execute(
+                "UPDATE listings SET slug = $1, updated_at = $2 WHERE id = $3",
+                content.slug,
+                now,
+                listing_id,
+            )
+        except Conflict as exc:  # another listing took the slug meanwhile
+            raise SlugTaken(content.slug) from exc
     latest = await tx.fetchrow(
         "SELECT * FROM listing_revisions WHERE listing_id = $1 ORDER BY number DESC LIMIT 1",
         listing_id,
