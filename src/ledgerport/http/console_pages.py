@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from quart import Blueprint, Response, redirect, render_template, request
+from quart import Blueprint, Response, g, redirect, render_template, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
@@ -28,6 +28,21 @@ PAGE_TITLE = "Console"
 _APP = Param("app_id", "path", "The app")
 _NOTICE = Param("notice", "query", "What the last button did")
 _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
+
+
+@blueprint.before_request
+async def _signed_in() -> ResponseReturnValue | None:
+    """Every page is the signed-in developer's: anyone else goes to the sign-in page first."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    g.console_user_id = user_id
+    return None
+
+
+def _developer() -> str:
+    user_id: str = g.console_user_id
+    return user_id
 
 
 async def _developed(tx: storage.Transaction, app_id: str, user_id: str) -> apps.App:
@@ -60,9 +75,7 @@ async def _page(template: str, **values: object) -> Response:
 )
 async def console_home() -> ResponseReturnValue:
     """The apps the signed-in user develops."""
-    user_id = await current_user_id()
-    if user_id is None:
-        return login_redirect()
+    user_id = _developer()
     async with unit_of_work() as tx:
         developed = await apps.apps_developed_by(tx, user_id)
     return await _page("console_home.html", apps=developed)
@@ -80,9 +93,7 @@ async def console_home() -> ResponseReturnValue:
 async def app_overview(app_id: str) -> ResponseReturnValue:
     """The app: its client id, status, review, App URL, scopes, pinned version, and how many
     webhooks, functions and extensions it has."""
-    user_id = await current_user_id()
-    if user_id is None:
-        return login_redirect()
+    user_id = _developer()
     async with unit_of_work() as tx:
         app = await _developed(tx, app_id, user_id)
         webhooks = await apps.list_webhooks(tx, app_id)
@@ -110,9 +121,7 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
     """Each webhook with its 100 most recent deliveries: status, attempts, response code, last
     error; a button to redeliver one that is not waiting for an attempt, and one to send a
     test delivery."""
-    user_id = await current_user_id()
-    if user_id is None:
-        return login_redirect()
+    user_id = _developer()
     async with unit_of_work() as tx:
         app = await _developed(tx, app_id, user_id)
         webhooks = [
@@ -138,9 +147,7 @@ def _back(app_id: str, notice: str) -> Response:
 )
 async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """The test button: a test delivery to the webhook."""
-    user_id = await current_user_id()
-    if user_id is None:
-        return login_redirect()
+    user_id = _developer()
     if not csrf_valid((await request.form).get("csrf_token")):
         return _back(app_id, "The form expired: try again")
     p = platform()
@@ -164,9 +171,7 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
 )
 async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
     """The redeliver button: the delivery again, or why it cannot go again."""
-    user_id = await current_user_id()
-    if user_id is None:
-        return login_redirect()
+    user_id = _developer()
     if not csrf_valid((await request.form).get("csrf_token")):
         return _back(app_id, "The form expired: try again")
     p = platform()
@@ -193,9 +198,7 @@ async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseR
 async def functions_page(app_id: str) -> ResponseReturnValue:
     """Each function with its version, events and 100 most recent runs: status, duration,
     logs, error and result."""
-    user_id = await current_user_id()
-    if user_id is None:
-        return login_redirect()
+    user_id = _developer()
     async with unit_of_work() as tx:
         app = await _developed(tx, app_id, user_id)
         functions = [
@@ -217,9 +220,7 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
 async def listing_page(app_id: str) -> ResponseReturnValue:
     """The listing: the live revision and the open one, with its state and the reviewer's
     note."""
-    user_id = await current_user_id()
-    if user_id is None:
-        return login_redirect()
+    user_id = _developer()
     async with unit_of_work() as tx:
         app = await _developed(tx, app_id, user_id)
         listing = await apps.find_listing(tx, app_id)
