@@ -1,4 +1,5 @@
-"""Browser sessions on the application host: the login cookie and CSRF tokens for forms.
+"""Browser sessions on the application host: the login cookie, CSRF tokens for forms, and the
+pages that carry them (``form_page``).
 
 CSRF uses a double-submit token bound to a random cookie: the form carries HMAC(cookie), which a
 page on another origin can neither read nor compute.
@@ -11,7 +12,8 @@ import secrets
 from typing import Annotated, TypeVar
 
 from pydantic import Field
-from quart import request
+from quart import Response as PageResponse
+from quart import render_template, request
 from werkzeug.sansio.response import Response
 
 from ledgerport import auth
@@ -95,3 +97,18 @@ def safe_next(value: str | None) -> str:
     ):
         return "/"
     return value
+
+
+async def form_page(template: str, *, csp: str | None = None, **values: object) -> PageResponse:
+    """A page with forms: rendered with a CSRF token (its cookie set when absent) and the
+    ``notice`` the last form's answer came back with; never cached. ``csp`` replaces the
+    application's page policy."""
+    cookies: dict[str, str] = {}
+    html = await render_template(
+        template, csrf_token=csrf_token(cookies), notice=request.args.get("notice"), **values
+    )
+    response = PageResponse(html, content_type="text/html; charset=utf-8")
+    response.headers["Cache-Control"] = "no-store"
+    if csp is not None:
+        response.headers["Content-Security-Policy"] = csp
+    return apply_cookies(response, cookies)

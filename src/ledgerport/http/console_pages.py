@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from quart import Blueprint, Response, g, redirect, render_template, request
+from quart import Blueprint, Response, g, redirect, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
 from ledgerport import apps, storage
 
-from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
+from ._browser import csrf_valid, current_user_id, form_page
 from ._context import platform, unit_of_work
 from ._openapi import SIGNED_IN_OR_SENT_TO_SIGN_IN, Param, operation, page, redirect_reply
 from ._pages import login_redirect
@@ -52,18 +52,11 @@ async def _developed(tx: storage.Transaction, app_id: str, user_id: str) -> apps
     return app
 
 
-async def _page(template: str, **values: object) -> Response:
-    cookies: dict[str, str] = {}
-    html = await render_template(
-        template, csrf_token=csrf_token(cookies), notice=request.args.get("notice"), **values
-    )
-    response = Response(html, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["Content-Security-Policy"] = (
-        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none';"
-        " frame-ancestors 'none'"
-    )
-    return apply_cookies(response, cookies)
+CONSOLE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none';"
+    " frame-ancestors 'none'"
+)
+"""The console pages load nothing but their own inline style."""
 
 
 @blueprint.get("/console")
@@ -78,7 +71,7 @@ async def console_home() -> ResponseReturnValue:
     user_id = _developer()
     async with unit_of_work() as tx:
         developed = await apps.apps_developed_by(tx, user_id)
-    return await _page("console_home.html", apps=developed)
+    return await form_page("console_home.html", csp=CONSOLE_CSP, apps=developed)
 
 
 @blueprint.get("/console/apps/<app_id>")
@@ -99,8 +92,9 @@ async def app_overview(app_id: str) -> ResponseReturnValue:
         webhooks = await apps.list_webhooks(tx, app_id)
         functions = await apps.list_functions(tx, app_id)
         extensions = await apps.list_extensions(tx, app)
-    return await _page(
+    return await form_page(
         "console_app.html",
+        csp=CONSOLE_CSP,
         app=app,
         webhooks=len(webhooks),
         functions=len(functions),
@@ -128,7 +122,9 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
             (webhook, await apps.recent_deliveries(tx, webhook.id))
             for webhook in await apps.list_webhooks(tx, app_id)
         ]
-    return await _page("console_webhooks.html", app=app, webhooks=webhooks, iso=iso_time)
+    return await form_page(
+        "console_webhooks.html", csp=CONSOLE_CSP, app=app, webhooks=webhooks, iso=iso_time
+    )
 
 
 def _back(app_id: str, notice: str) -> Response:
@@ -205,7 +201,13 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
             (function, await apps.recent_runs(tx, function))
             for function in await apps.list_functions(tx, app_id)
         ]
-    return await _page("console_functions.html", app=app, functions=functions, iso=iso_time)
+    return await form_page(
+        "console_functions.html",
+        csp=CONSOLE_CSP,
+        app=app,
+        functions=functions,
+        iso=iso_time,
+    )
 
 
 @blueprint.get("/console/apps/<app_id>/listing")
@@ -225,6 +227,11 @@ async def listing_page(app_id: str) -> ResponseReturnValue:
         app = await _developed(tx, app_id, user_id)
         listing = await apps.find_listing(tx, app_id)
         ratings = await apps.rating_summary(tx, app_id)
-    return await _page(
-        "console_listing.html", app=app, listing=listing, ratings=ratings, iso=iso_time
+    return await form_page(
+        "console_listing.html",
+        csp=CONSOLE_CSP,
+        app=app,
+        listing=listing,
+        ratings=ratings,
+        iso=iso_time,
     )

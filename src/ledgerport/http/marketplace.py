@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from quart import Blueprint, Response, redirect, render_template, request
+from quart import Blueprint, redirect, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
 from ledgerport import apps, books, storage
 from ledgerport.errors import InvalidInput
 
-from ._browser import apply_cookies, csrf_token, csrf_valid, current_user_id
+from ._browser import csrf_valid, current_user_id, form_page
 from ._context import platform, unit_of_work
 from ._openapi import (
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
@@ -30,16 +30,6 @@ blueprint = Blueprint("marketplace", __name__)
 PAGE_TITLE = "Marketplace"
 _SLUG = Param("slug", "path", "The listing's slug")
 _ERRORS = (storage.BadValue, storage.StorageUnavailable)
-
-
-async def _page(template: str, **values: object) -> Response:
-    cookies: dict[str, str] = {}
-    html = await render_template(
-        template, csrf_token=csrf_token(cookies), notice=request.args.get("notice"), **values
-    )
-    response = Response(html, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    return apply_cookies(response, cookies)
 
 
 @blueprint.get("/marketplace")
@@ -60,7 +50,7 @@ async def catalogue() -> ResponseReturnValue:
         category = ""
     async with unit_of_work() as tx:
         listed = await apps.live_listings(tx, search=search, category=category)
-    return await _page(
+    return await form_page(
         "marketplace.html",
         listings=listed,
         search=search,
@@ -87,7 +77,7 @@ async def listing_page(slug: str) -> ResponseReturnValue:
             return await problem_page(f"Nothing is listed at {slug}", 404, title=PAGE_TITLE)
         mine = await apps.user_rating(tx, listed.app_id, user_id) if user_id else None
         user = await books.get_user(tx, user_id) if user_id else None
-    return await _page("marketplace_listing.html", listed=listed, mine=mine, user=user)
+    return await form_page("marketplace_listing.html", listed=listed, mine=mine, user=user)
 
 
 @blueprint.post("/marketplace/<slug>/rating")
