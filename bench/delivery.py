@@ -55,7 +55,7 @@ from ledgerport.clock import SystemClock
 from ledgerport.config import load
 from ledgerport.engine import DeliveryEngine, signature_header
 from ledgerport.platform import Platform, bootstrap
-from ledgerport.storage import Store, open_postgres, open_sqlite
+from ledgerport.storage import Store, Transaction, open_postgres, open_sqlite
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LEDGERPORT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -109,37 +109,43 @@ async def _closing(client: httpx.AsyncClient, work: object) -> None:
         await work(client)  # type: ignore[operator]
 
 
+async def installed_app(tx: Transaction, platform: Platform) -> tuple[str, apps.App]:
+    """A business and its owner, who develops an app holding customers:read installed there;
+    answers the business's id and the app."""
+    now = platform.now()
+    user = await books.create_user(tx, now=now, email="bench@example.com", password_hash="unused")
+    business = await books.create_business(tx, now=now, name="Bench")
+    await books.set_membership(
+        tx, now=now, business_id=business.id, user_id=user.id, role="owner", active=True
+    )
+    app, _ = await apps.create_app(
+        tx,
+        platform.keyring,
+        now=now,
+        name="Bench",
+        type="CONFIDENTIAL",
+        redirect_uris=["https://bench.example.com/cb"],
+        scopes=["customers:read"],
+        developer_user_id=user.id,
+        reviewed=True,
+    )
+    await apps.install(
+        tx,
+        now=now,
+        app_id=app.id,
+        business_id=business.id,
+        user_id=user.id,
+        scopes=["customers:read"],
+    )
+    return business.id, app
+
+
 async def provision(platform: Platform, url: str, webhooks: int) -> str:
     """A business with an app holding customers:read installed, and ``webhooks`` webhooks of
     the app on ``url``; answers the business's id."""
     now = platform.now()
     async with platform.store.transaction() as tx:
-        user = await books.create_user(
-            tx, now=now, email="bench@example.com", password_hash="unused"
-        )
-        business = await books.create_business(tx, now=now, name="Bench")
-        await books.set_membership(
-            tx, now=now, business_id=business.id, user_id=user.id, role="owner", active=True
-        )
-        app, _ = await apps.create_app(
-            tx,
-            platform.keyring,
-            now=now,
-            name="Bench",
-            type="CONFIDENTIAL",
-            redirect_uris=["https://bench.example.com/cb"],
-            scopes=["customers:read"],
-            developer_user_id=user.id,
-            reviewed=True,
-        )
-        await apps.install(
-            tx,
-            now=now,
-            app_id=app.id,
-            business_id=business.id,
-            user_id=user.id,
-            scopes=["customers:read"],
-        )
+        business_id, app = await installed_app(tx, platform)
         for _ in range(webhooks):
             await apps.create_webhook(
                 tx,
@@ -159,7 +165,7 @@ async def provision(platform: Platform, url: str, webhooks: int) -> str:
             events=[LATENCY_EVENT],
             development=True,
         )
-    return business.id
+    return business_id
 
 
 async def record(

@@ -46,7 +46,7 @@ import trio_asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.delivery import store_for
+from bench.delivery import installed_app, store_for
 from tests.e2e.served import provision, start_server, stop, wait_healthy
 
 from ledgerport import apps, books
@@ -122,35 +122,13 @@ HOSTILE_TIMEOUT = 300.0
 async def _provision(platform: Platform, functions: dict[str, str], event: str) -> str:
     """A business with an app holding customers:read installed, and its ``functions`` (name to
     source) on ``event``; answers the business's id."""
-    now = platform.now()
     async with platform.store.transaction() as tx:
-        user = await books.create_user(tx, now=now, email="fn@example.com", password_hash="-")
-        business = await books.create_business(tx, now=now, name="Bench")
-        await books.set_membership(
-            tx, now=now, business_id=business.id, user_id=user.id, role="owner", active=True
-        )
-        app, _ = await apps.create_app(
-            tx,
-            platform.keyring,
-            now=now,
-            name="Bench",
-            type="CONFIDENTIAL",
-            redirect_uris=["https://bench.example.com/cb"],
-            scopes=["customers:read"],
-            developer_user_id=user.id,
-            reviewed=True,
-        )
-        await apps.install(
-            tx,
-            now=now,
-            app_id=app.id,
-            business_id=business.id,
-            user_id=user.id,
-            scopes=["customers:read"],
-        )
+        business_id, app = await installed_app(tx, platform)
         for name, source in functions.items():
-            await apps.put_function(tx, now=now, app=app, name=name, source=source, events=[event])
-    return business.id
+            await apps.put_function(
+                tx, now=platform.now(), app=app, name=name, source=source, events=[event]
+            )
+    return business_id
 
 
 async def start_lags(backend: str) -> list[float]:
