@@ -12,6 +12,7 @@ from ._consent import NoBusinessToConnect as NoBusinessToConnect
 from ._consent import NoBusinessToInstallIn as NoBusinessToInstallIn
 from ._consent import approve as approve
 from ._consent import consent_businesses as consent_businesses
+from ._consent import install_businesses as install_businesses
 from ._ending import end_installation as end_installation
 from ._ending import revoke_access as revoke_access
 from ._ending import uninstall as uninstall

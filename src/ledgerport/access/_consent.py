@@ -31,10 +31,11 @@ class NoBusinessToInstallIn(AccessError):
 
 
 class BusinessNotOffered(AccessError):
-    """The consent form came back naming a business the user is not an active member of."""
+    """The form came back naming a business it does not offer: one the user is not an active
+    member of or, on the marketplace's install form, one the app may not be installed in."""
 
     def __init__(self) -> None:
-        super().__init__("You are not an active member of that business")
+        super().__init__("That business is not one you may choose here")
 
 
 async def consent_businesses(
@@ -47,6 +48,40 @@ async def consent_businesses(
     memberships = await books.businesses_of_user(tx, user_id)
     if not app.reviewed:
         memberships = [(business, role) for business, role in memberships if business.sandbox]
+    return await _approvable(tx, app, memberships, scopes)
+
+
+async def install_businesses(tx: Transaction, app: apps.App, user_id: str) -> list[books.Business]:
+    """The businesses the marketplace's one-click install offers: the user's active memberships
+    where their role holds apps:install or the app is already ACTIVE-installed (a member without
+    apps:install may only confirm what that installation grants). An unreviewed app installs
+    only into its developer's sandbox businesses: sandboxes where the developer is an active
+    member too. Raises AppNotReviewed, NoBusinessToConnect or NoBusinessToInstallIn when there
+    is none."""
+    memberships = await books.businesses_of_user(tx, user_id)
+    if not app.reviewed:
+        developers = (
+            {
+                business.id
+                for business, _ in await books.businesses_of_user(tx, app.developer_user_id)
+            }
+            if app.developer_user_id is not None
+            else set()
+        )
+        memberships = [
+            (business, role)
+            for business, role in memberships
+            if business.sandbox and business.id in developers
+        ]
+    return await _approvable(tx, app, memberships, ())
+
+
+async def _approvable(
+    tx: Transaction,
+    app: apps.App,
+    memberships: Sequence[tuple[books.Business, str]],
+    scopes: Sequence[str],
+) -> list[books.Business]:
     if not memberships:
         if not app.reviewed:
             raise apps.AppNotReviewed()

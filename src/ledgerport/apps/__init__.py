@@ -43,6 +43,7 @@ from ._assets import ASSET_SIGNATURES as ASSET_SIGNATURES
 from ._assets import Asset as Asset
 from ._assets import delete_asset as delete_asset
 from ._assets import known_assets as known_assets
+from ._assets import listed_asset as listed_asset
 from ._assets import upload_asset as upload_asset
 from ._deliveries import DELIVERIES_CHANNEL as DELIVERIES_CHANNEL
 from ._deliveries import DELIVERY_STATUSES as DELIVERY_STATUSES

@@ -74,6 +74,23 @@ async def known_assets(tx: Transaction, app_id: str, asset_ids: list[str]) -> se
     return {asset_id for asset_id in asset_ids if asset_id in mine}
 
 
+async def listed_asset(tx: Transaction, asset_id: str) -> tuple[str, bytes]:
+    """The type and bytes of an asset that a live listing shows (its icon or a screenshot), for
+    the marketplace pages; AssetNotFound for any other asset, so that drafts stay private."""
+    row = await tx.fetchrow(
+        "SELECT a.content_type, a.data, r.icon_asset_id, r.screenshot_asset_ids"
+        " FROM app_assets a JOIN listings l ON l.app_id = a.app_id"
+        " JOIN listing_revisions r ON r.id = l.live_revision_id WHERE a.id = $1",
+        asset_id,
+    )
+    if row is None or (
+        row["icon_asset_id"] != asset_id
+        and asset_id not in json.loads(row["screenshot_asset_ids"] or "[]")
+    ):
+        raise AssetNotFound(asset_id)
+    return row["content_type"], bytes(row["data"])
+
+
 async def delete_asset(tx: Transaction, *, app_id: str, asset_id: str) -> None:
     """Delete the asset; AssetInUse while the live revision or an open revision refers to it."""
     found = await tx.fetchval(

@@ -1,24 +1,36 @@
 """The public marketplace on the application host: the catalogue (search by name, filter by
-category), a listing's page with its ratings, and the rating form for business users
-(contract.md: App platform surfaces, Application host pages). Listings show their live
-revision only."""
+category), a listing's page with its images and ratings, the rating form for business users, and
+the one-click install (contract.md: App platform surfaces, Application host pages). Listings show
+their live revision only, and only the images it names are served.
+
+One-click install is a managed install (partner-api.md: Token exchange, 5): the signed-in user
+picks a business and the scopes, the installation is made (or widened) at once, and the browser
+goes to the app's embedded page, whose bridge hands the app a session token; the app's first
+tokens come from exchanging it. Nothing is redirected to the app.
+"""
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from quart import Blueprint, redirect, request
+from quart import Blueprint, Response, redirect, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import apps, books, storage
+from ledgerport import access, apps, books, catalog, storage
 from ledgerport.errors import InvalidInput
 
-from ._browser import csrf_valid, current_user_id, form_page
+from ._browser import CSRF_COOKIE_PARAM, CsrfToken, csrf_valid, current_user_id, form_page
 from ._context import platform, unit_of_work
 from ._openapi import (
+    FORM,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Body,
+    Header,
     Param,
+    Reply,
     operation,
     page,
     redirect_reply,
@@ -120,3 +132,156 @@ async def rate(slug: str) -> ResponseReturnValue:
         )
         return redirect(f"{back}?{urlencode({'notice': f'Not rated: {text}'})}", 303)
     return redirect(f"{back}?{urlencode({'notice': 'Thank you: your rating is saved'})}", 303)
+
+
+_INSTALL_REFUSED = (
+    apps.AppNotReviewed,
+    access.NoBusinessToConnect,
+    access.NoBusinessToInstallIn,
+)
+"""Why the install page has no business to offer the signed-in user."""
+
+
+@blueprint.get("/marketplace/<slug>/install")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The install form: the businesses the user may install in, the app's scopes"),
+    redirect_reply("Not signed in: to the sign-in page, returning here"),
+    page(404, "Nothing is listed there"),
+    raises=(*_INSTALL_REFUSED, *_ERRORS),
+    params=(_SLUG,),
+)
+async def install_page(slug: str) -> ResponseReturnValue:
+    """The one-click install form: who is signed in, the app and its developer, a business to
+    install in (those where the user may install apps, or where the app is installed) and the
+    app's scopes in plain words, each one a checkbox."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    async with unit_of_work() as tx:
+        try:
+            listed = await apps.live_listing(tx, slug)
+        except apps.ListingNotFound:
+            return await problem_page(f"Nothing is listed at {slug}", 404, title=PAGE_TITLE)
+        app = await apps.get_app(tx, listed.app_id)
+        businesses = await access.install_businesses(tx, app, user_id)
+        installed = {
+            business.id: installation.scopes
+            for business in businesses
+            if (installation := await apps.active_installation(tx, app.id, business.id))
+        }
+        user = await books.get_user(tx, user_id)
+        developer = (
+            await books.get_user(tx, app.developer_user_id) if app.developer_user_id else None
+        )
+    return await form_page(
+        "marketplace_install.html",
+        listed=listed,
+        app=app,
+        user=user,
+        developer=(developer.name or developer.email) if developer else None,
+        businesses=businesses,
+        installed=installed,
+        scopes=[(scope, catalog.SCOPE_DESCRIPTIONS.get(scope, scope)) for scope in app.scopes],
+    )
+
+
+class InstallForm(TypedDict):
+    """The install form: the business and the scopes (``scope`` repeated, one per checkbox)."""
+
+    csrf_token: CsrfToken
+    business_id: str
+    scope: list[str]
+
+
+@blueprint.post("/marketplace/<slug>/install")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply(
+        "Installed: to the app's embedded page in the business (or back to the install form,"
+        " saying why not)"
+    ),
+    page(404, "Nothing is listed there"),
+    raises=(
+        *_INSTALL_REFUSED,
+        access.BusinessNotOffered,
+        RequestEntityTooLarge,
+        storage.Conflict,
+        *_ERRORS,
+    ),
+    bodies=(Body(FORM, InstallForm),),
+    params=(_SLUG, CSRF_COOKIE_PARAM),
+)
+async def install(slug: str) -> ResponseReturnValue:
+    """Install the app in the chosen business with the chosen scopes (a managed install; it
+    widens an installation that is already there), then open the app's page in that business,
+    where the app's first tokens come from token exchange."""
+    user_id = await current_user_id()
+    if user_id is None:
+        return login_redirect()
+    form = await request.form
+    back = f"/marketplace/{slug}/install"
+    if not csrf_valid(form.get("csrf_token")):
+        return redirect(f"{back}?{urlencode({'notice': 'The form expired: try again'})}", 303)
+    business_id = form.get("business_id", "")
+    scopes = form.getlist("scope")
+    p = platform()
+    try:
+        async with unit_of_work() as tx:
+            listed = await apps.live_listing(tx, slug)
+            app = await apps.get_app(tx, listed.app_id)
+            offered = await access.install_businesses(tx, app, user_id)
+            business = next((b for b in offered if b.id == business_id), None)
+            if business is None:
+                raise access.BusinessNotOffered()
+            if not scopes:
+                raise InvalidInput(["choose at least one of the scopes"])
+            await apps.install(
+                tx,
+                now=p.now(),
+                app_id=app.id,
+                business_id=business.id,
+                user_id=user_id,
+                scopes=scopes,
+            )
+    except apps.ListingNotFound:
+        return await problem_page(f"Nothing is listed at {slug}", 404, title=PAGE_TITLE)
+    except (
+        InvalidInput,
+        access.BusinessNotOffered,
+        apps.InstallNotPermitted,
+        apps.ScopesNotRegistered,
+        apps.AppNotActive,
+    ) as refused:
+        text = (
+            "; ".join(refused.messages) if isinstance(refused, InvalidInput) else refused.rendered
+        )
+        return redirect(f"{back}?{urlencode({'notice': f'Not installed: {text}'})}", 303)
+    if app.app_url:
+        return redirect(f"/apps/{app.id}?{urlencode({'business_id': business.id})}", 303)
+    done = f"Installed in {business.name}"
+    return redirect(f"/marketplace/{slug}?{urlencode({'notice': done})}", 303)
+
+
+_IMAGE_HEADERS = (Header("Cache-Control", "Kept for a day: an asset never changes"),)
+
+
+@blueprint.get("/marketplace/assets/<asset_id>")
+@operation(
+    Reply(200, "The image", "image/png", None, _IMAGE_HEADERS),
+    Reply(200, "The image", "image/jpeg", None, _IMAGE_HEADERS),
+    page(404, "No live listing shows that image"),
+    raises=_ERRORS,
+    params=(Param("asset_id", "path", "The asset's id"),),
+)
+async def asset(asset_id: str) -> ResponseReturnValue:
+    """An icon or screenshot that a live listing shows. An asset's bytes never change (a new
+    image is a new asset), so it may be kept for a day."""
+    try:
+        async with unit_of_work() as tx:
+            content_type, data = await apps.listed_asset(tx, asset_id)
+    except apps.AssetNotFound:
+        return await problem_page("No live listing shows that image", 404, title=PAGE_TITLE)
+    response = Response(data, content_type=content_type)
+    response.headers["Cache-Control"] = "public, max-age=86400, immutable"
+    return response
