@@ -259,8 +259,8 @@ async def test_the_form_expired_installs_nothing(
                 developer.app_id,
                 buyer.business_id,
             )
-    assert response.status_code == 303
-    assert _notice(response.headers["Location"]) == "The form expired: try again"
+    assert response.status_code == 400
+    assert "The form expired" in await response.get_data(as_text=True)
     assert int(installed) == 0
 
 

@@ -201,6 +201,7 @@ class InstallForm(TypedDict):
         "Installed: to the app's embedded page in the business (or back to the install form,"
         " saying why not)"
     ),
+    page(400, "The form expired (CSRF check failed)"),
     page(404, "Nothing is listed there"),
     raises=(
         *_INSTALL_REFUSED,
@@ -222,7 +223,9 @@ async def install(slug: str) -> ResponseReturnValue:
     form = await request.form
     back = f"/marketplace/{slug}/install"
     if not csrf_valid(form.get("csrf_token")):
-        return redirect(f"{back}?{urlencode({'notice': 'The form expired: try again'})}", 303)
+        return await problem_page(
+            "The form expired: open the install page again", 400, title=PAGE_TITLE
+        )
     business_id = form.get("business_id", "")
     scopes = form.getlist("scope")
     p = platform()
