@@ -64,6 +64,8 @@ async def test_member_sees_the_app_framed_with_a_csp_allowing_only_its_origin(
     assert "frame-ancestors 'none'" in csp
     assert "script-src 'self'" in csp
     assert response.headers["Cache-Control"] == "no-store"
+    # The bridge listens before the frame exists: a frame that asks at once is answered.
+    assert page.index('src="/bridge/static/bridge.js"') < page.index('<iframe id="app-frame"')
 
 
 async def test_bridge_script_is_served(client: Any) -> None:

@@ -72,6 +72,7 @@ async def test_a_member_sees_the_extension_framed_with_the_records_context(
 
     page = await response.get_data(as_text=True)
     assert response.status_code == 200, page
+    assert page.index('src="/bridge/static/bridge.js"') < page.index('<iframe id="app-frame"')
     src = urlsplit(_frame_src(page))
     assert (src.scheme, src.netloc, src.path) == ("https", "books-sync.example", "/ext/invoice")
     assert parse_qs(src.query) == {

@@ -431,3 +431,21 @@ async def test_a_user_who_may_install_nowhere_is_told_so(
     assert await problem_message(response) == (
         "You may not install apps in any of your businesses: ask an owner or an admin"
     )
+
+
+async def test_the_consent_form_may_send_the_browser_on_to_the_apps_redirect_uri_only(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """Browsers hold a form's redirect to the page's form-action: the consent page allows the
+    origin of the request's redirect URI, and no other; other pages allow their own origin."""
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+
+    consent = await client.get(query(world))
+    login_page = await client.get("/login")
+
+    parts = urlsplit(REDIRECT_URI)
+    policy = consent.headers["Content-Security-Policy"]
+    assert f"form-action 'self' {parts.scheme}://{parts.netloc};" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert "form-action 'self';" in login_page.headers["Content-Security-Policy"]

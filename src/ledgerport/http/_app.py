@@ -13,7 +13,7 @@ from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 
 from . import _ops, admin, authorize, bridge, console_pages, device, marketplace, oauth, pages
-from ._browser import SESSION_COOKIE
+from ._browser import SESSION_COOKIE, page_csp
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
 from ._errors import OAUTH, page_shape, register_error_handlers
@@ -28,10 +28,7 @@ _SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-_PAGE_CSP = (
-    "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
-    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
+_PAGE_CSP = page_csp()
 _API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 

@@ -36,6 +36,17 @@ CsrfToken = Annotated[str, Field(min_length=1, description="The form's token, bo
 """The field every form of the application host carries, in the OpenAPI document."""
 
 
+def page_csp(*form_targets: str) -> str:
+    """The Content-Security-Policy of the application host's pages. A form's answer may
+    redirect only to this origin and to ``form_targets`` (origins): browsers hold a form's
+    redirects to form-action too, so the consent form names the app's redirect URI's origin."""
+    form_action = " ".join(["'self'", *form_targets])
+    return (
+        "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+        f"form-action {form_action}; base-uri 'none'; frame-ancestors 'none'"
+    )
+
+
 def _cookie_flags() -> dict[str, object]:
     return {
         "httponly": True,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from quart import Response, render_template, request
 
 from ledgerport import apps, books, catalog
 
-from ._browser import apply_cookies, csrf_token, current_user_id
+from ._browser import apply_cookies, csrf_token, current_user_id, page_csp
 from ._context import unit_of_work
 
 
@@ -19,11 +20,14 @@ async def consent_page(
     scopes: Sequence[str],
     businesses: Sequence[books.Business],
     hidden: dict[str, str],
+    redirects_to: str | None = None,
 ) -> Response:
     """Who is signed in (with a way to switch account), the app's name and developer (with a
     link to its marketplace listing when it has a live one), the requested scopes in plain
     words, a ``business_id`` select and approve/deny buttons; the form posts back to
-    ``action`` with ``hidden`` fields and a CSRF token."""
+    ``action`` with ``hidden`` fields and a CSRF token. ``redirects_to`` is the URI the form's
+    answer redirects to, when it leaves this origin (the page's form-action allows its
+    origin)."""
     cookies: dict[str, str] = {}
     user_id = await current_user_id()
     async with unit_of_work() as tx:
@@ -48,4 +52,7 @@ async def consent_page(
     )
     response = Response(html, content_type="text/html; charset=utf-8")
     response.headers["Cache-Control"] = "no-store"
+    if redirects_to is not None:
+        parts = urlsplit(redirects_to)
+        response.headers["Content-Security-Policy"] = page_csp(f"{parts.scheme}://{parts.netloc}")
     return apply_cookies(response, cookies)

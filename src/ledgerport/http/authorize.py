@@ -104,6 +104,7 @@ async def authorize() -> ResponseReturnValue:
         scopes=params.scopes,
         businesses=businesses,
         hidden={"request_id": request_id},
+        redirects_to=params.redirect_uri,
     )
 
 
