@@ -15,8 +15,10 @@ from ledgerport.platform import Platform
 from ledgerport.storage import Store
 
 from ..receiver import Answer
+from .data_api import owner_api
 from .oauth_helpers import login
-from .webhook_world import deliver, engine_for, hooked
+from .test_listings import body as listing_body
+from .webhook_world import console_for, deliver, engine_for, hooked
 
 TIMEOUT = 30
 
@@ -169,3 +171,40 @@ async def test_nobody_else_sees_an_apps_pages(client: Any, admin_headers: dict[s
     for answer in answers:
         assert "text/html" in answer.headers["Content-Type"]
     assert signed_out.status_code == 303
+
+
+async def test_the_listing_page_submits_a_draft_and_shows_every_revision(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        api = await owner_api(client, admin_headers)
+        console = await console_for(client, admin_headers, api)
+        first = await console.ok("PUT", "/listing", listing_body("books-sync"), 201)
+        await console.ok("POST", "/listing/submit")
+        for action in ("start", "approve"):
+            response = await client.post(
+                f"/admin/listing-revisions/{first['draft']['id']}/review",
+                json={"action": action, "note": "Clear and complete"},
+                headers=admin_headers,
+            )
+            assert response.status_code == 200
+        await console.ok("PUT", "/listing", listing_body("books-sync", tagline="Invoices, synced"))
+        await login(client, api.world)
+        path = f"/console/apps/{api.world.app_id}/listing"
+        page = await _page(client, path)
+        submitted = await client.post(f"{path}/submit", form={"csrf_token": _csrf(page)})
+        after = await _page(client, submitted.headers["Location"])
+        again = await client.post(f"{path}/submit", form={"csrf_token": _csrf(page)})
+        refused = await _page(client, again.headers["Location"])
+        expired = await client.post(f"{path}/submit", form={"csrf_token": "forged"})
+    assert "Submit revision 2 for review" in page
+    rows = re.findall(r"<tr id=\"([^\"]+)\"><td>(\d+)[^<]*</td><td>([^<]+)</td>", page)
+    assert [(number, state) for _, number, state in rows] == [("2", "draft"), ("1", "approved")]
+    assert "<td>1 (live)</td>" in page
+    assert "Clear and complete" in page
+    assert submitted.status_code == 303
+    assert "Revision 2 submitted for review" in after
+    assert "Submit revision" not in after  # nothing left to submit
+    assert "Not submitted:" in refused
+    assert expired.status_code == 303
+    assert "expired" in html.unescape(expired.headers["Location"]).replace("+", " ")

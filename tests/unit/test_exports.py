@@ -51,6 +51,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "delete_asset",
         "known_assets",
         "listed_asset",
+        "listing_revisions",
         "upload_asset",
         "ListingExists",
         "ListingNotFound",

@@ -150,6 +150,7 @@ from ._listings import ReviewAction as ReviewAction
 from ._listings import Revision as Revision
 from ._listings import RevisionState as RevisionState
 from ._listings import find_listing as find_listing
+from ._listings import listing_revisions as listing_revisions
 from ._listings import review_revision as review_revision
 from ._listings import save_listing as save_listing
 from ._listings import submit_listing as submit_listing

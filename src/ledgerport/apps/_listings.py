@@ -169,6 +169,14 @@ async def find_listing(tx: Transaction, app_id: str) -> Listing | None:
     return Listing(row["id"], row["app_id"], row["slug"], live, open_revision)
 
 
+async def listing_revisions(tx: Transaction, listing_id: str) -> list[Revision]:
+    """Every revision of the listing, the newest first."""
+    rows = await tx.fetch(
+        "SELECT * FROM listing_revisions WHERE listing_id = $1 ORDER BY number DESC", listing_id
+    )
+    return [Revision.from_row(row) for row in rows]
+
+
 async def _claim_slug(tx: Transaction, listing_id: str, slug: str) -> None:
     taken = await tx.fetchval(
         "SELECT id FROM listings WHERE slug = $1 AND id <> $2", slug, listing_id

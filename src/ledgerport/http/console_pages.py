@@ -221,17 +221,46 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
 )
 async def listing_page(app_id: str) -> ResponseReturnValue:
     """The listing: the live revision and the open one, with its state and the reviewer's
-    note."""
+    note, a button to submit a draft for review, and every revision with its state."""
     user_id = _developer()
     async with unit_of_work() as tx:
         app = await _developed(tx, app_id, user_id)
         listing = await apps.find_listing(tx, app_id)
+        revisions = await apps.listing_revisions(tx, listing.id) if listing else []
         ratings = await apps.rating_summary(tx, app_id)
     return await form_page(
         "console_listing.html",
         csp=CONSOLE_CSP,
         app=app,
         listing=listing,
+        revisions=revisions,
         ratings=ratings,
         iso=iso_time,
     )
+
+
+@blueprint.post("/console/apps/<app_id>/listing/submit")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply("Back to the listing page, saying what was done or why not"),
+    page(404, "Not an app of the signed-in developer"),
+    raises=_PAGE_ERRORS,
+    params=(_APP,),
+)
+async def submit_listing(app_id: str) -> ResponseReturnValue:
+    """The submit button: the draft revision goes to review, as
+    ``POST /developer/apps/{appId}/listing/submit``."""
+    user_id = _developer()
+    back = f"/console/apps/{app_id}/listing"
+    if not csrf_valid((await request.form).get("csrf_token")):
+        return redirect(f"{back}?{urlencode({'notice': 'The form expired: try again'})}", 303)
+    try:
+        async with unit_of_work() as tx:
+            app = await _developed(tx, app_id, user_id)
+            listing = await apps.submit_listing(tx, now=platform().now(), app=app)
+    except (apps.ListingNotFound, apps.RevisionInWrongState) as refused:
+        notice = f"Not submitted: {refused.rendered}"
+        return redirect(f"{back}?{urlencode({'notice': notice})}", 303)
+    assert listing.open is not None
+    notice = f"Revision {listing.open.number} submitted for review"
+    return redirect(f"{back}?{urlencode({'notice': notice})}", 303)
