@@ -23,7 +23,15 @@ async def _listed(
     """An app installed in its developer's business, listed live at ``slug``."""
     api = await owner_api(client, admin_headers)
     console = await console_for(client, admin_headers, api)
-    listing = await console.ok("PUT", "/listing", body(slug, name=name, category=category), 201)
+    await go_live(client, admin_headers, console, body(slug, name=name, category=category))
+    return api, console
+
+
+async def go_live(
+    client: Any, admin_headers: dict[str, str], console: Console, content: dict[str, Any]
+) -> None:
+    """The listing's first save, submitted and approved: ``content`` is live."""
+    listing = await console.ok("PUT", "/listing", content, 201)
     await console.ok("POST", "/listing/submit")
     for action in ("start", "approve"):
         response = await client.post(
@@ -32,7 +40,6 @@ async def _listed(
             headers=admin_headers,
         )
         assert response.status_code == 200
-    return api, console
 
 
 async def _text(client: Any, path: str, status: int = 200) -> str:

@@ -18,6 +18,7 @@ from ledgerport import catalog
 
 from .oauth_helpers import World, add_member, exchange, login, make_world
 from .test_listings import body
+from .test_marketplace import go_live
 from .webhook_world import Console
 
 TIMEOUT = 30
@@ -65,15 +66,7 @@ async def _listed_app(
         icon = await _upload(client, console, PNG, "image/png")
         shot = await _upload(client, console, JPEG, "image/jpeg")
         content |= {"iconAssetId": icon, "screenshotAssetIds": [shot]}
-    listing = await console.ok("PUT", "/listing", content, 201)
-    await console.ok("POST", "/listing/submit")
-    for action in ("start", "approve"):
-        response = await client.post(
-            f"/admin/listing-revisions/{listing['draft']['id']}/review",
-            json={"action": action},
-            headers=admin_headers,
-        )
-        assert response.status_code == 200
+    await go_live(client, admin_headers, console, content)
     return world, console
 
 

@@ -7,9 +7,7 @@ app's developer sees it: anyone else's app is not found."""
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
-from quart import Blueprint, Response, g, redirect, request
+from quart import Blueprint, Response, g, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
@@ -18,7 +16,7 @@ from ledgerport import apps, storage
 from ._browser import csrf_valid, current_user_id, form_page
 from ._context import platform, unit_of_work
 from ._openapi import SIGNED_IN_OR_SENT_TO_SIGN_IN, Param, operation, page, redirect_reply
-from ._pages import login_redirect
+from ._pages import login_redirect, with_notice
 from .developer import iso_time
 
 blueprint = Blueprint("console_pages", __name__)
@@ -128,9 +126,7 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
 
 
 def _back(app_id: str, notice: str) -> Response:
-    return redirect(  # type: ignore[return-value]
-        f"/console/apps/{app_id}/webhooks?{urlencode({'notice': notice})}", 303
-    )
+    return with_notice(f"/console/apps/{app_id}/webhooks", notice)
 
 
 @blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/test")
@@ -253,14 +249,12 @@ async def submit_listing(app_id: str) -> ResponseReturnValue:
     user_id = _developer()
     back = f"/console/apps/{app_id}/listing"
     if not csrf_valid((await request.form).get("csrf_token")):
-        return redirect(f"{back}?{urlencode({'notice': 'The form expired: try again'})}", 303)
+        return with_notice(back, "The form expired: try again")
     try:
         async with unit_of_work() as tx:
             app = await _developed(tx, app_id, user_id)
             listing = await apps.submit_listing(tx, now=platform().now(), app=app)
     except (apps.ListingNotFound, apps.RevisionInWrongState) as refused:
-        notice = f"Not submitted: {refused.rendered}"
-        return redirect(f"{back}?{urlencode({'notice': notice})}", 303)
+        return with_notice(back, f"Not submitted: {refused.rendered}")
     assert listing.open is not None
-    notice = f"Revision {listing.open.number} submitted for review"
-    return redirect(f"{back}?{urlencode({'notice': notice})}", 303)
+    return with_notice(back, f"Revision {listing.open.number} submitted for review")

@@ -35,7 +35,7 @@ from ._openapi import (
     page,
     redirect_reply,
 )
-from ._pages import login_redirect, problem_page
+from ._pages import login_redirect, problem_page, with_notice
 
 blueprint = Blueprint("marketplace", __name__)
 
@@ -108,7 +108,7 @@ async def rate(slug: str) -> ResponseReturnValue:
     form = await request.form
     back = f"/marketplace/{slug}"
     if not csrf_valid(form.get("csrf_token")):
-        return redirect(f"{back}?{urlencode({'notice': 'The form expired: try again'})}", 303)
+        return with_notice(back, "The form expired: try again")
     try:
         stars = int(form.get("stars", ""))
     except ValueError:
@@ -130,8 +130,8 @@ async def rate(slug: str) -> ResponseReturnValue:
         text = (
             "; ".join(refused.messages) if isinstance(refused, InvalidInput) else refused.rendered
         )
-        return redirect(f"{back}?{urlencode({'notice': f'Not rated: {text}'})}", 303)
-    return redirect(f"{back}?{urlencode({'notice': 'Thank you: your rating is saved'})}", 303)
+        return with_notice(back, f"Not rated: {text}")
+    return with_notice(back, "Thank you: your rating is saved")
 
 
 _INSTALL_REFUSED = (
@@ -259,11 +259,10 @@ async def install(slug: str) -> ResponseReturnValue:
         text = (
             "; ".join(refused.messages) if isinstance(refused, InvalidInput) else refused.rendered
         )
-        return redirect(f"{back}?{urlencode({'notice': f'Not installed: {text}'})}", 303)
+        return with_notice(back, f"Not installed: {text}")
     if app.app_url:
         return redirect(f"/apps/{app.id}?{urlencode({'business_id': business.id})}", 303)
-    done = f"Installed in {business.name}"
-    return redirect(f"/marketplace/{slug}?{urlencode({'notice': done})}", 303)
+    return with_notice(f"/marketplace/{slug}", f"Installed in {business.name}")
 
 
 _IMAGE_HEADERS = (Header("Cache-Control", "Kept for a day: an asset never changes"),)
