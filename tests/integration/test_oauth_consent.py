@@ -433,19 +433,50 @@ async def test_a_user_who_may_install_nowhere_is_told_so(
     )
 
 
+@pytest.mark.parametrize(
+    ("redirect_uri", "source"),
+    [
+        (REDIRECT_URI, "https://app.example.com"),
+        ("http://127.0.0.1:8765/callback", "http://127.0.0.1:8765"),
+        # CSP has no form for an IPv6 literal: the scheme stands in.
+        ("http://[::1]:8765/callback", "http:"),
+    ],
+)
 async def test_the_consent_form_may_send_the_browser_on_to_the_apps_redirect_uri_only(
-    client: Any, admin_headers: dict[str, str]
+    client: Any, admin_headers: dict[str, str], redirect_uri: str, source: str
 ) -> None:
     """Browsers hold a form's redirect to the page's form-action: the consent page allows the
     origin of the request's redirect URI, and no other; other pages allow their own origin."""
     world = await make_world(client, admin_headers)
+    app = await client.post(
+        "/admin/apps",
+        json={
+            "name": "Desk Sync",
+            "type": "PUBLIC",
+            "redirectUris": [redirect_uri],
+            "scopes": ["invoices:read"],
+            "developerUserId": world.user_id,
+            "reviewed": True,
+        },
+        headers=admin_headers,
+    )
+    assert app.status_code == 201
+    world.client_id = (await app.get_json())["clientId"]
     await login(client, world)
+    _, challenge = pkce_pair()
 
-    consent = await client.get(query(world))
+    consent = await client.get(
+        query(
+            world,
+            redirect_uri=redirect_uri,
+            code_challenge=challenge,
+            code_challenge_method="S256",
+        )
+    )
     login_page = await client.get("/login")
 
-    parts = urlsplit(REDIRECT_URI)
+    assert consent.status_code == 200, await consent.get_data(as_text=True)
     policy = consent.headers["Content-Security-Policy"]
-    assert f"form-action 'self' {parts.scheme}://{parts.netloc};" in policy
+    assert f"form-action 'self' {source};" in policy
     assert "frame-ancestors 'none'" in policy
     assert "form-action 'self';" in login_page.headers["Content-Security-Policy"]

@@ -53,6 +53,15 @@ async def consent_page(
     response = Response(html, content_type="text/html; charset=utf-8")
     response.headers["Cache-Control"] = "no-store"
     if redirects_to is not None:
-        parts = urlsplit(redirects_to)
-        response.headers["Content-Security-Policy"] = page_csp(f"{parts.scheme}://{parts.netloc}")
+        response.headers["Content-Security-Policy"] = page_csp(_source(redirects_to))
     return apply_cookies(response, cookies)
+
+
+def _source(uri: str) -> str:
+    """The CSP source that allows ``uri``'s origin. CSP has no form for an IPv6 literal (a
+    loopback redirect URI such as ``http://[::1]:8080/cb``): its scheme stands in there; the
+    form itself still posts only here, and the service redirects only to registered URIs."""
+    parts = urlsplit(uri)
+    if parts.netloc.startswith("["):
+        return f"{parts.scheme}:"
+    return f"{parts.scheme}://{parts.netloc}"
