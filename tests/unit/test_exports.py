@@ -200,6 +200,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "renew_claims",
         "request_business_redaction",
         "resolve",
+        "resolve_ahead",
         "resolve_api_version",
         "rotate_webhook_secret",
         "send_plan",

@@ -10,6 +10,7 @@ import ipaddress
 import pytest
 import stripe
 import trio
+import trio.testing
 
 from ledgerport import apps, catalog
 from ledgerport.engine import next_attempt_at, signature, signature_header, verify_header
@@ -136,3 +137,59 @@ async def test_a_name_that_resolves_to_a_private_address_is_refused() -> None:
     assert "10.1.2.3" in refused
     assert accepted is None
     assert unresolved == "host hooks.example.com does not resolve"
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (["93.184.216.34"], None),
+        (["93.184.216.34", "10.1.2.3"], "resolves to a private"),
+        (OSError("Name or service not known"), "host hooks.example.com does not resolve"),
+        ("slow", "host hooks.example.com did not resolve within 5 s"),
+    ],
+)
+async def test_a_name_resolved_ahead_is_judged_as_if_resolved_in_place(
+    autojump_clock: trio.testing.MockClock, answer: object, problem: str | None
+) -> None:
+    """Saving a webhook resolves its host before the transaction: the check inside gets the
+    same outcome, and the name is looked up once."""
+    asked: list[tuple[str, int]] = []
+
+    async def resolver(host: str, port: int) -> list[str]:
+        asked.append((host, port))
+        if answer == "slow":
+            await trio.sleep(60)
+        if isinstance(answer, OSError):
+            raise answer
+        assert isinstance(answer, list)
+        return answer
+
+    url = "https://hooks.example.com:8443/in"
+    ahead = await apps.resolve_ahead(url, development=False, resolver=resolver)
+    assert asked == [("hooks.example.com", 8443)]  # before any transaction
+    found = await apps.webhook_target_problem(url, development=False, resolver=ahead)
+    assert asked == [("hooks.example.com", 8443)]  # and not again inside
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+
+
+@pytest.mark.parametrize(
+    ("url", "development"),
+    [
+        ("https://93.184.216.34/in", False),  # a literal address is checked as written
+        ("https://hooks.example.com/in", True),  # development resolves nothing
+        ("not a url", False),
+        (None, False),  # a change that leaves the URL as it is
+    ],
+)
+async def test_nothing_is_resolved_ahead_where_nothing_would_be(
+    url: str | None, development: bool
+) -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        raise AssertionError(f"{host} was resolved")
+
+    ahead = await apps.resolve_ahead(url, development=development, resolver=resolver)
+    assert ahead is resolver

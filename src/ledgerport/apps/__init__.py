@@ -168,6 +168,7 @@ from ._ratings import user_rating as user_rating
 from ._targets import Resolver as Resolver
 from ._targets import address_allowed as address_allowed
 from ._targets import resolve as resolve
+from ._targets import resolve_ahead as resolve_ahead
 from ._targets import webhook_target_problem as webhook_target_problem
 from ._targets import webhook_url_problem as webhook_url_problem
 from ._uris import is_loopback_host as is_loopback_host

@@ -73,24 +73,61 @@ def webhook_url_problem(url: object, *, development: bool) -> str | None:
     return None
 
 
-async def webhook_target_problem(
-    url: object, *, development: bool, resolver: Resolver = resolve
-) -> str | None:
-    """:func:`webhook_url_problem`, and in production the addresses its host resolves to."""
-    problem = webhook_url_problem(url, development=development)
-    if problem is not None or development:
-        return problem
+def _host_to_resolve(url: object, *, development: bool) -> tuple[str, int] | None:
+    """The host name (and port) that saving a webhook at ``url`` resolves, if any."""
+    if development or webhook_url_problem(url, development=development) is not None:
+        return None
     assert isinstance(url, str)
     parts = urlsplit(url)
     host = parts.hostname or ""
     try:
         ipaddress.ip_address(host)
-        return None  # a literal address was checked as written
+        return None  # a literal address is checked as written
     except ValueError:
-        pass
+        return host, parts.port or 443
+
+
+async def resolve_ahead(
+    url: object, *, development: bool, resolver: Resolver = resolve
+) -> Resolver:
+    """Resolve the host a webhook at ``url`` will be checked against now, before a
+    transaction begins, and answer a resolver that replays the outcome (addresses, failure or
+    timeout) to :func:`webhook_target_problem` inside it. A slow name then holds no transaction
+    (on SQLite one transaction holds the whole store). Other names go to ``resolver``."""
+    target = _host_to_resolve(url, development=development)
+    if target is None:
+        return resolver
+    outcome: list[str] | BaseException
     try:
         with trio.fail_after(RESOLVE_TIMEOUT):
-            addresses = await resolver(host, parts.port or 443)
+            outcome = await resolver(*target)
+    except (OSError, trio.TooSlowError) as failed:
+        outcome = failed
+
+    async def replay(host: str, port: int, /) -> list[str]:
+        if (host, port) != target:
+            return await resolver(host, port)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    return replay
+
+
+async def webhook_target_problem(
+    url: object, *, development: bool, resolver: Resolver = resolve
+) -> str | None:
+    """:func:`webhook_url_problem`, and in production the addresses its host resolves to."""
+    problem = webhook_url_problem(url, development=development)
+    if problem is not None:
+        return problem
+    target = _host_to_resolve(url, development=development)
+    if target is None:
+        return None
+    host, port = target
+    try:
+        with trio.fail_after(RESOLVE_TIMEOUT):
+            addresses = await resolver(host, port)
     except OSError:
         return f"host {host} does not resolve"
     except trio.TooSlowError:

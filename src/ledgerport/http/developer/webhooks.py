@@ -162,6 +162,8 @@ WEBHOOK_RAISES = (*JSON_BODY_ERRORS, InvalidInput, storage.BadValue)
 async def create_webhook(app_id: str, data: WebhookIn) -> tuple[CreatedWebhook, int]:
     """Create a webhook. Its signing secret (``whsec_``...) is in this answer only."""
     p = platform()
+    development = p.config.development
+    resolver = await apps.resolve_ahead(data.url, development=development)
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         webhook, secret = await apps.create_webhook(
@@ -172,7 +174,8 @@ async def create_webhook(app_id: str, data: WebhookIn) -> tuple[CreatedWebhook, 
             url=data.url,
             events=data.events,
             enabled=data.enabled,
-            development=p.config.development,
+            development=development,
+            resolver=resolver,
         )
     return {**_webhook(webhook), "secret": secret}, 201
 
@@ -198,6 +201,9 @@ async def change_webhook(app_id: str, webhook_id: str, data: WebhookChanges) -> 
     """Change any of ``url``, ``events`` and ``enabled``. Switched off, the webhook gets no new
     deliveries and those waiting fail unsent."""
     p = platform()
+    changes = data.model_dump(include=data.model_fields_set)
+    development = p.config.development
+    resolver = await apps.resolve_ahead(changes.get("url"), development=development)
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         webhook = await apps.update_webhook(
@@ -205,8 +211,9 @@ async def change_webhook(app_id: str, webhook_id: str, data: WebhookChanges) -> 
             now=p.now(),
             app_id=app_id,
             webhook_id=webhook_id,
-            changes=data.model_dump(include=data.model_fields_set),
-            development=p.config.development,
+            changes=changes,
+            development=development,
+            resolver=resolver,
         )
     return _webhook(webhook)
 
