@@ -29,12 +29,14 @@ from ledgerport.runtime import RunOutcome, RunRequest, SandboxPool
 from ledgerport.storage import StorageError
 
 from ._delivery import POLL, _Wakeup
+from ._retry import next_attempt_at
 
 log = logging.getLogger("ledgerport.engine.functions")
 
-RUN_RETRY_DELAYS = (1.0, 10.0)
-"""Seconds before the second and the third attempt of a run the platform failed; the third
-failure is final."""
+RUN_RETRY_DELAYS = (0.0, 1.0, 10.0)
+"""The schedule of a run the platform failed, read as the webhook retry delays are
+(``next_attempt_at``): the first attempt at once, the second 1 s and the third 10 s after the
+failure before it; the third failure is final."""
 LEASE_MARGIN = 60.0
 """Seconds a claim outlasts the run's wall limit (time to start it and to record it)."""
 
@@ -283,10 +285,10 @@ class FunctionRunner:
         due: float | None = None
         if outcome.ok:
             status = "succeeded"
-        elif outcome.platform_failure and attempts <= len(RUN_RETRY_DELAYS):
-            status, due = "retrying", now + RUN_RETRY_DELAYS[attempts - 1]
         else:
-            status = "failed"
+            if outcome.platform_failure:  # a throwing handler is not tried again
+                due = next_attempt_at(attempts, now, RUN_RETRY_DELAYS)
+            status = "retrying" if due is not None else "failed"
         return apps.RunEnded(
             run_id=run.id,
             lease=run.lease,

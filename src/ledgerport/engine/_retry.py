@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def next_attempt_at(attempts_made: int, failed_at: float, delays: Sequence[int]) -> float | None:
+def next_attempt_at(attempts_made: int, failed_at: float, delays: Sequence[float]) -> float | None:
     """When the attempt after ``attempts_made`` failed ones is due, or None when none is left."""
     if attempts_made < 1:
         raise ValueError("next_attempt_at follows a failed attempt")
