@@ -177,6 +177,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "delivery_id_for",
         "find_app_by_client_id",
         "get_app",
+        "get_developed_app",
         "get_installation",
         "get_webhook",
         "install",

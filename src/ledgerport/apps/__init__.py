@@ -29,6 +29,7 @@ from ._apps import create_app as create_app
 from ._apps import end_installation_state as end_installation_state
 from ._apps import find_app_by_client_id as find_app_by_client_id
 from ._apps import get_app as get_app
+from ._apps import get_developed_app as get_developed_app
 from ._apps import get_installation as get_installation
 from ._apps import install as install
 from ._apps import ordered_scopes as ordered_scopes

@@ -188,6 +188,15 @@ async def get_app(tx: Transaction, app_id: str) -> App:
     return App.from_row(row)
 
 
+async def get_developed_app(tx: Transaction, app_id: str, developer_user_id: str) -> App:
+    """The app, when ``developer_user_id`` develops it; AppNotFound otherwise (whose it is
+    stays hidden)."""
+    app = await get_app(tx, app_id)
+    if app.developer_user_id != developer_user_id:
+        raise AppNotFound(app_id)
+    return app
+
+
 async def apps_developed_by(tx: Transaction, user_id: str) -> list[App]:
     """The apps ``user_id`` develops, by name."""
     rows = await tx.fetch(

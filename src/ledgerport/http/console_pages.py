@@ -43,13 +43,6 @@ def _developer() -> str:
     return user_id
 
 
-async def _developed(tx: storage.Transaction, app_id: str, user_id: str) -> apps.App:
-    app = await apps.get_app(tx, app_id)
-    if app.developer_user_id != user_id:
-        raise apps.AppNotFound(app_id)
-    return app
-
-
 CONSOLE_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none';"
     " frame-ancestors 'none'"
@@ -86,7 +79,7 @@ async def app_overview(app_id: str) -> ResponseReturnValue:
     webhooks, functions and extensions it has."""
     user_id = _developer()
     async with unit_of_work() as tx:
-        app = await _developed(tx, app_id, user_id)
+        app = await apps.get_developed_app(tx, app_id, user_id)
         webhooks = await apps.list_webhooks(tx, app_id)
         functions = await apps.list_functions(tx, app_id)
         extensions = await apps.list_extensions(tx, app)
@@ -115,7 +108,7 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
     test delivery."""
     user_id = _developer()
     async with unit_of_work() as tx:
-        app = await _developed(tx, app_id, user_id)
+        app = await apps.get_developed_app(tx, app_id, user_id)
         webhooks = [
             (webhook, await apps.recent_deliveries(tx, webhook.id))
             for webhook in await apps.list_webhooks(tx, app_id)
@@ -144,7 +137,7 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
         return _back(app_id, "The form expired: try again")
     p = platform()
     async with unit_of_work() as tx:
-        app = await _developed(tx, app_id, user_id)
+        app = await apps.get_developed_app(tx, app_id, user_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
         delivery_id = await apps.create_test_delivery(
             tx, now=p.now(), webhook=webhook, pinned_version=app.pinned_version
@@ -169,7 +162,7 @@ async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseR
     p = platform()
     try:
         async with unit_of_work() as tx:
-            await _developed(tx, app_id, user_id)
+            await apps.get_developed_app(tx, app_id, user_id)
             webhook = await apps.get_webhook(tx, app_id, webhook_id)
             await apps.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
             await tx.notify(apps.DELIVERIES_CHANNEL)
@@ -192,7 +185,7 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
     logs, error and result."""
     user_id = _developer()
     async with unit_of_work() as tx:
-        app = await _developed(tx, app_id, user_id)
+        app = await apps.get_developed_app(tx, app_id, user_id)
         functions = [
             (function, await apps.recent_runs(tx, function))
             for function in await apps.list_functions(tx, app_id)
@@ -220,7 +213,7 @@ async def listing_page(app_id: str) -> ResponseReturnValue:
     note, a button to submit a draft for review, and every revision with its state."""
     user_id = _developer()
     async with unit_of_work() as tx:
-        app = await _developed(tx, app_id, user_id)
+        app = await apps.get_developed_app(tx, app_id, user_id)
         listing = await apps.find_listing(tx, app_id)
         revisions = await apps.listing_revisions(tx, listing.id) if listing else []
         ratings = await apps.rating_summary(tx, app_id)
@@ -252,7 +245,7 @@ async def submit_listing(app_id: str) -> ResponseReturnValue:
         return with_notice(back, "The form expired: try again")
     try:
         async with unit_of_work() as tx:
-            app = await _developed(tx, app_id, user_id)
+            app = await apps.get_developed_app(tx, app_id, user_id)
             listing = await apps.submit_listing(tx, now=platform().now(), app=app)
     except (apps.ListingNotFound, apps.RevisionInWrongState) as refused:
         return with_notice(back, f"Not submitted: {refused.rendered}")

@@ -43,10 +43,7 @@ def developer_id() -> str:
 
 async def developed_app(tx: storage.Transaction, app_id: str) -> apps.App:
     """The app, when the caller develops it; AppNotFound otherwise (whose it is stays hidden)."""
-    app = await apps.get_app(tx, app_id)
-    if app.developer_user_id != developer_id():
-        raise apps.AppNotFound(app_id)
-    return app
+    return await apps.get_developed_app(tx, app_id, developer_id())
 
 
 def iso_time(moment: float) -> str:
