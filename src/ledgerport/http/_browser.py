@@ -13,13 +13,14 @@ from typing import Annotated, TypeVar
 
 from pydantic import Field
 from quart import Response as PageResponse
-from quart import render_template, request
+from quart import request
 from werkzeug.sansio.response import Response
 
 from ledgerport import auth
 
 from ._context import platform, unit_of_work
 from ._openapi import Param
+from ._pages import html_page
 
 _R = TypeVar("_R", bound=Response)
 
@@ -110,16 +111,19 @@ def safe_next(value: str | None) -> str:
     return value
 
 
-async def form_page(template: str, *, csp: str | None = None, **values: object) -> PageResponse:
+async def form_page(
+    template: str, *, status: int = 200, csp: str | None = None, **values: object
+) -> PageResponse:
     """A page with forms: rendered with a CSRF token (its cookie set when absent) and the
     ``notice`` the last form's answer came back with; never cached. ``csp`` replaces the
     application's page policy."""
     cookies: dict[str, str] = {}
-    html = await render_template(
-        template, csrf_token=csrf_token(cookies), notice=request.args.get("notice"), **values
+    response = await html_page(
+        template,
+        status=status,
+        csp=csp,
+        csrf_token=csrf_token(cookies),
+        notice=request.args.get("notice"),
+        **values,
     )
-    response = PageResponse(html, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    if csp is not None:
-        response.headers["Content-Security-Policy"] = csp
     return apply_cookies(response, cookies)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from quart import Blueprint, Response, render_template, request
+from quart import Blueprint, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
@@ -33,7 +33,7 @@ from ._openapi import (
     page,
     redirect_reply,
 )
-from ._pages import login_redirect, problem_page
+from ._pages import html_page, login_redirect, problem_page
 from ._session_tokens import SessionToken, session_token_answer
 
 blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
@@ -87,18 +87,15 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
     if parts.scheme not in ("https", "http") or not parts.netloc:
         return await problem_page("This app has no page to show", 404, title=PAGE_TITLE)
     app_origin = f"{parts.scheme}://{parts.netloc}"
-    html = await render_template(
+    return await html_page(
         "embedded.html",
+        csp=_embedded_csp(app_origin),
         app_name=app.name,
         app_url=app.app_url,
         app_origin=app_origin,
         app_id=app.id,
         business_id=business_id,
     )
-    response = Response(html, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["Content-Security-Policy"] = _embedded_csp(app_origin)
-    return response
 
 
 _RECORD = Param("record_id", "query", "The record the extension is shown for (record targets)")
@@ -147,8 +144,9 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
     query = "&".join(filter(None, [parts.query, urlencode(context)]))
     frame_url = urlunsplit(parts._replace(query=query))
     app_origin = f"{parts.scheme}://{parts.netloc}"
-    html = await render_template(
+    return await html_page(
         "extension.html",
+        csp=_embedded_csp(app_origin),
         app_name=app.name,
         label=extension.label,
         frame_url=frame_url,
@@ -159,10 +157,6 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         record_id=record_id,
         sandbox=EXTENSION_FRAME_SANDBOX,
     )
-    response = Response(html, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["Content-Security-Policy"] = _embedded_csp(app_origin)
-    return response
 
 
 @token_blueprint.get("/bridge/session-token")

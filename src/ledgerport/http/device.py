@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NotRequired
 
-from quart import Blueprint, Response, render_template, request
+from quart import Blueprint, Response, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
@@ -20,10 +20,9 @@ from ledgerport import access, apps, auth, storage
 from ._browser import (
     CSRF_COOKIE_PARAM,
     CsrfToken,
-    apply_cookies,
-    csrf_token,
     csrf_valid,
     current_user_id,
+    form_page,
 )
 from ._consent import consent_page
 from ._context import client_ip, platform, unit_of_work
@@ -69,16 +68,9 @@ _USER_CODE_INPUT_MAX = 32
 async def _code_form(
     user_code: str = "", *, error: str | None = None, status: int = 200
 ) -> Response:
-    cookies: dict[str, str] = {}
-    html = await render_template(
-        "device.html",
-        user_code=user_code[:_USER_CODE_INPUT_MAX],
-        error=error,
-        csrf_token=csrf_token(cookies),
+    return await form_page(
+        "device.html", status=status, user_code=user_code[:_USER_CODE_INPUT_MAX], error=error
     )
-    response = Response(html, status=status, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    return apply_cookies(response, cookies)
 
 
 async def _too_many_codes(entered: str, wait: int) -> Response:

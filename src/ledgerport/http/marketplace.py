@@ -19,10 +19,11 @@ from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, apps, books, catalog, storage
+from ledgerport import access, apps, books, storage
 from ledgerport.errors import InvalidInput
 
 from ._browser import CSRF_COOKIE_PARAM, CsrfToken, csrf_valid, current_user_id, form_page
+from ._consent import described_scopes, developer_name
 from ._context import platform, unit_of_work
 from ._openapi import (
     FORM,
@@ -171,18 +172,16 @@ async def install_page(slug: str) -> ResponseReturnValue:
             if (installation := await apps.active_installation(tx, app.id, business.id))
         }
         user = await books.get_user(tx, user_id)
-        developer = (
-            await books.get_user(tx, app.developer_user_id) if app.developer_user_id else None
-        )
+        developer = await developer_name(tx, app)
     return await form_page(
         "marketplace_install.html",
         listed=listed,
         app=app,
         user=user,
-        developer=(developer.name or developer.email) if developer else None,
+        developer=developer,
         businesses=businesses,
         installed=installed,
-        scopes=[(scope, catalog.SCOPE_DESCRIPTIONS.get(scope, scope)) for scope in app.scopes],
+        scopes=described_scopes(app.scopes),
     )
 
 

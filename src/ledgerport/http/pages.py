@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NotRequired
 from urllib.parse import urlencode
 
-from quart import Blueprint, Response, redirect, render_template, request
+from quart import Blueprint, Response, redirect, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
@@ -17,11 +17,10 @@ from ._browser import (
     CSRF_COOKIE_PARAM,
     SESSION_COOKIE,
     CsrfToken,
-    apply_cookies,
     clear_session_cookie,
-    csrf_token,
     csrf_valid,
     current_user_id,
+    form_page,
     safe_next,
     set_session_cookie,
 )
@@ -60,19 +59,9 @@ class LogoutForm(TypedDict):
 async def _login_page(
     *, next_path: str, email: str = "", error: str | None = None, status: int = 200
 ) -> Response:
-    cookies: dict[str, str] = {}
-    token = csrf_token(cookies)
-    html = await render_template(
-        "login.html",
-        action="/login",
-        next=next_path,
-        email=email,
-        error=error,
-        csrf_token=token,
+    return await form_page(
+        "login.html", status=status, action="/login", next=next_path, email=email, error=error
     )
-    response = Response(html, status=status, content_type="text/html; charset=utf-8")
-    response.headers["Cache-Control"] = "no-store"
-    return apply_cookies(response, cookies)
 
 
 @blueprint.get("/login")
