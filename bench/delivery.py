@@ -140,6 +140,20 @@ async def installed_app(tx: Transaction, platform: Platform) -> tuple[str, apps.
     return business.id, app
 
 
+async def bench_platform(store: Store) -> Platform:
+    """A development platform on ``store`` with fresh keys and the real clock."""
+    config = load(
+        {
+            "LEDGERPORT_DATABASE_URL": "sqlite:///unused.db",
+            "LEDGERPORT_SECRET_KEY": secrets.token_urlsafe(32),
+            "LEDGERPORT_ADMIN_TOKEN": "lp_admin_" + secrets.token_urlsafe(16),
+            "LEDGERPORT_ENV": "development",
+            "LEDGERPORT_PASSWORD_HASHING": "fast",
+        }
+    )
+    return (await bootstrap(store, config, clock=SystemClock())).platform
+
+
 async def provision(platform: Platform, url: str, webhooks: int) -> str:
     """A business with an app holding customers:read installed, and ``webhooks`` webhooks of
     the app on ``url``; answers the business's id."""
@@ -250,16 +264,7 @@ async def store_for(backend: str) -> AsyncIterator[Store]:
 
 async def run_backend(backend: str, n: int, webhooks: int) -> None:
     async with store_for(backend) as store, receiving() as receiver:
-        config = load(
-            {
-                "LEDGERPORT_DATABASE_URL": "sqlite:///unused.db",
-                "LEDGERPORT_SECRET_KEY": secrets.token_urlsafe(32),
-                "LEDGERPORT_ADMIN_TOKEN": "lp_admin_" + secrets.token_urlsafe(16),
-                "LEDGERPORT_ENV": "development",
-                "LEDGERPORT_PASSWORD_HASHING": "fast",
-            }
-        )
-        platform = (await bootstrap(store, config, clock=SystemClock())).platform
+        platform = await bench_platform(store)
         business_id = await provision(platform, receiver.url, webhooks)
         await bare(receiver, min(n, 500), webhooks)  # warm-up
         bare_rate, _ = await bare(receiver, n, webhooks)

@@ -46,15 +46,13 @@ import trio_asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.delivery import installed_app, store_for
+from bench.delivery import bench_platform, installed_app, store_for
 from tests.e2e.served import provision, start_server, stop, wait_healthy
 
 from ledgerport import apps, books
 from ledgerport.apps import compile_module
-from ledgerport.clock import SystemClock
-from ledgerport.config import load
 from ledgerport.engine import DeliveryEngine, FunctionRunner
-from ledgerport.platform import Platform, bootstrap
+from ledgerport.platform import Platform
 from ledgerport.runtime import RunOutcome, RunRequest, SandboxPool
 
 HANDLER = "export const handler = (event) => event.data.n + 1"
@@ -136,16 +134,7 @@ async def start_lags(backend: str) -> list[float]:
     lags: list[float] = []
     committed: dict[str, float] = {}
     async with store_for(backend) as store:
-        config = load(
-            {
-                "LEDGERPORT_DATABASE_URL": "sqlite:///unused.db",
-                "LEDGERPORT_SECRET_KEY": secrets.token_urlsafe(32),
-                "LEDGERPORT_ADMIN_TOKEN": "lp_admin_" + secrets.token_urlsafe(16),
-                "LEDGERPORT_ENV": "development",
-                "LEDGERPORT_PASSWORD_HASHING": "fast",
-            }
-        )
-        platform = (await bootstrap(store, config, clock=SystemClock())).platform
+        platform = await bench_platform(store)
         business_id = await _provision(platform, {"trivial": HANDLER}, "customer.updated")
         pool = SandboxPool(size=2)
         invoke = pool.invoke
