@@ -167,9 +167,9 @@ async def install_page(slug: str) -> ResponseReturnValue:
         app = await apps.get_app(tx, listed.app_id)
         businesses = await access.install_businesses(tx, app, user_id)
         installed = {
-            business.id: installation.scopes
+            business.id
             for business in businesses
-            if (installation := await apps.active_installation(tx, app.id, business.id))
+            if await apps.active_installation(tx, app.id, business.id) is not None
         }
         user = await books.get_user(tx, user_id)
         developer = await developer_name(tx, app)
