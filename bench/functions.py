@@ -95,7 +95,9 @@ async def pooled(runs: int) -> list[float]:
         await nursery.start(pool.run)
         for index in range(WARM_UP + runs):
             started = time.perf_counter()
-            outcome = await pool.invoke(RunRequest(f"run_{index}", "fn_bench:1", script, EVENT))
+            outcome = await pool.invoke(
+                RunRequest(f"run_{index}", "fn_bench:1", script, json.dumps(EVENT))
+            )
             if index >= WARM_UP:
                 times.append(time.perf_counter() - started)
             assert outcome.result == "2", outcome
@@ -136,25 +138,24 @@ async def start_lags(backend: str) -> list[float]:
     async with store_for(backend) as store:
         platform = await bench_platform(store)
         business_id = await _provision(platform, {"trivial": HANDLER}, "customer.updated")
-        pool = SandboxPool(size=2)
-        invoke = pool.invoke
+        runner = FunctionRunner(platform, workers=2)
+        invoke = runner.pool.invoke
 
         all_started = trio.Event()
 
         async def timed(request: RunRequest) -> RunOutcome:
             started = time.perf_counter()
-            event_id = request.event["eventId"]
+            event_id = json.loads(request.event)["eventId"]
             if event_id in committed:
                 lags.append(started - committed.pop(event_id))
                 if len(lags) == START_EVENTS:
                     all_started.set()
             return await invoke(request)
 
-        pool.invoke = timed  # type: ignore[method-assign]
+        runner.pool.invoke = timed  # type: ignore[method-assign]
         async with trio.open_nursery() as nursery:
-            await nursery.start(pool.run)
             await nursery.start(DeliveryEngine(platform).run)
-            await nursery.start(FunctionRunner(platform, pool).run)
+            await nursery.start(runner.run)
             for _ in range(START_EVENTS):
                 async with store.transaction() as tx:
                     event_id = await books.record_event(

@@ -25,7 +25,7 @@ from ledgerport.config import Config
 from ledgerport.engine import DeliveryEngine, FunctionRunner, Scheduler
 from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app, in_process_api
 from ledgerport.platform import bootstrap
-from ledgerport.runtime import RunLimits, SandboxPool
+from ledgerport.runtime import RunLimits
 from ledgerport.storage import open_store
 
 log = logging.getLogger("ledgerport.supervisor")
@@ -80,13 +80,13 @@ async def serve(
             await nursery.start(Scheduler(platform).run)
             await nursery.start(DeliveryEngine(platform).run)
             if config.function_workers:
-                pool = SandboxPool(
-                    size=config.function_workers,
+                runner = FunctionRunner(
+                    platform,
+                    workers=config.function_workers,
                     limits=RunLimits(wall=config.function_wall_limit),
-                    metrics=platform.metrics,
+                    api=api,
                 )
-                await nursery.start(pool.run)
-                await nursery.start(FunctionRunner(platform, pool, api=api).run)
+                await nursery.start(runner.run)
             http_done = trio.Event()
             tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
             binds = await nursery.start(

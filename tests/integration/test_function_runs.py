@@ -41,13 +41,10 @@ async def functions_world(
 ) -> AsyncIterator[Functions]:
     api = await owner_api(client, admin_headers)
     console = await console_for(client, admin_headers, api)
-    pool = SandboxPool(size=1, limits=RunLimits(**limits))
-    async with in_process_api(app, "http://localhost") as call, trio.open_nursery() as nursery:
-        await nursery.start(pool.run)
-        runner = FunctionRunner(platform, pool, api=call)
+    async with in_process_api(app, "http://localhost") as call:
+        runner = FunctionRunner(platform, workers=1, limits=RunLimits(**limits), api=call)
         async with runner.running():
-            yield Functions(api, console, runner, pool)
-        nursery.cancel_scope.cancel()
+            yield Functions(api, console, runner, runner.pool)
 
 
 async def run_queued(platform: Platform, world: Functions) -> None:
@@ -275,15 +272,12 @@ async def test_a_stopping_runner_gives_its_runs_back(
         await api.customer()
         async with engine_for(platform) as engine:
             await engine.dispatch_once()
-        pool = SandboxPool(size=1, limits=RunLimits(wall=30, cpu=30))
-        async with trio.open_nursery() as nursery:
-            await nursery.start(pool.run)
-            runner = FunctionRunner(platform, pool)
-            with trio.move_on_after(0.5):
-                async with runner.running():
-                    assert await runner.claim_once() == 1
-                    await trio.sleep_forever()
-            nursery.cancel_scope.cancel()
+        runner = FunctionRunner(platform, workers=1, limits=RunLimits(wall=30, cpu=30))
+        with trio.CancelScope() as stopping:
+            async with runner.running():
+                assert await runner.claim_once() == 1
+                stopping.deadline = trio.current_time() + 0.5  # the run loops meanwhile
+                await trio.sleep_forever()
         async with store.transaction() as tx:
             row = await tx.fetchrow(
                 "SELECT status, attempts, lease, next_attempt_at FROM function_runs"
@@ -291,3 +285,60 @@ async def test_a_stopping_runner_gives_its_runs_back(
     assert row is not None
     assert (row["status"], row["attempts"], row["lease"]) == ("queued", 0, None)
     assert row["next_attempt_at"] <= platform.now()
+
+
+PENDING_CALL_ATTACK = """
+export function handler(event, context) {
+  context.api.get("/customers").then((page) => context.api.post("/customers",
+    { name: "copied: " + page.data.map((customer) => customer.name).join(", ") }));
+  return "returned before its calls";
+}
+"""
+READS_ITS_CUSTOMERS = """
+export async function handler(event, context) {
+  const page = await context.api.get("/customers");
+  return page.data.map((customer) => customer.name).sort();
+}
+"""
+
+
+async def test_calls_left_pending_at_return_act_for_their_own_run_only(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    """The attack that once read and wrote another business: a sync handler starts a chain
+    of calls and returns; the next run on the same worker is another app's in another
+    business. The chain acts in the attacker's business, and nothing in the other."""
+    with trio.fail_after(TIMEOUT):
+        attacker = await owner_api(client, admin_headers)
+        attacker_console = await console_for(client, admin_headers, attacker)
+        victim = await owner_api(client, admin_headers)
+        victim_console = await console_for(client, admin_headers, victim)
+        async with in_process_api(app, "http://localhost") as call:
+            runner = FunctionRunner(platform, workers=1, api=call)
+            async with runner.running():
+                world = Functions(attacker, attacker_console, runner, runner.pool)
+                await attacker_console.ok(
+                    "PUT",
+                    "/functions/copy",
+                    {"source": PENDING_CALL_ATTACK, "events": ["customer.created"]},
+                )
+                await victim_console.ok(
+                    "PUT",
+                    "/functions/read",
+                    {"source": READS_ITS_CUSTOMERS, "events": ["customer.created"]},
+                )
+                await attacker.customer("Attacker Co")
+                await victim.customer("Victim Secret")
+                await run_queued(platform, world)
+                (attack,) = await runs(world, "copy")
+                (read,) = (await victim_console.ok("GET", "/functions/read/runs"))["data"]
+        theirs = await victim.ok("GET", "/customers")
+        ours = await attacker.ok("GET", "/customers")
+    assert attack["status"] == "succeeded"
+    assert read["status"] == "succeeded"
+    assert read["result"] == ["Victim Secret"]
+    assert [customer["name"] for customer in theirs["data"]] == ["Victim Secret"]
+    assert sorted(customer["name"] for customer in ours["data"]) == [
+        "Attacker Co",
+        "copied: Attacker Co",
+    ]

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from ledgerport.apps import compile_module
-from ledgerport.runtime import RunLimits, RunOutcome, RunRequest, SandboxPool
+from ledgerport.runtime import ApiAnswer, ApiCall, RunLimits, RunOutcome, RunRequest, SandboxPool
 
 TIMEOUT = 60
 EVENT = {"id": "dlv_1", "type": "invoice.created", "businessId": "biz_1", "data": {"id": "inv_1"}}
@@ -36,7 +36,9 @@ _runs = 0
 def request(source: str, *, key: str = "fn_1:1", event: dict[str, Any] | None = None) -> RunRequest:
     global _runs
     _runs += 1
-    return RunRequest(f"run_{_runs}", key, compile_module(source).script, event or EVENT)
+    return RunRequest(
+        f"run_{_runs}", key, compile_module(source).script, json.dumps(event or EVENT)
+    )
 
 
 SHAPES = {
@@ -94,8 +96,8 @@ async def test_a_throwing_handler_fails_its_run_and_keeps_the_worker() -> None:
 
 LIMITS = {
     "cpu": ("export const handler = () => { for (;;) {} }", RunLimits(cpu=1, wall=30)),
-    "wall, a promise that never settles": (
-        "export const handler = () => new Promise(() => {})",
+    "wall, a call never answered": (
+        "export const handler = (e, c) => c.api.get('/slow')",
         RunLimits(wall=0.5),
     ),
     "wall, microtasks kept busy after returning": (
@@ -115,7 +117,7 @@ LIMITS = {
 }
 LIMIT_NAMES = {
     "cpu": "cpu",
-    "wall, a promise that never settles": "wall",
+    "wall, a call never answered": "wall",
     "wall, microtasks kept busy after returning": "wall",
     "heap": "heap",
     "log": "log",
@@ -135,8 +137,12 @@ async def test_every_limit_ends_the_run_with_a_clear_error_and_the_pool_goes_on(
                 await trio.sleep(0.01)
                 lags.append(trio.current_time() - before - 0.01)
 
+    async def never_answers(run: RunRequest, call: ApiCall) -> ApiAnswer:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
     with trio.fail_after(TIMEOUT):
-        async with running(limits=limits) as pool:
+        async with running(limits=limits, api=never_answers) as pool:
             async with trio.open_nursery() as nursery:
                 ticking = trio.CancelScope()
                 nursery.start_soon(tick, ticking)
@@ -209,11 +215,12 @@ async def test_function_versions_never_share_state() -> None:
 async def test_api_calls_come_back_to_the_pool() -> None:
     calls: list[tuple[str, str, str, Any]] = []
 
-    async def api(run: RunRequest, method: str, path: str, body: str | None) -> tuple[int, Any]:
-        calls.append((run.run_id, method, path, None if body is None else json.loads(body)))
-        if path == "/missing":
-            return 404, {"statusCode": 404, "message": "Record missing not found"}
-        return 200, {"data": [path]}
+    async def api(run: RunRequest, call: ApiCall) -> ApiAnswer:
+        body = None if call.body is None else json.loads(call.body)
+        calls.append((run.run_id, call.method, call.path, body))
+        if call.path == "/missing":
+            return ApiAnswer(404, {"statusCode": 404, "message": "Record missing not found"})
+        return ApiAnswer(200, {"data": [call.path]})
 
     source = """
     export async function handler(event, context) {
@@ -253,13 +260,13 @@ async def test_concurrent_runs_spread_over_the_workers() -> None:
     waiting: list[str] = []
     both = trio.Event()
 
-    async def api(run: RunRequest, method: str, path: str, body: str | None) -> tuple[int, Any]:
+    async def api(run: RunRequest, call: ApiCall) -> ApiAnswer:
         # Answers only once two runs wait here at the same time.
         waiting.append(run.run_id)
         if len(waiting) == 2:
             both.set()
         await both.wait()
-        return 200, {"data": []}
+        return ApiAnswer(200, {"data": []})
 
     source = "export const handler = async (e, c) => (await c.api.get('/customers')).data"
     with trio.fail_after(TIMEOUT):

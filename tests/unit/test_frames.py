@@ -1,37 +1,99 @@
-"""The frames between the engine and a sandbox worker: a 4-byte length, then msgpack of one map."""
+"""The frames between the pool and a sandbox worker: a 4-byte length, then msgpack of one map
+that is exactly one of the protocol's types."""
 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import msgpack
 import pytest
 import trio
 import trio.testing
 
-from ledgerport.runtime import MAX_FRAME, FrameError, FrameReader, decode_frame, encode_frame
+from ledgerport.runtime import (
+    MAX_FRAME,
+    Api,
+    ApiResult,
+    Done,
+    Frame,
+    FrameError,
+    FrameReader,
+    Ready,
+    Run,
+    decode_frame,
+    encode_frame,
+)
 
-MESSAGE = {"op": "run", "run": "run_1", "event": {"data": {"n": 1}}, "limits": {"cpu": 2.0}}
+FRAMES: list[Frame] = [
+    Ready(pid=42),
+    Run(
+        run="run_1",
+        key="fn_1:1",
+        script="(async function () {})",
+        event='{"data":{"n":1}}',
+        cpu=2.0,
+        heap=64 * 1024 * 1024,
+        log=65536,
+        result=65536,
+    ),
+    Api(run="run_1", call=1, method="GET", path="/customers", body=None),
+    Api(run="run_1", call=2, method="POST", path="/customers", body='{"name":"A"}'),
+    ApiResult(run="run_1", call=1, status=200, body={"data": [{"id": "cus_1"}], "next": None}),
+    Done(run="run_1", ok=True, result='"x"', logs=["a", "b"], cpu_ms=1.5),
+    Done(run="run_1", ok=False, result=None, error="boom", limit="log", clean=False),
+]
 
 
-def test_a_frame_is_its_length_then_its_msgpack() -> None:
-    frame = encode_frame(MESSAGE)
-    (length,) = struct.unpack(">I", frame[:4])
-    assert length == len(frame) - 4
-    assert decode_frame(frame[4:]) == MESSAGE
+@pytest.mark.parametrize("frame", FRAMES, ids=lambda frame: type(frame).__name__)
+def test_every_frame_goes_through_the_wire_unchanged(frame: Frame) -> None:
+    wire = encode_frame(frame)
+    (length,) = struct.unpack(">I", wire[:4])
+    assert length == len(wire) - 4
+    assert decode_frame(wire[4:]) == frame
+    assert msgpack.unpackb(wire[4:])["op"] == frame.op
 
 
 def test_a_frame_over_the_limit_is_refused() -> None:
     with pytest.raises(FrameError):
-        encode_frame({"script": "x" * (MAX_FRAME + 1)})
+        encode_frame(Done(run="run_1", ok=True, result="x" * (MAX_FRAME + 1)))
 
 
-@pytest.mark.parametrize(
-    "payload", [b"\xc1", msgpack.packb([1, 2]), msgpack.packb("text")], ids=["junk", "list", "str"]
-)
-def test_a_payload_that_is_not_a_map_is_refused(payload: bytes) -> None:
+def _map(frame: Frame, **changes: Any) -> bytes:
+    message = msgpack.unpackb(encode_frame(frame)[4:])
+    message.update(changes)
+    for name, value in changes.items():
+        if value is _DROP:
+            del message[name]
+    return msgpack.packb(message)  # type: ignore[no-any-return]
+
+
+_DROP = object()
+API = Api(run="run_1", call=1, method="GET", path="/x", body=None)
+DONE = Done(run="run_1", ok=True, result=None)
+
+REFUSED = {
+    "junk": b"\xc1",
+    "a list": msgpack.packb([1, 2]),
+    "a string": msgpack.packb("text"),
+    "no op": msgpack.packb({"run": "run_1"}),
+    "an unknown op": _map(API, op="eval"),
+    "an op that is no string": _map(API, op=["api"]),
+    "a missing field": _map(API, body=_DROP),
+    "an extra field": _map(API, token="lp_at_x"),
+    "a call that is no integer": _map(API, call="1"),
+    "a call that is a boolean": _map(API, call=True),
+    "a run id that is no string": _map(API, run=7),
+    "ok that is no boolean": _map(DONE, ok=1),
+    "logs that are no strings": _map(DONE, logs=[1, 2]),
+    "a result that is a map": _map(DONE, result={"a": 1}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_payload_that_is_not_exactly_a_frame_is_refused(case: str) -> None:
     with pytest.raises(FrameError):
-        decode_frame(payload)
+        decode_frame(REFUSED[case])
 
 
 async def _read_all(chunks: list[bytes]) -> list[object]:
@@ -48,14 +110,14 @@ async def _read_all(chunks: list[bytes]) -> list[object]:
 
 
 async def test_frames_arrive_whatever_the_chunks() -> None:
-    data = encode_frame(MESSAGE) + encode_frame({"op": "done"})
+    data = encode_frame(FRAMES[1]) + encode_frame(DONE)
     one_byte_at_a_time = [data[i : i + 1] for i in range(len(data))]
-    assert await _read_all([data]) == [MESSAGE, {"op": "done"}]
-    assert await _read_all(one_byte_at_a_time) == [MESSAGE, {"op": "done"}]
+    assert await _read_all([data]) == [FRAMES[1], DONE]
+    assert await _read_all(one_byte_at_a_time) == [FRAMES[1], DONE]
 
 
 async def test_an_end_between_frames_is_clean_and_one_inside_a_frame_is_not() -> None:
-    frame = encode_frame(MESSAGE)
+    frame = encode_frame(API)
     assert await _read_all([]) == []
     with pytest.raises(FrameError):
         await _read_all([frame[:-1]])

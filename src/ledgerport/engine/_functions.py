@@ -14,7 +14,6 @@ handler that throws or breaks a limit fails its run for good.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -25,7 +24,15 @@ import trio
 from ledgerport import apps, auth
 from ledgerport.ids import new_id
 from ledgerport.platform import Platform
-from ledgerport.runtime import RunOutcome, RunRequest, SandboxPool
+from ledgerport.runtime import (
+    ApiAnswer,
+    ApiCall,
+    RunLimits,
+    RunOutcome,
+    RunRequest,
+    SandboxPool,
+    bounded,
+)
 from ledgerport.storage import StorageError
 
 from ._delivery import POLL, _Wakeup
@@ -45,20 +52,29 @@ ApiCaller = Callable[[str, str, str, str | None], Awaitable[tuple[int, Any]]]
 
 
 class FunctionRunner:
-    """Runs queued hosted-function runs in ``pool`` (see the module docstring), and answers the
-    pool's API calls (it becomes ``pool.api``): ``api`` makes them with the run's token; without
-    one they answer 503."""
+    """Runs queued hosted-function runs in a sandbox pool of its own (see the module
+    docstring): ``workers`` warm workers, each run held to ``limits``. The pool makes a run's
+    API calls through the runner, which answers them with ``api`` and the run's token while
+    the run goes on; without ``api`` they answer 503."""
 
     def __init__(
         self,
         platform: Platform,
-        pool: SandboxPool,
         *,
+        workers: int = 2,
+        limits: RunLimits | None = None,
         api: ApiCaller | None = None,
         poll: float = POLL,
+        runs_per_worker: int = 1000,
     ) -> None:
         self._platform = platform
-        self._pool = pool
+        self.pool = SandboxPool(
+            size=workers,
+            limits=limits,
+            api=self._call,
+            metrics=platform.metrics,
+            runs_per_worker=runs_per_worker,
+        )
         self._api = api
         self._poll = poll
         self.lease = new_id("runner")
@@ -69,21 +85,23 @@ class FunctionRunner:
         self._idle = trio.Event()
         self._idle.set()
         self._nursery: trio.Nursery | None = None
-        pool.api = self.api_call
 
-    async def api_call(
-        self, request: RunRequest, method: str, path: str, body: str | None
-    ) -> tuple[int, Any]:
-        """The pool's way to the data API (``SandboxPool(api=...)``): with the run's token."""
+    async def _call(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
+        """The pool's way to the data API: with the token of the run going on, which exists
+        only until the run has ended."""
         token = self._tokens.get(request.run_id)
         if token is None or self._api is None:
-            return 503, {
-                "statusCode": 503,
-                "message": "this run has no access to the data API (the app is not installed"
-                " in the business)",
-                "error": "Service Unavailable",
-            }
-        return await self._api(token, method, path, body)
+            return ApiAnswer(
+                503,
+                {
+                    "statusCode": 503,
+                    "message": "this run has no access to the data API (the app is not"
+                    " installed in the business)",
+                    "error": "Service Unavailable",
+                },
+            )
+        status, body = await self._api(token, call.method, call.path, call.body)
+        return ApiAnswer(status, body)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with (
@@ -97,15 +115,18 @@ class FunctionRunner:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[trio.Nursery]:
-        """The nursery runs go on in. Tests drive the steps inside it (:meth:`claim_once`,
-        :meth:`settle`). Leaving it waits for the runs going on; cancelling it gives them back
-        (due again at once, their attempt not counted)."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            try:
-                yield nursery
-            finally:
-                self._nursery = None
+        """The pool, warm, and the nursery runs go on in. Tests drive the steps inside it
+        (:meth:`claim_once`, :meth:`settle`). Leaving it waits for the runs going on;
+        cancelling it gives them back (due again at once, their attempt not counted)."""
+        async with trio.open_nursery() as outer:
+            await outer.start(self.pool.run)
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    yield nursery
+                finally:
+                    self._nursery = None
+            outer.cancel_scope.cancel()
 
     def wake(self) -> None:
         self._wake.set()
@@ -126,7 +147,7 @@ class FunctionRunner:
             await self._wake.wait(wait)
 
     async def _until_next_due(self) -> float:
-        if self._running >= self._pool.size:
+        if self._running >= self.pool.size:
             return self._poll  # a run that ends wakes the loop
         async with self._platform.store.transaction() as tx:
             due = await apps.next_run_due_at(tx)
@@ -149,7 +170,7 @@ class FunctionRunner:
         """Claim due runs for the pool's free workers and start them; answers how many. Each
         is checked, and gets its token, in the transaction that claims it."""
         assert self._nursery is not None
-        room = self._pool.size - self._running
+        room = self.pool.size - self._running
         if room <= 0:
             return 0
         prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]] = []
@@ -175,7 +196,7 @@ class FunctionRunner:
                 tx,
                 now=now,
                 lease=self.lease,
-                lease_until=now + self._pool.limits.wall + LEASE_MARGIN,
+                lease_until=now + self.pool.limits.wall + LEASE_MARGIN,
                 limit=room,
             )
             for run in claimed:
@@ -192,7 +213,7 @@ class FunctionRunner:
                         business_id=run.business_id,
                         user_id=plan.user_id,
                         scopes=plan.scopes,
-                        ttl=self._pool.limits.wall,
+                        ttl=self.pool.limits.wall,
                     )
                     self._tokens[run.id] = token
                 prepared.append((run, plan, family_id))
@@ -205,13 +226,8 @@ class FunctionRunner:
                 await self._record(run, self._unrun(run, plan), None)
                 return
             try:
-                outcome = await self._pool.invoke(
-                    RunRequest(
-                        run.id,
-                        f"{run.function_id}:{plan.version}",
-                        plan.script,
-                        json.loads(run.body),
-                    )
+                outcome = await self.pool.invoke(
+                    RunRequest(run.id, f"{run.function_id}:{plan.version}", plan.script, run.body)
                 )
             except BaseException:
                 # The runner stops (or a fault): the run is given back, due again at once, its
@@ -281,9 +297,18 @@ class FunctionRunner:
         now = p.now()
         attempts = run.attempts + 1
         p.metrics.function_run_seconds.observe(outcome.seconds)
+        # Checked once more before anything is stored: nothing of the guest's is believed.
+        kept = bounded(
+            self.pool.limits,
+            ok=outcome.ok,
+            result=outcome.result,
+            logs=outcome.logs,
+            error=outcome.error,
+            limit=outcome.limit,
+        )
         status: apps.RunStatus
         due: float | None = None
-        if outcome.ok:
+        if kept.ok:
             status = "succeeded"
         else:
             if outcome.platform_failure:  # a throwing handler is not tried again
@@ -296,9 +321,9 @@ class FunctionRunner:
             attempts=attempts,
             version=version,
             duration_ms=round(outcome.seconds * 1000, 3),
-            logs=outcome.logs,
-            error=outcome.error,
-            result=outcome.result,
+            logs=kept.logs,
+            error=kept.error,
+            result=kept.result,
             finished_at=now,
             next_attempt_at=due,
         )

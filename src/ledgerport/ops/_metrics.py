@@ -176,5 +176,14 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.function_frames_refused = Counter(
+            "ledgerport_function_frames_refused_total",
+            "Frames from sandbox workers refused and never answered, by reason (other_run: a"
+            " frame naming a run other than the one going on; unexpected: a frame a worker"
+            " never sends). Each recycles its worker.",
+            ["reason"],
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

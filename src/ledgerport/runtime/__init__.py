@@ -1,14 +1,30 @@
 """Hosted-function runtime: a pool of sandbox worker processes running V8 (mini-racer), spoken to
-in msgpack frames over pipes."""
+in typed msgpack frames over pipes."""
 
+from ._frames import HEADER_SIZE as HEADER_SIZE
 from ._frames import MAX_FRAME as MAX_FRAME
+from ._frames import Api as Api
+from ._frames import ApiResult as ApiResult
+from ._frames import Done as Done
+from ._frames import Frame as Frame
 from ._frames import FrameError as FrameError
 from ._frames import FrameReader as FrameReader
+from ._frames import Ready as Ready
+from ._frames import Run as Run
+from ._frames import SandboxError as SandboxError
+from ._frames import WorkerStartFailed as WorkerStartFailed
 from ._frames import decode_frame as decode_frame
 from ._frames import encode_frame as encode_frame
-from ._pool import RunLimits as RunLimits
+from ._frames import frame_length as frame_length
+from ._limits import ERROR_MAX as ERROR_MAX
+from ._limits import Bounded as Bounded
+from ._limits import RunLimits as RunLimits
+from ._limits import bounded as bounded
+from ._limits import clean_text as clean_text
+from ._pool import ApiAnswer as ApiAnswer
+from ._pool import ApiCall as ApiCall
+from ._pool import RunApi as RunApi
 from ._pool import RunOutcome as RunOutcome
 from ._pool import RunRequest as RunRequest
 from ._pool import SandboxPool as SandboxPool
-from ._pool import WorkerStartFailed as WorkerStartFailed
 from ._pool import no_api as no_api

@@ -1,10 +1,20 @@
-"""Frames between the engine and a sandbox worker: a 4-byte big-endian length, then that many
-bytes of msgpack encoding one map. Both sides refuse a frame over MAX_FRAME bytes."""
+"""The frames between the pool and a sandbox worker, one definition for both ends of the pipe.
+
+On the wire a frame is a 4-byte big-endian length, then that many bytes of msgpack encoding one
+map whose ``op`` names the frame's type. Both sides refuse a frame over MAX_FRAME bytes, and
+:func:`decode_frame` refuses a map that is not exactly one of the types below (an unknown op, a
+field missing or of the wrong type): nothing else reaches either side's logic.
+
+Pool to worker: :class:`Run`, :class:`ApiResult`. Worker to pool: :class:`Ready`, :class:`Api`,
+:class:`Done`. Every frame of a run names it (``run``): the pool answers an :class:`Api` frame
+only when it names the run going on, and refuses any other (see ``_pool.py``).
+"""
 
 from __future__ import annotations
 
 import struct
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, TypeAlias
 
 import msgpack
 import trio
@@ -12,27 +22,163 @@ import trio
 MAX_FRAME = 16 * 1024 * 1024
 """Bytes of one frame's msgpack at most (a run's event, script, logs and result fit in it)."""
 _HEADER = struct.Struct(">I")
+HEADER_SIZE = _HEADER.size
 
 
-class FrameError(Exception):
-    """The other side sent something that is not a frame (or closed in the middle of one)."""
+class SandboxError(Exception):
+    """Root of the hosted-function runtime's errors."""
 
 
-def encode_frame(message: dict[str, Any]) -> bytes:
-    payload: bytes = msgpack.packb(message, use_bin_type=True)
+class FrameError(SandboxError):
+    """The other side sent something that is not a frame of this protocol (or closed in the
+    middle of one)."""
+
+
+class WorkerStartFailed(SandboxError):
+    """A sandbox worker did not report that V8 was up."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Worker to pool, once: V8 is up."""
+
+    op: ClassVar[str] = "ready"
+    pid: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """Pool to worker: run ``script`` (a compiled module, ``apps.compile_module``) on
+    ``event`` (JSON text)."""
+
+    op: ClassVar[str] = "run"
+    run: str
+    key: str
+    """The function version: runs of one key share an isolate, no two keys ever do."""
+    script: str
+    event: str
+    cpu: float
+    heap: int
+    log: int
+    result: int
+
+
+@dataclass(frozen=True)
+class Api:
+    """Worker to pool: the run ``run`` calls the data API (``context.api``) and waits for the
+    :class:`ApiResult` of ``call``."""
+
+    op: ClassVar[str] = "api"
+    run: str
+    call: int
+    method: str
+    path: str
+    body: str | None
+    """JSON text, or None."""
+
+
+@dataclass(frozen=True)
+class ApiResult:
+    """Pool to worker: the answer to the :class:`Api` frame ``call`` of the run ``run``."""
+
+    op: ClassVar[str] = "api_result"
+    run: str
+    call: int
+    status: int
+    body: Any
+
+
+@dataclass(frozen=True)
+class Done:
+    """Worker to pool: the run ``run`` is over, and nothing it started is pending."""
+
+    op: ClassVar[str] = "done"
+    run: str
+    ok: bool
+    result: str | None
+    """The handler's answer as JSON text (None when it answered nothing)."""
+    logs: list[str] = field(default_factory=list)
+    error: str | None = None
+    limit: str | None = None
+    """The limit the run broke (cpu, wall, heap, log, result), if any."""
+    cpu_ms: float = 0.0
+    clean: bool = True
+    """False when the worker saw something outside the run try to act (a call of another run,
+    work left behind): the pool recycles the worker before it serves anyone else."""
+
+
+Frame: TypeAlias = Ready | Run | Api | ApiResult | Done
+_TYPES: dict[str, type[Frame]] = {kind.op: kind for kind in (Ready, Run, Api, ApiResult, Done)}
+_ANY = object()
+"""A field that may hold any msgpack value (an API answer's body)."""
+_FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
+    Ready: {"pid": int},
+    Run: {
+        "run": str,
+        "key": str,
+        "script": str,
+        "event": str,
+        "cpu": (int, float),
+        "heap": int,
+        "log": int,
+        "result": int,
+    },
+    Api: {"run": str, "call": int, "method": str, "path": str, "body": (str, type(None))},
+    ApiResult: {"run": str, "call": int, "status": int, "body": _ANY},
+    Done: {
+        "run": str,
+        "ok": bool,
+        "result": (str, type(None)),
+        "logs": list,
+        "error": (str, type(None)),
+        "limit": (str, type(None)),
+        "cpu_ms": (int, float),
+        "clean": bool,
+    },
+}
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """``frame`` on the wire: its length, then its msgpack."""
+    payload: bytes = msgpack.packb({"op": frame.op, **asdict(frame)}, use_bin_type=True)
     if len(payload) > MAX_FRAME:
         raise FrameError(f"frame of {len(payload)} bytes is over {MAX_FRAME}")
     return _HEADER.pack(len(payload)) + payload
 
 
-def decode_frame(payload: bytes) -> dict[str, Any]:
+def decode_frame(payload: bytes) -> Frame:
+    """The frame ``payload`` (a frame's msgpack) holds; FrameError unless it is exactly one of
+    the protocol's types."""
     try:
         message = msgpack.unpackb(payload, raw=False)
     except (ValueError, msgpack.UnpackException) as exc:
         raise FrameError(f"undecodable frame: {exc}") from exc
     if not isinstance(message, dict):
         raise FrameError("a frame must hold a map")
-    return message
+    op = message.pop("op", None)
+    kind = _TYPES.get(op) if isinstance(op, str) else None
+    if kind is None:
+        raise FrameError("a frame must name a known op")
+    expected = _FIELD_TYPES[kind]
+    names = {f.name for f in fields(kind)}
+    if set(message) != names:
+        raise FrameError(f"a {kind.op} frame has the fields {sorted(names)}")
+    for name, value in message.items():
+        allowed = expected[name]
+        if allowed is _ANY:
+            continue
+        # bool is an int to Python: an int field takes no bool.
+        if isinstance(value, bool) and allowed is not bool and bool not in _as_tuple(allowed):
+            raise FrameError(f"{kind.op}.{name} has the wrong type")
+        if not isinstance(value, allowed):
+            raise FrameError(f"{kind.op}.{name} has the wrong type")
+    if kind is Done and not all(isinstance(line, str) for line in message["logs"]):
+        raise FrameError("done.logs must hold strings")
+    return kind(**message)
+
+
+def _as_tuple(allowed: Any) -> tuple[type, ...]:
+    return allowed if isinstance(allowed, tuple) else (allowed,)
 
 
 def frame_length(header: bytes) -> int:
@@ -40,9 +186,6 @@ def frame_length(header: bytes) -> int:
     if length > MAX_FRAME:
         raise FrameError(f"frame of {length} bytes announced, over {MAX_FRAME}")
     return int(length)
-
-
-HEADER_SIZE = _HEADER.size
 
 
 class FrameReader:
@@ -63,8 +206,8 @@ class FrameReader:
             self._buffer += chunk
         return True
 
-    async def receive(self) -> dict[str, Any] | None:
-        """The next frame's map; None when the stream ended between frames."""
+    async def receive(self) -> Frame | None:
+        """The next frame; None when the stream ended between frames."""
         if not await self._fill(HEADER_SIZE):
             return None
         length = frame_length(bytes(self._buffer[:HEADER_SIZE]))

@@ -2,14 +2,21 @@
 
 :class:`SandboxPool` keeps ``size`` workers started (``python -m ledgerport.runtime.sandbox``,
 a fresh interpreter each: V8 is not fork-safe) and hands each run to an idle one. It speaks to a
-worker in frames over its stdin and stdout (``_frames.py``). A run's calls to the data API come
-back to the pool, which makes them with the ``api`` it was given and answers.
+worker in the frames of ``_frames.py`` over its stdin and stdout. A run's calls to the data API
+come back to the pool, which makes them with the ``api`` it was made with and answers.
+
+A run is sealed here too: the pool answers an ``Api`` frame only when it names the run going on,
+and only while that run goes on; any other frame (another run's, or one a worker never sends) is
+refused, logged and counted, never answered, and the worker is recycled before it serves anyone
+else, as is a worker that reports it saw something outside its run act. The outcome a worker
+reports is checked against the run's limits again (``_limits.bounded``) before it goes further.
 
 The pool enforces the run's wall time: past it, the worker is killed (which also stops a handler
 that keeps V8's microtask queue busy after returning). A worker that dies during a run ends that
 run: by the kernel's CPU limit (SIGXCPU) or V8 running out of memory, the run broke a limit; by
 anything else, the platform failed it and the caller may run it again. Either way the pool
-starts a replacement, as it does for a worker that has made ``runs_per_worker`` runs.
+starts a replacement, as it does for a worker that has made ``runs_per_worker`` runs, and for
+one whose run was cancelled under it (its state is unknown).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +34,19 @@ import trio
 
 from ledgerport.ops import Metrics
 
-from ._frames import FrameError, FrameReader, encode_frame
+from ._frames import (
+    Api,
+    ApiResult,
+    Done,
+    Frame,
+    FrameError,
+    FrameReader,
+    Ready,
+    Run,
+    WorkerStartFailed,
+    encode_frame,
+)
+from ._limits import RunLimits, bounded
 
 log = logging.getLogger("ledgerport.runtime.pool")
 
@@ -37,25 +56,8 @@ RESTART_BACKOFF = (0.1, 0.5, 1.0, 5.0)
 """Seconds between attempts to start a replacement worker that keeps failing to start."""
 STDERR_KEPT = 4096
 """Bytes of a worker's standard error kept for the log when it dies."""
-
-
-@dataclass(frozen=True)
-class RunLimits:
-    """What one run may use (contract.md: Hosted functions)."""
-
-    cpu: float = 2.0
-    """Seconds of CPU (the kernel's granularity is a second)."""
-    wall: float = 10.0
-    """Seconds from the run's start to its end."""
-    heap: int = 64 * 1024 * 1024
-    """Bytes of V8 heap."""
-    log: int = 64 * 1024
-    """Bytes of log lines (UTF-8, a newline each)."""
-    result: int = 64 * 1024
-    """Bytes of the result's JSON."""
-
-    def frame(self) -> dict[str, Any]:
-        return {"cpu": self.cpu, "heap": self.heap, "log": self.log, "result": self.result}
+WORKER_COMMAND = (sys.executable, "-m", "ledgerport.runtime.sandbox")
+"""How a worker starts (``--memory-mib N`` follows)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class RunRequest:
     """The function version: runs of one key share an isolate, no two keys ever do."""
     script: str
     """The compiled module (``apps.compile_module``)."""
-    event: dict[str, Any]
+    event: str
+    """What the handler gets, as JSON text."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +85,30 @@ class RunOutcome:
     seconds: float
 
 
-ApiCall = Callable[[RunRequest, str, str, str | None], Awaitable[tuple[int, Any]]]
-"""``(request, method, path, body JSON or None) -> (status, body)``: one ``context.api`` call."""
+@dataclass(frozen=True)
+class ApiCall:
+    """One ``context.api`` call of a run."""
+
+    method: str
+    path: str
+    body: str | None
+    """JSON text, or None."""
 
 
-async def no_api(request: RunRequest, method: str, path: str, body: str | None) -> tuple[int, Any]:
+@dataclass(frozen=True)
+class ApiAnswer:
+    status: int
+    body: Any
+    """The answer's JSON, parsed."""
+
+
+RunApi = Callable[[RunRequest, ApiCall], Awaitable[ApiAnswer]]
+"""How a pool makes the calls of the run ``RunRequest``: given to the pool when it is made."""
+
+
+async def no_api(request: RunRequest, call: ApiCall) -> ApiAnswer:
     """The API of a pool given none: every call is refused."""
-    return 503, {"message": "the data API is not available to this run"}
+    return ApiAnswer(503, {"message": "the data API is not available to this run"})
 
 
 @dataclass(eq=False)
@@ -100,11 +120,13 @@ class _Worker:
     stderr: bytearray = field(default_factory=bytearray)
     stderr_ended: trio.Event = field(default_factory=trio.Event)
     killed: bool = False
+    unclean: bool = False
+    """It must serve no one else: a frame outside its run came from it, or it said so."""
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, frame: Frame) -> None:
         assert self.process.stdin is not None
         async with self.send_lock:
-            await self.process.stdin.send_all(encode_frame(message))
+            await self.process.stdin.send_all(encode_frame(frame))
 
 
 class SandboxPool:
@@ -117,15 +139,16 @@ class SandboxPool:
         runs_per_worker: int = 1000,
         memory_mib: int = 1024,
         limits: RunLimits | None = None,
-        api: ApiCall = no_api,
+        api: RunApi = no_api,
         metrics: Metrics | None = None,
+        worker_command: Sequence[str] = WORKER_COMMAND,
     ) -> None:
         self.size = size
+        self._worker_command = tuple(worker_command)
         self.limits = limits or RunLimits()
         self._runs_per_worker = runs_per_worker
         self._memory_mib = memory_mib
-        self.api = api
-        """Makes a run's ``context.api`` calls."""
+        self._api = api
         self._metrics = metrics
         self._idle_send, self._idle = trio.open_memory_channel[_Worker](size)
         self._alive: set[_Worker] = set()
@@ -147,10 +170,13 @@ class SandboxPool:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                for _ in range(self.size):
-                    self._idle_send.send_nowait(await self._start())
-                task_status.started()
-                await trio.sleep_forever()
+                try:
+                    for _ in range(self.size):
+                        self._idle_send.send_nowait(await self._start())
+                    task_status.started()
+                    await trio.sleep_forever()
+                finally:
+                    self._nursery = None  # stopping: nothing new starts in it
         finally:
             self._nursery = None
             leaving = self._alive | self._retiring
@@ -162,13 +188,7 @@ class SandboxPool:
     async def _start(self) -> _Worker:
         assert self._nursery is not None
         process = await trio.lowlevel.open_process(
-            [
-                sys.executable,
-                "-m",
-                "ledgerport.runtime.sandbox",
-                "--memory-mib",
-                str(self._memory_mib),
-            ],
+            [*self._worker_command, "--memory-mib", str(self._memory_mib)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -185,7 +205,7 @@ class SandboxPool:
             self._kill(worker)
             await self._close(worker)
             raise WorkerStartFailed(f"sandbox worker did not start: {exc!r}") from exc
-        if ready is None or ready.get("op") != "ready":
+        if not isinstance(ready, Ready):
             self._kill(worker)
             await self._close(worker)
             raise WorkerStartFailed(f"sandbox worker did not start: {self._tail(worker)}")
@@ -264,10 +284,21 @@ class SandboxPool:
         """Run ``request`` on the next idle worker (waiting for one) and answer its outcome."""
         worker = await self._idle.receive()
         started = time.perf_counter()
-        outcome = await self._invoke_on(worker, request, started)
-        assert self._nursery is not None
+        try:
+            outcome = await self._invoke_on(worker, request, started)
+        except BaseException:
+            # Cancelled (or a fault) in the middle of a run: what the worker holds is unknown,
+            # so it serves no one again.
+            self._kill(worker)
+            if self._nursery is not None:
+                self._retire(worker, "killed")
+            else:
+                await self._close(worker)  # the pool is stopping: no replacement
+            raise
         if worker.process.returncode is not None or worker.killed:
             self._retire(worker, "killed" if worker.killed else "died")
+        elif worker.unclean:
+            self._retire(worker, "unclean")
         elif worker.runs >= self._runs_per_worker:
             self._retire(worker, "recycled")
         else:
@@ -278,47 +309,82 @@ class SandboxPool:
 
     async def _invoke_on(self, worker: _Worker, request: RunRequest, started: float) -> RunOutcome:
         worker.runs += 1
-        done: dict[str, Any] | None = None
+        done: Done | None = None
         try:
             await worker.send(
-                {
-                    "op": "run",
-                    "run": request.run_id,
-                    "key": request.key,
-                    "script": request.script,
-                    "event": request.event,
-                    "limits": self.limits.frame(),
-                }
+                Run(
+                    run=request.run_id,
+                    key=request.key,
+                    script=request.script,
+                    event=request.event,
+                    cpu=self.limits.cpu,
+                    heap=self.limits.heap,
+                    log=self.limits.log,
+                    result=self.limits.result,
+                )
             )
             with trio.move_on_after(self.limits.wall) as deadline:
                 async with trio.open_nursery() as calls:
                     while True:
-                        message = await worker.reader.receive()
-                        if message is None:
+                        frame = await worker.reader.receive()
+                        if frame is None:
                             break
-                        if message.get("op") == "api":
-                            calls.start_soon(self._answer, worker, request, message)
-                        elif message.get("op") == "done":
-                            done = message
+                        if isinstance(frame, Api) and frame.run == request.run_id:
+                            calls.start_soon(self._answer, worker, request, frame)
+                        elif isinstance(frame, Done) and frame.run == request.run_id:
+                            done = frame
                             break
+                        else:
+                            self._refuse(worker, request, frame)
+                            if not isinstance(frame, Api):
+                                break  # no longer a worker of this protocol
+                    # Nothing of the run is answered once it is over.
                     calls.cancel_scope.cancel()
         except (FrameError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.warning("sandbox pool: worker %d: %s", worker.process.pid, exc)
+            self._kill(worker)
         seconds = time.perf_counter() - started
         if done is not None:
+            if not done.clean:
+                worker.unclean = True
+            checked = bounded(
+                self.limits,
+                ok=done.ok,
+                result=done.result,
+                logs=done.logs,
+                error=done.error,
+                limit=done.limit,
+            )
             return RunOutcome(
-                ok=bool(done["ok"]),
-                result=done.get("result"),
-                logs=list(done.get("logs") or []),
-                error=done.get("error"),
-                limit=done.get("limit"),
+                ok=checked.ok,
+                result=checked.result,
+                logs=checked.logs,
+                error=checked.error,
+                limit=checked.limit,
                 platform_failure=False,
                 seconds=seconds,
             )
         if deadline.cancelled_caught:
             self._kill(worker)
             return _broke(f"wall time limit of {self.limits.wall:g} s exceeded", "wall", seconds)
+        if worker.unclean:
+            self._kill(worker)
         return await self._died(worker, seconds)
+
+    def _refuse(self, worker: _Worker, request: RunRequest, frame: Frame) -> None:
+        """A frame that is not of the run going on, or not one a worker sends: never answered;
+        the worker serves no one else."""
+        worker.unclean = True
+        reason = "other_run" if isinstance(frame, Api | Done) else "unexpected"
+        log.warning(
+            "sandbox pool: worker %d sent a %s frame during run %s (%s): refused",
+            worker.process.pid,
+            frame.op,
+            request.run_id,
+            reason,
+        )
+        if self._metrics is not None:
+            self._metrics.function_frames_refused.labels(reason).inc()
 
     async def _died(self, worker: _Worker, seconds: float) -> RunOutcome:
         """The outcome of a run whose worker ended under it."""
@@ -349,17 +415,15 @@ class SandboxPool:
             seconds=seconds,
         )
 
-    async def _answer(self, worker: _Worker, request: RunRequest, message: dict[str, Any]) -> None:
+    async def _answer(self, worker: _Worker, request: RunRequest, frame: Api) -> None:
         try:
-            status, body = await self.api(
-                request, str(message["method"]), str(message["path"]), message.get("body")
-            )
+            answer = await self._api(request, ApiCall(frame.method, frame.path, frame.body))
         except Exception:
             log.exception("sandbox pool: an API call of run %s", request.run_id)
-            status, body = 500, {"message": "the call failed on the service side"}
+            answer = ApiAnswer(500, {"message": "the call failed on the service side"})
         try:
             await worker.send(
-                {"op": "api_result", "call": message["call"], "status": status, "body": body}
+                ApiResult(run=frame.run, call=frame.call, status=answer.status, body=answer.body)
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
@@ -375,7 +439,3 @@ def _broke(error: str, limit: str, seconds: float) -> RunOutcome:
         platform_failure=False,
         seconds=seconds,
     )
-
-
-class WorkerStartFailed(Exception):
-    """A sandbox worker did not report that V8 was up."""

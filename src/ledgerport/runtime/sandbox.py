@@ -1,34 +1,39 @@
 """A sandbox worker: ``python -m ledgerport.runtime.sandbox --memory-mib N``.
 
 One process, started by the engine's pool (``_pool.py``) and spoken to over its stdin and stdout
-in frames (``_frames.py``). It runs hosted functions in V8 through mini-racer, one run at a time.
-V8 lives only in these processes: it is not fork-safe, and mini-racer's own asyncio loop cannot
-share a process with trio_asyncio. A worker that crashes, runs out of memory or is killed takes
-no more than its current run with it.
-
-Messages (maps), engine to worker:
-
-- ``{"op": "run", "run", "key", "script", "event", "limits": {"cpu", "heap", "log",
-  "result"}}``: run ``script`` (a compiled module, ``apps.compile_module``) on ``event``;
-- ``{"op": "api_result", "call", "status", "body"}``: the answer to an API call of the run.
-
-Worker to engine:
-
-- ``{"op": "ready", "pid"}`` once V8 is up;
-- ``{"op": "api", "run", "call", "method", "path", "body"}``: the run calls the data API
-  (``context.api``); the run waits for ``api_result``;
-- ``{"op": "done", "run", "ok", "result", "logs", "error", "limit", "cpu_ms"}``: the run ended.
-  ``result`` is the handler's answer as JSON text (None when it answered nothing), ``limit``
-  names the limit it broke (``heap``, ``log``, ``result``) or is None.
+in the frames of ``_frames.py``. It runs hosted functions in V8 through mini-racer, one run at a
+time. V8 lives only in these processes: it is not fork-safe, and mini-racer's own asyncio loop
+cannot share a process with trio_asyncio. A worker that crashes, runs out of memory or is killed
+takes no more than its current run with it.
 
 Each function version gets its own V8 isolate, kept for the next runs of that version (its
 module's top level runs once per isolate, as a module's does), so one app's state is never seen
 by another app's run. Isolates are dropped least recently used first, and after a run that broke
-the heap limit. The process limits itself: its data segment (RLIMIT_DATA, which V8's heap and
-buffers count against), its address space (RLIMIT_AS, set once V8 is up to what V8 reserved, a
-terabyte for its sandbox, plus a headroom for isolates) and, per run, its CPU time (RLIMIT_CPU:
-the kernel stops a run that exceeds it with SIGXCPU). Wall time is the engine's to enforce: it kills
-the worker.
+the heap limit.
+
+A run is sealed:
+
+- Its ``context.api`` and ``context.log`` are made for it and stamp every call with its run id
+  when the call is made. The way out to the pool is bound to its isolate and given to the
+  harness only: no global of the guest's reaches it. A call of an earlier run, or from an
+  isolate other than the running one, is refused here (and would be by the pool) and marks the
+  worker unclean, so the pool recycles it.
+- It is over only when nothing it started is pending: when its handler has settled, the worker
+  waits (within the wall limit, which the pool enforces) for the calls it started and those
+  their continuations start, then closes it in one step that succeeds only when none is
+  pending. A closed run's calls throw in the guest and never leave the isolate.
+- A handler whose promise waits on nothing that can ever settle it (no call pending, nothing
+  else to come: the isolate has no timers, no shared memory, no WebAssembly and no finalizers)
+  ends at once instead of holding its worker for the whole wall limit.
+
+What reports a run is the harness's own: it captures the JSON functions, string and promise
+methods it uses before any guest code runs, builds the outcome's text by concatenating strings it
+quoted itself, and the worker checks every size again (``_limits.bounded``) before it answers.
+
+The process limits itself: its data segment (RLIMIT_DATA, which V8's heap and buffers count
+against), its address space (RLIMIT_AS, set once V8 is up to what V8 reserved, a terabyte for its
+sandbox, plus a headroom for isolates) and, per run, its CPU time (RLIMIT_CPU: the kernel stops a
+run that exceeds it with SIGXCPU). Wall time is the engine's to enforce: it kills the worker.
 """
 
 from __future__ import annotations
@@ -40,37 +45,92 @@ import json
 import math
 import os
 import resource
+import secrets
 import time
 from collections import OrderedDict
 from typing import Any
 
-from ._frames import HEADER_SIZE, MAX_FRAME, decode_frame, encode_frame, frame_length
+from ._frames import (
+    HEADER_SIZE,
+    MAX_FRAME,
+    Api,
+    ApiResult,
+    Done,
+    Frame,
+    FrameError,
+    Ready,
+    Run,
+    decode_frame,
+    encode_frame,
+    frame_length,
+)
+from ._limits import RunLimits, bounded
 
 ISOLATES_KEPT = 16
 """Function versions whose isolate a worker keeps at once."""
 ADDRESS_SPACE_HEADROOM = 64 * 1024**3
 """Bytes of address space a worker may map beyond what V8 reserved at start: each isolate
 reserves about 1.7 GiB (measured), so ISOLATES_KEPT and more fit."""
-OOM_CHECK = 0.02
-"""Seconds between looks at the heap limit while an asynchronous run goes on."""
+POLL = 0.02
+"""Seconds between looks at the heap limit, and at whether a waiting handler can still settle,
+while an asynchronous run goes on."""
+OUTCOME_OVERHEAD = 64 * 1024
+"""Bytes of an outcome's text beyond its log and result limits (quoting, the error): past
+them the text is not read."""
+NEVER_SETTLES = (
+    "the handler's promise can never settle: it waits for nothing that is pending"
+    " (no context.api call, and a function has no timers)"
+)
 
-# Installed once per isolate: takes timers away (a function has none), sends console output to
-# the run's log, then defines the run.
+# Evaluated once per isolate, before the module: a function of the way out (a Python function
+# bound to this isolate) answering the harness, which the worker keeps under a name of its own
+# drawn at random (a global lexical binding: no object lists it, so no guest code finds or
+# replaces it). The worker calls it only by evaluating source text, never by passing arguments
+# from Python: mini-racer builds an argument list with Array.prototype.push, which guest code
+# may have replaced.
 _HARNESS = r"""
-(() => {
+(call) => {
   "use strict";
-  // Not configurable, but writable: nothing left to call.
+  const global = globalThis;
+  // Captured before any guest code runs: what reports a run must not be the guest's to change.
+  const uncurry = Function.prototype.bind.bind(Function.prototype.call);
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const toText = String;
+  const charCodeAt = uncurry(String.prototype.charCodeAt);
+  const promiseThen = uncurry(Promise.prototype.then);
+  const PromiseCtor = Promise;
+  const promiseResolve = Promise.resolve.bind(Promise);
+  const promiseReject = Promise.reject.bind(Promise);
+  const ErrorCtor = Error;
+  const mapGet = uncurry(Map.prototype.get);
+  const mapSet = uncurry(Map.prototype.set);
+  const mapDelete = uncurry(Map.prototype.delete);
+  const freeze = Object.freeze;
+  const define = Object.defineProperty;
+  const apply = Reflect.apply;
+  // mini-racer's wrapper of the way out looks these up each time it is called.
+  define(Promise, "withResolvers",
+    { value: Promise.withResolvers, writable: false, configurable: false });
+  define(global, "Promise", { value: Promise, writable: false, configurable: false });
+  // A function has no timers. Shared memory and Atomics would let a handler hold its worker at
+  // no CPU cost (Atomics.wait) and settle promises from outside the run (Atomics.waitAsync);
+  // WebAssembly's memory lies outside the heap limit; finalizers run after a run has ended.
   for (const name of ["setTimeout", "clearTimeout", "__timer_manager"]) {
-    globalThis[name] = undefined;
+    define(global, name, { value: undefined, writable: false });
   }
-  let currentLog = null;
-  const toLog = (...values) => { if (currentLog !== null) currentLog(...values); };
-  globalThis.console = Object.freeze(
-    { log: toLog, info: toLog, warn: toLog, error: toLog, debug: toLog });
+  for (const name of ["SharedArrayBuffer", "Atomics", "WebAssembly", "FinalizationRegistry"]) {
+    delete global[name];
+  }
+  let toLog = () => {};
+  const console = freeze({ log: (...v) => toLog(v), info: (...v) => toLog(v),
+    warn: (...v) => toLog(v), error: (...v) => toLog(v), debug: (...v) => toLog(v) });
+  define(global, "console", { value: console, writable: false, configurable: false });
+
   const utf8Length = (text) => {
     let size = 0;
     for (let i = 0; i < text.length; i++) {
-      const code = text.charCodeAt(i);
+      const code = charCodeAt(text, i);
       if (code < 0x80) size += 1;
       else if (code < 0x800) size += 2;
       else if (code >= 0xd800 && code < 0xdc00 && i + 1 < text.length) { size += 4; i++; }
@@ -78,171 +138,346 @@ _HARNESS = r"""
     }
     return size;
   };
+  // A string primitive: JSON.stringify quotes it without consulting anything of the guest's.
+  const quote = (text) => stringify(text);
   const show = (value) => {
     if (typeof value === "string") return value;
-    try { const text = JSON.stringify(value); return text === undefined ? String(value) : text; }
-    catch { return String(value); }
+    try { const text = stringify(value); if (typeof text === "string") return text; }
+    catch {}
+    try { return toText(value); } catch { return "[value that cannot be shown]"; }
   };
   const describe = (error) => {
-    if (error instanceof Error) return `${error.name}: ${error.message}`;
-    return `thrown: ${show(error)}`;
+    try {
+      if (error instanceof ErrorCtor) return toText(error.name) + ": " + toText(error.message);
+    } catch {}
+    return "thrown: " + show(error);
   };
+
+  let load = null;
   let exported = null;
-  // Answers the outcome as JSON text, or a promise of it when the handler (or the module's
-  // first load) is asynchronous.
-  globalThis.__ledgerport_run = (load, event, limits) => {
-    const logs = [];
+  let active = null;
+  let calls = 0;
+  // The calls waiting for their answer, by number: the worker answers by evaluating
+  // answer(number, text), so no answer passes through an argument list.
+  const answers = new Map();
+
+  const run = (runId, eventText, logLimit, resultLimit) => {
+    let pending = 0;
+    let closed = false;
+    let settled = false;
+    let waitingForIdle = false;
     let logged = 0;
+    let logCount = 0;
+    let logText = "";
     let logOver = false;
-    const log = (...values) => {
-      const line = values.map(show).join(" ");
+    const logLimitError = "log limit of " + logLimit + " bytes exceeded";
+    const report = (text) => { call("report", runId, text); };
+
+    const log = (values) => {
+      if (closed) throw new ErrorCtor("the run has ended");
+      let line = "";
+      for (let i = 0; i < values.length; i++) line += (i ? " " : "") + show(values[i]);
       const size = utf8Length(line) + 1;
-      if (logOver || logged + size > limits.log) {
+      if (logOver || logged + size > logLimit) {
         logOver = true;
-        throw new Error(`log limit of ${limits.log} bytes exceeded`);
+        throw new ErrorCtor(logLimitError);
       }
       logged += size;
-      logs.push(line);
+      logText += (logCount++ ? "," : "") + quote(line);
     };
-    const call = async (method, path, body) => {
-      const answer = JSON.parse(
-        await globalThis.__ledgerport_call(method, String(path),
-          body === undefined ? null : JSON.stringify(body)));
-      if (answer.status >= 400) {
-        const message = answer.body && answer.body.message !== undefined
-          ? show(answer.body.message) : `HTTP ${answer.status}`;
-        const error = new Error(`${method} ${path}: ${answer.status} ${message}`);
-        error.name = "ApiError";
-        error.status = answer.status;
-        error.body = answer.body;
-        throw error;
-      }
-      return answer.body;
+    const callEnded = () => {
+      pending--;
+      if (pending === 0 && waitingForIdle) { waitingForIdle = false; call("idle", runId); }
     };
-    const api = Object.freeze({
-      get: (path) => call("GET", path),
-      post: (path, body) => call("POST", path, body),
-      delete: (path) => call("DELETE", path),
+    const apiCall = (method, path, body) => {
+      if (closed) return promiseReject(new ErrorCtor("the run has ended: context.api is closed"));
+      let bodyText = null;
+      let target;
+      try {
+        if (body !== undefined) {
+          bodyText = stringify(body);
+          if (typeof bodyText !== "string") bodyText = null;
+        }
+        target = toText(path);
+      } catch (error) { return promiseReject(error); }
+      pending++;
+      const id = ++calls;
+      return new PromiseCtor((resolve, reject) => {
+        mapSet(answers, id, (text) => {
+          callEnded();
+          let answer;
+          try { answer = parse(text); } catch (error) { reject(error); return; }
+          if (answer.status >= 400) {
+            const message = answer.body && answer.body.message !== undefined
+              ? show(answer.body.message) : "HTTP " + answer.status;
+            const error = new ErrorCtor(
+              method + " " + target + ": " + answer.status + " " + message);
+            error.name = "ApiError";
+            error.status = answer.status;
+            error.body = answer.body;
+            reject(error);
+          } else {
+            resolve(answer.body);
+          }
+        });
+        call("api", runId, id, method, target, bodyText);
+      });
+    };
+    const api = freeze({
+      get: (path) => apiCall("GET", path),
+      post: (path, body) => apiCall("POST", path, body),
+      delete: (path) => apiCall("DELETE", path),
     });
-    const context = Object.freeze({ log, api });
-    const ended = (outcome) => JSON.stringify({ logs, ...outcome });
-    const logLimit = () =>
-      ended({ ok: false, limit: "log", error: `log limit of ${limits.log} bytes exceeded` });
-    const failed = (error) => {
-      if (logOver) return logLimit();
-      return ended({ ok: false, error: describe(error) });
+    const context = freeze({ log: (...values) => log(values), api });
+
+    const outcome = (ok, result, error, limit) => {
+      settled = true;
+      return '{"ok":' + (ok ? "true" : "false")
+        + ',"result":' + (result === null ? "null" : quote(result))
+        + ',"error":' + (error === null ? "null" : quote(error))
+        + ',"limit":' + (limit === null ? "null" : quote(limit))
+        + ',"logs":[' + logText + "]}";
     };
-    const finished = (result) => {
+    const failed = (error) => {
+      if (logOver) return outcome(false, null, logLimitError, "log");
+      return outcome(false, null, describe(error), null);
+    };
+    const finished = (value) => {
       if (logOver) return failed(null);
       let json = null;
-      try { json = result === undefined ? null : JSON.stringify(result) ?? null; }
-      catch (error) {
-        return ended({ ok: false, error: `result is not JSON: ${describe(error)}` });
+      if (value !== undefined) {
+        try { json = stringify(value); } catch (error) {
+          return outcome(false, null, "result is not JSON: " + describe(error), null);
+        }
+        if (typeof json !== "string") json = null;
       }
-      if (json !== null && utf8Length(json) > limits.result) {
-        return ended({ ok: false, limit: "result",
-                       error: `result larger than ${limits.result} bytes` });
+      if (json !== null && utf8Length(json) > resultLimit) {
+        return outcome(false, null, "result larger than " + resultLimit + " bytes", "result");
       }
-      return ended({ ok: true, result: json });
+      return outcome(true, json, null, null);
     };
+    // The outcome's text when the handler answers at once; else null, and it is reported.
     const invoke = () => {
-      if (typeof exported.handler !== "function") {
-        return ended({ ok: false, error: "TypeError: the exported handler is not a function" });
+      if (exported === null || typeof exported.handler !== "function") {
+        return outcome(false, null, "TypeError: the exported handler is not a function", null);
       }
-      currentLog = log;
-      let result;
-      try { result = exported.handler(event, context); }
-      catch (error) { currentLog = null; return failed(error); }
-      if (result === null || typeof result !== "object" || typeof result.then !== "function") {
-        currentLog = null;
-        return finished(result);  // a sync handler: the answer without a promise
-      }
-      return Promise.resolve(result).then(finished, failed)
-        .finally(() => { currentLog = null; });
+      let answer;
+      try { answer = apply(exported.handler, undefined, [parse(eventText), context]); }
+      catch (error) { return failed(error); }
+      let thenable = false;
+      try {
+        thenable = answer !== null && (typeof answer === "object" || typeof answer === "function")
+          && typeof answer.then === "function";
+      } catch (error) { return failed(error); }
+      if (!thenable) return finished(answer);
+      promiseThen(promiseResolve(answer),
+        (value) => report(finished(value)), (error) => report(failed(error)));
+      return null;
     };
+
+    active = freeze({
+      close: () => {
+        if (pending > 0) return false;
+        closed = true;
+        return true;
+      },
+      state: () => (settled ? "settled" : pending > 0 ? "waiting" : "stuck"),
+      waitIdle: () => {
+        if (pending === 0) call("idle", runId);
+        else waitingForIdle = true;
+      },
+      abandon: (error) => outcome(false, null, error, null),
+    });
+    toLog = (values) => { if (!closed) log(values); };
     if (exported !== null) return invoke();
-    return load().then((module) => { exported = module; return invoke(); }, failed);
+    promiseThen(load(), (module) => {
+      exported = module;
+      const text = invoke();
+      if (text !== null) report(text);
+    }, (error) => report(failed(error)));
+    return null;
   };
-})();
+  return freeze({
+    load: (loader) => { if (load === null) load = loader; },
+    answer: (id, text) => {
+      const settle = mapGet(answers, id);
+      if (settle === undefined) return;
+      mapDelete(answers, id);
+      settle(text);
+    },
+    run,
+    close: () => active.close(),
+    state: () => active.state(),
+    waitIdle: () => active.waitIdle(),
+    abandon: (error) => active.abandon(error),
+  });
+}
 """
 
 
-class _Isolate:
-    """One function version's V8 isolate, with its module loaded lazily by its first run."""
+class NeverSettles(Exception):
+    """The handler waits on a promise nothing can settle."""
 
-    def __init__(self, script: str, heap: int, worker: _Worker) -> None:
+
+class _Isolate:
+    """One function version's V8 isolate with the harness installed; its module loads lazily
+    with its first run."""
+
+    def __init__(self, key: str, script: str, heap: int, worker: _Worker) -> None:
         from py_mini_racer import MiniRacer
 
+        self.key = key
         self.racer = MiniRacer()
         self.racer.set_hard_memory_limit(heap)
         self._stack = contextlib.AsyncExitStack()
         self._worker = worker
         self._script = script
+        self._name = f"__harness_{secrets.token_hex(16)}"
+        self.outcome: asyncio.Future[str] | None = None
+        self.idle: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         from py_mini_racer import JSMappedObject
 
-        call = await self._stack.enter_async_context(
-            self.racer.wrap_py_function(self._worker.api_call)
-        )
+        async def way_out(kind: Any, run_id: Any, *args: Any) -> str | None:
+            return await self._worker.way_out(self, kind, run_id, args)
+
+        call = await self._stack.enter_async_context(self.racer.wrap_py_function(way_out))
         global_object = self.racer.eval("this")
         assert isinstance(global_object, JSMappedObject)
-        global_object["__ledgerport_call"] = call
-        self.racer.eval(_HARNESS)
-        self.racer.eval(f"globalThis.__ledgerport_load = {self._script}")
+        global_object[self._name] = call
+        # No guest code has run yet: the way out goes into the harness and off the global.
+        self.racer.eval(
+            f"const {self._name}_ = ({_HARNESS})(globalThis.{self._name});"
+            f" delete globalThis.{self._name};"
+        )
+        self._name += "_"
+        self.racer.eval(f"{self._name}.load({self._script})")
+
+    def control(self, call: str) -> Any:
+        """Call the harness: source text only (see _HARNESS)."""
+        return self.racer.eval(f"{self._name}.{call}")
 
     async def close(self) -> None:
         await self._stack.aclose()
         self.racer.close()
+
+    async def run(self, message: Run) -> str:
+        """The run's outcome text, once nothing it started is pending."""
+        loop = asyncio.get_running_loop()
+        self.outcome = loop.create_future()
+        answer = self.control(
+            f"run({json.dumps(message.run)}, {json.dumps(message.event)},"
+            f" {int(message.log)}, {int(message.result)})"
+        )
+        if not isinstance(answer, str):
+            try:
+                answer = str(await self._until(self.outcome, watch_stuck=True))
+            except NeverSettles:
+                answer = str(self.control(f"abandon({json.dumps(NEVER_SETTLES)})"))
+        while not self.control("close()"):
+            self.idle = loop.create_future()
+            self.control("waitIdle()")
+            await self._until(self.idle, watch_stuck=False)
+        return answer
+
+    async def _until(self, future: asyncio.Future[Any], *, watch_stuck: bool) -> Any:
+        """What ``future`` is set to. V8 stops a run that reaches the heap limit without
+        settling, and a handler may wait on nothing at all: both are looked for while
+        waiting."""
+        from py_mini_racer import JSOOMException
+
+        while True:
+            done, _ = await asyncio.wait([future], timeout=POLL)
+            if done:
+                return future.result()
+            # Reading the state lets V8 run what is queued: the heap limit is looked at after.
+            stuck = watch_stuck and self.control("state()") == "stuck"
+            if self.racer.was_hard_memory_limit_reached():
+                raise JSOOMException("heap limit reached")
+            if stuck:
+                raise NeverSettles
 
 
 class _Worker:
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
         self._isolates: OrderedDict[str, _Isolate] = OrderedDict()
-        self._run_id: str | None = None
+        self._run: Run | None = None
         self._calls = 0
-        self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._answers: dict[int, asyncio.Future[ApiResult]] = {}
+        self._unclean = False
+        """Something outside the run going on tried to act: the pool recycles this worker."""
 
-    def send(self, message: dict[str, Any]) -> None:
-        self._writer.write(encode_frame(message))
+    def send(self, frame: Frame) -> None:
+        self._writer.write(encode_frame(frame))
 
-    async def api_call(self, method: str, path: str, body: str | None) -> str:
-        """``context.api``'s way out: the engine makes the call and answers."""
+    async def way_out(
+        self, isolate: _Isolate, kind: Any, run_id: Any, args: tuple[Any, ...]
+    ) -> str | None:
+        """The harness of ``isolate`` reports or calls out for the run ``run_id``: refused
+        unless that is the run going on in that isolate (the worker is then unclean)."""
+        run = self._run
+        if run is None or run.key != isolate.key or run_id != run.run:
+            self._unclean = True
+            return json.dumps(
+                {"status": 403, "body": {"message": "refused: not a call of the run going on"}}
+            )
+        if kind == "report" and len(args) == 1 and isinstance(args[0], str):
+            if isolate.outcome is not None and not isolate.outcome.done():
+                isolate.outcome.set_result(args[0])
+            return None
+        if kind == "idle" and not args:
+            if isolate.idle is not None and not isolate.idle.done():
+                isolate.idle.set_result(None)
+            return None
+        if kind == "api" and len(args) == 4:
+            await self._api_call(isolate, run, *args)
+            return None
+        self._unclean = True
+        return None
+
+    async def _api_call(
+        self, isolate: _Isolate, run: Run, number: Any, method: Any, path: Any, body: Any
+    ) -> None:
+        """``context.api``'s way out: the pool makes the call, and the answer goes back to
+        the harness as the call ``number`` of the isolate."""
+        if not (
+            isinstance(number, int)
+            and isinstance(method, str)
+            and isinstance(path, str)
+            and (body is None or isinstance(body, str))
+        ):
+            self._unclean = True
+            return
         self._calls += 1
         call = self._calls
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[ApiResult] = asyncio.get_running_loop().create_future()
         self._answers[call] = answer
-        self.send(
-            {
-                "op": "api",
-                "run": self._run_id,
-                "call": call,
-                "method": method,
-                "path": path,
-                "body": body,
-            }
-        )
+        self.send(Api(run=run.run, call=call, method=method, path=path, body=body))
         await self._writer.drain()
         try:
             result = await answer
         finally:
             self._answers.pop(call, None)
-        return json.dumps({"status": result["status"], "body": result["body"]})
+        text = json.dumps({"status": result.status, "body": result.body})
+        isolate.control(f"answer({number}, {json.dumps(text)})")
 
-    def answered(self, message: dict[str, Any]) -> None:
-        answer = self._answers.get(int(message["call"]))
-        if answer is not None and not answer.done():
-            answer.set_result(message)
+    def answered(self, frame: ApiResult) -> None:
+        answer = self._answers.get(frame.call)
+        if self._run is None or frame.run != self._run.run or answer is None:
+            return  # an answer for no call of this run: nothing waits for it
+        if not answer.done():
+            answer.set_result(frame)
 
-    async def _isolate(self, key: str, script: str, heap: int) -> _Isolate:
-        isolate = self._isolates.get(key)
+    async def _isolate(self, message: Run) -> _Isolate:
+        isolate = self._isolates.get(message.key)
         if isolate is not None:
-            self._isolates.move_to_end(key)
+            self._isolates.move_to_end(message.key)
             return isolate
-        isolate = _Isolate(script, heap, self)
+        isolate = _Isolate(message.key, message.script, message.heap, self)
         await isolate.start()
-        self._isolates[key] = isolate
+        self._isolates[message.key] = isolate
         while len(self._isolates) > ISOLATES_KEPT:
             _, oldest = self._isolates.popitem(last=False)
             await oldest.close()
@@ -254,62 +489,69 @@ class _Worker:
             with contextlib.suppress(Exception):
                 await isolate.close()
 
-    async def run(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def run(self, message: Run) -> Done:
         from py_mini_racer import JSOOMException
 
-        limits = message["limits"]
-        key = str(message["key"])
-        self._run_id = str(message["run"])
-        _limit_cpu(float(limits["cpu"]))
+        limits = RunLimits(
+            cpu=message.cpu, heap=message.heap, log=message.log, result=message.result
+        )
+        self._run = message
+        _limit_cpu(message.cpu)
         started = time.process_time()
         outcome: dict[str, Any]
         try:
-            isolate = await self._isolate(key, str(message["script"]), int(limits["heap"]))
-            answer = isolate.racer.eval(
-                "__ledgerport_run(__ledgerport_load,"
-                f" {json.dumps(message['event'])}, {json.dumps(limits)})"
-            )
-            if not isinstance(answer, str):
-                answer = await _settled(isolate, answer)
-            outcome = json.loads(answer)
+            isolate = await self._isolate(message)
+            outcome = _read_outcome(await isolate.run(message), limits)
         except JSOOMException:
-            await self._drop(key)
+            await self._drop(message.key)
             outcome = {
                 "ok": False,
                 "limit": "heap",
-                "error": f"heap limit of {limits['heap']} bytes exceeded",
-                "logs": [],
+                "error": f"heap limit of {message.heap} bytes exceeded",
             }
         except Exception as exc:
-            await self._drop(key)
-            outcome = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000], "logs": []}
+            await self._drop(message.key)
+            outcome = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         finally:
-            self._run_id = None
-        return {
-            "op": "done",
-            "run": message["run"],
-            "ok": bool(outcome.get("ok")),
-            "result": outcome.get("result"),
-            "logs": outcome.get("logs", []),
-            "error": outcome.get("error"),
-            "limit": outcome.get("limit"),
-            "cpu_ms": (time.process_time() - started) * 1000,
-        }
+            self._run = None
+        checked = bounded(
+            limits,
+            ok=outcome.get("ok") is True,
+            result=_text_or_none(outcome.get("result")),
+            logs=[line for line in outcome.get("logs") or [] if isinstance(line, str)],
+            error=_text_or_none(outcome.get("error")),
+            limit=_text_or_none(outcome.get("limit")),
+        )
+        clean = not self._unclean and not self._answers
+        self._unclean = False
+        return Done(
+            run=message.run,
+            ok=checked.ok,
+            result=checked.result,
+            logs=checked.logs,
+            error=checked.error,
+            limit=checked.limit,
+            cpu_ms=(time.process_time() - started) * 1000,
+            clean=clean,
+        )
 
 
-async def _settled(isolate: _Isolate, promise: Any) -> str:
-    """The outcome a run's promise settles with. V8 stops a run that reaches the heap limit
-    without settling its promise: that is looked for while waiting."""
-    from py_mini_racer import JSOOMException
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
-    waiting = asyncio.ensure_future(promise)
-    while True:
-        done, _ = await asyncio.wait([waiting], timeout=OOM_CHECK)
-        if done:
-            return str(waiting.result())
-        if isolate.racer.was_hard_memory_limit_reached():
-            waiting.cancel()
-            raise JSOOMException("heap limit reached")
+
+def _read_outcome(text: str, limits: RunLimits) -> dict[str, Any]:
+    """The outcome the harness reported, read only when its size can be that of an outcome
+    within the limits."""
+    if len(text) > limits.log + limits.result + OUTCOME_OVERHEAD:
+        return {"ok": False, "limit": "log", "error": "the run's outcome is larger than its limits"}
+    try:
+        outcome = json.loads(text)
+    except ValueError:
+        return {"ok": False, "error": "the run's outcome could not be read"}
+    if not isinstance(outcome, dict):
+        return {"ok": False, "error": "the run's outcome could not be read"}
+    return outcome
 
 
 def _limit_address_space() -> None:
@@ -339,7 +581,7 @@ def _limit_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
+async def _read_frame(reader: asyncio.StreamReader) -> Frame | None:
     try:
         header = await reader.readexactly(HEADER_SIZE)
     except asyncio.IncompleteReadError:
@@ -364,33 +606,23 @@ async def _serve() -> None:
 
     MiniRacer().close()  # V8 is up: the first isolate costs the most
     _limit_address_space()
-    worker.send({"op": "ready", "pid": os.getpid()})
+    worker.send(Ready(pid=os.getpid()))
     await writer.drain()
     running: asyncio.Task[None] | None = None
 
-    async def run(message: dict[str, Any]) -> None:
+    async def run(message: Run) -> None:
         worker.send(await worker.run(message))
         await writer.drain()
 
-    while (message := await _read_frame(reader)) is not None:
-        if message.get("op") == "run":
+    while (frame := await _read_frame(reader)) is not None:
+        if isinstance(frame, Run):
             if running is not None and not running.done():
-                worker.send(
-                    {
-                        "op": "done",
-                        "run": message.get("run"),
-                        "ok": False,
-                        "logs": [],
-                        "error": "worker busy",
-                        "limit": None,
-                        "result": None,
-                        "cpu_ms": 0.0,
-                    }
-                )
-                continue
-            running = asyncio.create_task(run(message))
-        elif message.get("op") == "api_result":
-            worker.answered(message)
+                raise FrameError("a run was sent while another went on")
+            running = asyncio.create_task(run(frame))
+        elif isinstance(frame, ApiResult):
+            worker.answered(frame)
+        else:
+            raise FrameError(f"a {frame.op} frame is not for a worker")
     if running is not None:
         running.cancel()
 

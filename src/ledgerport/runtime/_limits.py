@@ -1,0 +1,104 @@
+"""What one run may use, and the check of a run's outcome against it.
+
+The harness inside V8 enforces the log and result limits as the run goes, but whatever runs in
+the isolate can reach what the harness uses, so nothing outside the guest takes its word for
+them: the worker, the pool and the engine each pass the outcome through :func:`bounded` before
+it goes further. It is pure and idempotent, so checking again costs little and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+ERROR_MAX = 4096
+"""Characters of a run's error message kept (a longer one is cut, with an ellipsis)."""
+_NUL = "\x00"
+_REPLACEMENT = "\ufffd"
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each lone surrogate (JavaScript strings may hold them, UTF-8 cannot) and
+    each NUL (PostgreSQL's text refuses it) replaced by U+FFFD."""
+    if text.isascii():
+        return text.replace(_NUL, _REPLACEMENT)
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text.replace(_NUL, _REPLACEMENT)
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """What one run may use (contract.md: Hosted functions)."""
+
+    cpu: float = 2.0
+    """Seconds of CPU (the kernel's granularity is a second)."""
+    wall: float = 10.0
+    """Seconds from the run's start to its end."""
+    heap: int = 64 * 1024 * 1024
+    """Bytes of V8 heap."""
+    log: int = 64 * 1024
+    """Bytes of log lines (UTF-8, a newline each)."""
+    result: int = 64 * 1024
+    """Bytes of the result's JSON."""
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """An outcome within its limits."""
+
+    ok: bool
+    result: str | None
+    logs: list[str]
+    error: str | None
+    limit: str | None
+
+
+def bounded(
+    limits: RunLimits,
+    *,
+    ok: bool,
+    result: str | None,
+    logs: list[str],
+    error: str | None,
+    limit: str | None,
+) -> Bounded:
+    """The outcome as it may be kept: the log lines that fit in ``limits.log`` (past it the run
+    failed on the log limit), a result that is JSON of at most ``limits.result`` bytes (else
+    the run failed on the result limit, or on a result that is not JSON), an error of at most
+    ERROR_MAX characters, and no NUL or lone surrogate in the text (:func:`clean_text`; one
+    rule on both stores). A run that names a limit did not succeed."""
+    kept: list[str] = []
+    size = 0
+    for line in logs:
+        line = clean_text(line)
+        size += len(line.encode()) + 1
+        if size > limits.log:
+            ok = False
+            if limit is None:
+                limit, error = "log", f"log limit of {limits.log} bytes exceeded"
+            break
+        kept.append(line)
+    if result is not None:
+        result = clean_text(result)
+        if len(result.encode()) > limits.result:
+            ok, result = False, None
+            if limit is None:
+                limit, error = "result", f"result larger than {limits.result} bytes"
+        elif not _is_json(result):
+            ok, result = False, None
+            error = error or "result is not JSON"
+    if error is not None:
+        error = clean_text(error)
+        if len(error) > ERROR_MAX:
+            error = error[: ERROR_MAX - 1] + "\u2026"
+    if limit is not None:
+        ok = False
+    return Bounded(ok=ok, result=result, logs=kept, error=error, limit=limit)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
