@@ -120,6 +120,7 @@ class Keyring:
         self._hash_key = _derive(root, b"ledgerport token hash v1")
         self._aead = AESGCM(_derive(root, b"ledgerport encryption v1"))
         self.csrf_key = _derive(root, b"ledgerport csrf v1")
+        self._notice_key = _derive(root, b"ledgerport notice v1")
         self._check_key = _derive(root, b"ledgerport key check v1")
 
     def hash_token(self, raw: str) -> str:
@@ -149,3 +150,8 @@ class Keyring:
 
     def mac(self, message: str) -> str:
         return hmac.new(self.csrf_key, _utf8(message), hashlib.sha256).hexdigest()
+
+    def notice_mac(self, message: str) -> str:
+        """The signature of a page notice the service sets (a key of its own, so no other
+        signed value of the service passes for a notice)."""
+        return hmac.new(self._notice_key, _utf8(message), hashlib.sha256).hexdigest()

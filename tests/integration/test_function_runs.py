@@ -342,3 +342,31 @@ async def test_calls_left_pending_at_return_act_for_their_own_run_only(
         "Attacker Co",
         "copied: Attacker Co",
     ]
+
+
+async def test_a_run_gets_no_token_once_its_installing_user_is_no_longer_an_active_member(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    source = """
+    export async function handler(event, context) {
+      try { await context.api.get("/customers"); return "reached"; }
+      catch (error) { return error.status; }
+    }
+    """
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "PUT", "/functions/reach", {"source": source, "events": ["customer.created"]}
+            )
+            await world.api.customer()
+            member = world.api.world
+            response = await client.put(
+                f"/admin/businesses/{member.business_id}/members/{member.user_id}",
+                json={"role": "owner", "active": False},
+                headers=admin_headers,
+            )
+            assert response.status_code == 200
+            await run_queued(platform, world)
+            (run,) = await runs(world, "reach")
+    assert run["status"] == "succeeded"
+    assert run["result"] == 503

@@ -33,7 +33,7 @@ from .oauth_helpers import (
 
 OAUTH_ENVELOPE = {"$ref": "#/components/schemas/OAuthErrorEnvelope"}
 STANDARD_ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
-PAGE_BLUEPRINTS = {"authorize", "device", "bridge"}
+PAGE_BLUEPRINTS = {"pages", "authorize", "device", "bridge", "console_pages", "marketplace"}
 """Blueprints whose errors are the problem page (``http/_app.py``)."""
 FORM = "application/x-www-form-urlencoded"
 
@@ -78,6 +78,28 @@ async def test_every_operation_documents_a_success_and_its_errors(client: Any) -
         assert 500 in statuses, (method, path)  # any handler can fail
         for status, response in operation["responses"].items():
             assert response["description"], (method, path, status)
+
+
+async def test_every_operation_has_an_id_of_its_own(client: Any) -> None:
+    """OpenAPI requires it, and a link names its target by it."""
+    ids = [operation["operationId"] for _, _, operation in _operations(await _document(client))]
+
+    assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
+
+
+async def test_every_operation_states_the_nul_refusal(client: Any) -> None:
+    """Any request's text may hold a NUL, which every route refuses with a 400; every text
+    parameter without a rule of its own says so in its pattern."""
+    document = await _document(client)
+
+    for method, path, operation in _operations(document):
+        refusal = operation["responses"]["400"]["description"]
+        # The OAuth endpoints describe it as their invalid_request.
+        assert "holds a NUL" in refusal or "invalid_request" in refusal, (method, path)
+        for parameter in operation.get("parameters", ()):
+            schema = parameter["schema"]
+            if parameter["in"] in ("query", "path") and schema.get("type") == "string":
+                assert "pattern" in schema or "enum" in schema, (method, path, parameter)
 
 
 async def test_errors_answer_in_the_shape_of_their_blueprint(app: Any, client: Any) -> None:

@@ -448,12 +448,12 @@ async def test_malformed_metadata_is_invalid_client_metadata(
         pytest.param({"logo_uri": "https://app.example.com/\x00.png"}, id="logo_uri"),
     ],
 )
-async def test_nul_character_in_metadata_is_invalid_client_metadata(
-    client, fields: dict[str, Any]
-) -> None:
+async def test_nul_character_in_metadata_is_invalid_request(client, fields: dict[str, Any]) -> None:
+    """A NUL is refused in every request's text alike, before the metadata is read."""
     response = await register(client, metadata(**fields))
 
-    await assert_oauth_error(response, 400, "invalid_client_metadata")
+    body = await assert_oauth_error(response, 400, "invalid_request")
+    assert body["error_description"].endswith("must not contain NUL characters")
 
 
 @pytest.mark.parametrize(

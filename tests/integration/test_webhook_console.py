@@ -166,3 +166,50 @@ async def test_production_refuses_private_targets(platform: Platform, store: Sto
             )
         }
     assert {url: a.status_code for url, a in answers.items()} == dict.fromkeys(answers, 400)
+
+
+async def test_production_judges_the_ipv4_address_an_ipv6_target_carries(
+    platform: Platform, store: Store
+) -> None:
+    """6to4, Teredo and NAT64 spellings of loopback, private and link-local addresses are
+    refused as the addresses themselves are; the same spellings of a public address are saved."""
+    from dataclasses import replace
+
+    from ledgerport.http import create_app
+
+    from ..conftest import ADMIN_TOKEN
+
+    production = replace(platform, config=replace(platform.config, env="production"))
+    client = create_app(production).test_client()
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    refused = [
+        "2002:7f00:1::",  # 6to4 of 127.0.0.1
+        "2002:a00:1::",  # 6to4 of 10.0.0.1
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+        "64:ff9b:1::5db8:d822",  # the local-use NAT64 prefix, refused whole
+    ]
+    saved = [
+        "2002:5db8:d822::1",  # 6to4 of 93.184.216.34
+        "64:ff9b::5db8:d822",  # NAT64 of 93.184.216.34
+    ]
+    with trio.fail_after(TIMEOUT):
+        api = await owner_api(client, headers)
+        console = await console_for(client, headers, api)
+        answers = {
+            address: await console.call(
+                "POST", "/webhooks", {"url": f"https://[{address}]/hook", "events": []}
+            )
+            for address in refused + saved
+        }
+        listed = await console.ok("GET", "/webhooks")
+    assert {a: r.status_code for a, r in answers.items()} == {
+        **dict.fromkeys(refused, 400),
+        **dict.fromkeys(saved, 201),
+    }
+    for address in refused:
+        body = await answers[address].get_json()
+        assert any("private, loopback" in message for message in body["message"]), body
+    assert sorted(w["url"] for w in listed["data"]) == sorted(
+        f"https://[{address}]/hook" for address in saved
+    )

@@ -494,6 +494,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "LOCKOUT_WINDOW",
         "LOGIN_SESSION_PREFIX",
         "LOGIN_SESSION_TTL",
+        "NOTICE_TTL",
         "NUMBER_DIGITS",
         "OAUTH_ERRORS",
         "OAUTH_JSON_MAX_BYTES",

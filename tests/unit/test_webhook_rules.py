@@ -91,6 +91,99 @@ def test_production_webhooks_reach_public_addresses_only(address: str, allowed: 
     assert apps.address_allowed(ipaddress.ip_address(address)) is allowed
 
 
+EMBEDDED = {
+    "loopback": "127.0.0.1",
+    "private": "10.1.2.3",
+    "link-local": "169.254.169.254",
+    "public": "93.184.216.34",
+}
+"""The IPv4 addresses each IPv6 spelling below carries."""
+TEREDO_SERVER = ipaddress.IPv4Address("65.54.227.120")
+
+
+def _teredo(server: ipaddress.IPv4Address, client: str) -> str:
+    """RFC 4380: 2001:0::/32, the server, flags and port, then the client's inverted bits."""
+    inverted = ~int(ipaddress.IPv4Address(client)) & 0xFFFF_FFFF
+    return str(
+        ipaddress.IPv6Address((0x2001_0000 << 96) | (int(server) << 64) | (0xFFFF << 32) | inverted)
+    )
+
+
+SPELLINGS = {
+    "ipv4-mapped": lambda v4: f"::ffff:{v4}",
+    "6to4": lambda v4: str(
+        ipaddress.IPv6Address(b"\x20\x02" + ipaddress.IPv4Address(v4).packed + bytes(10))
+    ),
+    "teredo": lambda v4: _teredo(TEREDO_SERVER, v4),
+    "nat64": lambda v4: f"64:ff9b::{v4}",
+    "nat64-local-use": lambda v4: f"64:ff9b:1::{v4}",
+    "ipv4-compatible": lambda v4: f"::{v4}",
+}
+"""IPv6 spellings of an IPv4 address, by name."""
+REFUSED_WHOLE = {"nat64-local-use", "ipv4-compatible"}
+"""Spellings refused whatever they carry: the local-use prefix is not globally reachable, and
+IPv4-compatible addresses are deprecated (reserved)."""
+EMBEDDING_CASES = [
+    pytest.param(
+        SPELLINGS[spelling](v4),
+        kind == "public" and spelling not in REFUSED_WHOLE,
+        id=f"{spelling}-{kind}",
+    )
+    for spelling in SPELLINGS
+    for kind, v4 in EMBEDDED.items()
+]
+
+
+@pytest.mark.parametrize(("address", "allowed"), EMBEDDING_CASES)
+def test_an_embedded_ipv4_address_is_judged(address: str, allowed: bool) -> None:
+    assert apps.address_allowed(ipaddress.ip_address(address)) is allowed
+
+
+@pytest.mark.parametrize(("address", "allowed"), EMBEDDING_CASES)
+def test_a_webhook_url_at_an_embedded_address_is_judged_likewise(
+    address: str, allowed: bool
+) -> None:
+    found = apps.webhook_url_problem(f"https://[{address}]/hook", development=False)
+    if allowed:
+        assert found is None
+    else:
+        assert found is not None
+        assert "private, loopback" in found
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        pytest.param("2002:7f00:1::", id="6to4-of-127.0.0.1"),
+        pytest.param("2002:a9fe:a9fe::1", id="6to4-of-169.254.169.254"),
+        # RFC 4380's layout as Python's documentation shows it: client 127.0.0.1.
+        pytest.param("2001:0:4136:e378:8000:63bf:80ff:fffe", id="teredo-of-127.0.0.1"),
+        pytest.param("64:ff9b::a9fe:a9fe", id="nat64-of-169.254.169.254"),
+        pytest.param("::ffff:7f00:1", id="mapped-of-127.0.0.1"),
+    ],
+)
+def test_written_out_spellings_are_refused(address: str) -> None:
+    """Spelled by hand, so the table above is not only checked against its own construction."""
+    assert not apps.address_allowed(ipaddress.ip_address(address))
+
+
+def test_the_table_spells_as_the_rfcs_do() -> None:
+    loopback = ipaddress.IPv4Address("127.0.0.1")
+    assert SPELLINGS["6to4"]("127.0.0.1") == "2002:7f00:1::"
+    assert ipaddress.IPv6Address(SPELLINGS["teredo"]("127.0.0.1")).teredo == (
+        TEREDO_SERVER,
+        loopback,
+    )
+    assert ipaddress.IPv6Address(SPELLINGS["nat64"]("127.0.0.1")) == ipaddress.IPv6Address(
+        "64:ff9b::7f00:1"
+    )
+
+
+def test_a_teredo_address_with_a_private_server_is_refused() -> None:
+    address = _teredo(ipaddress.IPv4Address("10.0.0.1"), EMBEDDED["public"])
+    assert not apps.address_allowed(ipaddress.ip_address(address))
+
+
 @pytest.mark.parametrize(
     ("url", "development", "problem"),
     [

@@ -317,8 +317,9 @@ async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
     installation = None
     if run.business_id:
         installation = await tx.fetchrow(
-            "SELECT id, user_id, scopes FROM installations"
-            " WHERE app_id = $1 AND business_id = $2 AND state = 'ACTIVE'",
+            "SELECT i.id, i.user_id, i.scopes, m.active AS member_active FROM installations i"
+            " LEFT JOIN memberships m ON m.business_id = i.business_id AND m.user_id = i.user_id"
+            " WHERE i.app_id = $1 AND i.business_id = $2 AND i.state = 'ACTIVE'",
             run.app_id,
             run.business_id,
         )
@@ -329,6 +330,10 @@ async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
         held = set(json.loads(installation["scopes"])) & set(json.loads(row["app_scopes"]))
         if kind.scope not in held:
             return f"scope {kind.scope} no longer held"
+    if installation is not None and not installation["member_active"]:
+        # The installing user is no longer an active member: the run gets no token to act
+        # with (its calls answer 503), as their own tokens are refused.
+        installation = None
     return RunPlan(
         version=int(row["version"]),
         script=row["script"],

@@ -1,11 +1,11 @@
 """Where a webhook may point: the address rules that keep deliveries off the service's own network.
 
 In production a webhook's URL is https and its host must resolve only to public addresses:
-private, loopback, link-local, multicast, reserved and unspecified addresses are refused, at
-registration and again when an attempt connects (the engine checks the address it actually
-connects to, so a name that resolves elsewhere later gains nothing). With
-``LEDGERPORT_ENV=development`` a webhook may also be ``http://`` on a loopback host, and no
-address is refused.
+private, loopback, link-local, multicast, reserved and unspecified addresses are refused, also
+when an IPv6 address carries one for a translator or tunnel to reach, at registration and again
+when an attempt connects (the engine checks the address it actually connects to, so a name that
+resolves elsewhere later gains nothing). With ``LEDGERPORT_ENV=development`` a webhook may also
+be ``http://`` on a loopback host, and no address is refused.
 """
 
 from __future__ import annotations
@@ -31,10 +31,39 @@ class Resolver(Protocol):
     def __call__(self, host: str, port: int, /) -> Awaitable[list[str]]: ...
 
 
-def address_allowed(address: IPAddress) -> bool:
-    """Whether a production webhook may connect to ``address``: a public unicast address."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+_NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
+"""RFC 6052's well-known NAT64 prefix: a translator sends to the IPv4 address in the last 32
+bits (DNS64 writes an IPv4-only host's address this way on an IPv6-only network)."""
+_LOCAL_NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""RFC 8215's local-use translation prefix: not globally reachable, a translator behind it may
+reach the operator's own IPv4 network, and where it carries the IPv4 address depends on a
+prefix length (/48 to /96) only the operator knows, so it is refused whole."""
+
+
+def _destinations(address: IPAddress) -> tuple[IPAddress, ...]:
+    """The addresses a connection to ``address`` ends up at.
+
+    An IPv6 address that carries an IPv4 address for a translator or tunnel to reach stands for
+    that IPv4 address: IPv4-mapped (::ffff:a.b.c.d), 6to4 (2002::/16, bits 16 to 47), Teredo
+    (2001:0::/32: its server, and its client as the inverted last 32 bits) and NAT64's
+    well-known prefix. Judging the IPv6 address alone would let ``2002:7f00:1::`` reach
+    127.0.0.1. IPv4-compatible ``::a.b.c.d`` (deprecated) needs nothing here: it lies in
+    ``::/8``, which the standard library counts as reserved.
+    """
+    if isinstance(address, ipaddress.IPv4Address):
+        return (address,)
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo
+    if address in _NAT64_PREFIX:
+        return (ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF),)
+    return (address,)
+
+
+def _public(address: IPAddress) -> bool:
     return not (
         address.is_private
         or address.is_loopback
@@ -44,6 +73,15 @@ def address_allowed(address: IPAddress) -> bool:
         or address.is_unspecified
         or not address.is_global
     )
+
+
+def address_allowed(address: IPAddress) -> bool:
+    """Whether a production webhook may connect to ``address``: a public unicast address, and
+    every IPv4 address it embeds for a translator or tunnel (6to4, Teredo, NAT64, IPv4-mapped)
+    public too."""
+    if isinstance(address, ipaddress.IPv6Address) and address in _LOCAL_NAT64_PREFIX:
+        return False
+    return all(_public(destination) for destination in _destinations(address))
 
 
 async def resolve(host: str, port: int) -> list[str]:

@@ -28,7 +28,7 @@ from ._errors import (
     InvalidTarget,
     SlowDown,
 )
-from ._grants import Outcome, installation_active, start_family_from_grant
+from ._grants import Outcome, authorization_stands, start_family_from_grant
 
 
 def new_user_code() -> str:
@@ -206,7 +206,12 @@ async def poll_device_code(
             "UPDATE device_codes SET last_polled_at = $1 WHERE code_hash = $2", now, code_hash
         )
         return Outcome(error=AuthorizationPending("the user has not decided yet"))
-    if not await installation_active(tx, row["installation_id"]):
+    if not await authorization_stands(
+        tx,
+        installation_id=row["installation_id"],
+        business_id=row["business_id"],
+        user_id=row["user_id"],
+    ):
         return Outcome(error=InvalidGrant())
     if resource is not None and row["resource"] is not None and resource != row["resource"]:
         return Outcome(error=InvalidTarget("resource differs from the device authorization"))

@@ -17,6 +17,7 @@ from typing import Any
 
 from ledgerport import catalog
 from ledgerport.apps import App, Installation, ordered_scopes
+from ledgerport.books import get_membership
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Row, Transaction
@@ -276,9 +277,22 @@ async def revoke_family(tx: Transaction, *, now: float, family_id: str, reason: 
     )
 
 
-async def installation_active(tx: Transaction, installation_id: str) -> bool:
+async def authorization_stands(
+    tx: Transaction, *, installation_id: str, business_id: str, user_id: str
+) -> bool:
+    """Does the consent behind a code, device code or token family still stand: its
+    installation ACTIVE and its consenting user still an active member of the business?
+
+    Every grant that issues tokens for a (user, business) asks this before issuing: the data API
+    would refuse a deactivated member's tokens anyway, and a grant that issued them would tell
+    the app the authorization lives on. When it does not stand the grant answers invalid_grant
+    with no description (the spec's "authorization gone").
+    """
     state = await tx.fetchval("SELECT state FROM installations WHERE id = $1", installation_id)
-    return bool(state == "ACTIVE")
+    if state != "ACTIVE":
+        return False
+    membership = await get_membership(tx, business_id, user_id)
+    return membership is not None and membership.active
 
 
 @dataclass(frozen=True)
@@ -337,7 +351,12 @@ async def redeem_code(
         return Outcome(error=InvalidGrant(catalog.GRANT_PKCE_FAILED))
     if resource is not None and row["resource"] is not None and resource != row["resource"]:
         return Outcome(error=InvalidTarget("resource differs from the authorization"))
-    if not await installation_active(tx, row["installation_id"]):
+    if not await authorization_stands(
+        tx,
+        installation_id=row["installation_id"],
+        business_id=row["business_id"],
+        user_id=row["user_id"],
+    ):
         return Outcome(error=InvalidGrant())
     claimed = await tx.execute(
         "UPDATE authorization_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL",
@@ -368,16 +387,23 @@ async def rotate_refresh_token(
 ) -> Outcome:
     token_hash = keyring.hash_token(refresh_token)
     row = await tx.fetchrow(
-        "SELECT r.*, f.app_id, f.installation_id, f.scopes, f.resource AS family_resource,"
-        " f.revoked_at AS family_revoked_at"
+        "SELECT r.*, f.app_id, f.installation_id, f.business_id, f.user_id, f.scopes,"
+        " f.resource AS family_resource, f.revoked_at AS family_revoked_at"
         " FROM refresh_tokens r JOIN token_families f ON f.id = r.family_id"
         " WHERE r.token_hash = $1",
         token_hash,
     )
     if row is None or row["app_id"] != app.id:
         return Outcome(error=InvalidGrant())
-    # Authorization gone (uninstalled, access revoked) answers with no description.
-    if not await installation_active(tx, row["installation_id"]):
+    # Authorization gone (uninstalled, access revoked, the user no longer an active member)
+    # answers with no description, and leaves the token as it is: a member made active again
+    # refreshes again.
+    if not await authorization_stands(
+        tx,
+        installation_id=row["installation_id"],
+        business_id=row["business_id"],
+        user_id=row["user_id"],
+    ):
         return Outcome(error=InvalidGrant())
     if row["revoked_at"] is not None or row["family_revoked_at"] is not None:
         return Outcome(error=InvalidGrant(catalog.GRANT_REVOKED))

@@ -26,10 +26,9 @@ _RESPONSE_TYPES = ("code",)
 
 
 def _unstorable(value: object) -> bool:
-    """Text no database column can hold: NUL characters or lone surrogates (from JSON escapes)."""
+    """Text no database column can hold: lone surrogates (from JSON escapes). A NUL never gets
+    this far: the HTTP layer refuses it in every request."""
     if isinstance(value, str):
-        if "\x00" in value:
-            return True
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
@@ -71,9 +70,7 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(uris, list)
     bad_strings = [key for key, value in metadata.items() if _unstorable(value)]
     if bad_strings:
-        raise InvalidClientMetadata(
-            f"{bad_strings[0]} must not contain NUL characters or unpaired surrogates"
-        )
+        raise InvalidClientMetadata(f"{bad_strings[0]} must not contain unpaired surrogates")
 
     method = metadata.get("token_endpoint_auth_method", DEFAULT_AUTH_METHOD)
     if method not in catalog.TOKEN_ENDPOINT_AUTH_METHODS:

@@ -29,6 +29,9 @@ DEVICE_SLOW_DOWN_STEP: Final = 5
 # ledgerport's own lifetimes (the spec leaves them open); docs/catalog.md lists them.
 LOGIN_SESSION_TTL: Final = 12 * _HOUR
 """A sign-in on the application host lasts twelve hours."""
+NOTICE_TTL: Final = 60
+"""A page's notice (what the last form did) is shown if the page is opened within a minute of
+the form's answer, which redirects the browser there at once."""
 SIGNING_KEY_PERIOD: Final = 7 * _DAY
 """A session-token signing key signs for a week."""
 SIGNING_KEY_PREPUBLISH: Final = 2 * _HOUR

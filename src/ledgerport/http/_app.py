@@ -17,6 +17,7 @@ from ._browser import SESSION_COOKIE, page_csp
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
 from ._errors import OAUTH, page_shape, register_error_handlers
+from ._input import CheckedRequest, refuse_nul_in_url
 from ._openapi import provider_for
 from ._pages import PROBLEM_TITLE
 from .api import RecordIdConverter
@@ -45,12 +46,14 @@ def use_platform(app: QuartTrio, platform: Platform) -> None:
 def create_app(platform: Platform) -> QuartTrio:
     """Build the HTTP application serving ``platform``."""
     app = QuartTrio("ledgerport")
+    app.request_class = CheckedRequest
     app.config["MAX_CONTENT_LENGTH"] = catalog.REQUEST_BODY_MAX_BYTES
     use_platform(app, platform)
     # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere. The
     # OpenAPI document states the same shapes.
     error_shapes = {
         oauth.blueprint.name: OAUTH,
+        pages.blueprint.name: page_shape(pages.PAGE_TITLE),
         authorize.blueprint.name: page_shape(PROBLEM_TITLE),
         device.blueprint.name: page_shape(PROBLEM_TITLE),
         bridge.blueprint.name: page_shape(bridge.PAGE_TITLE),
@@ -98,6 +101,9 @@ def create_app(platform: Platform) -> QuartTrio:
         g.started = time.perf_counter()
         g.arrived = time.time()  # before any wait for the database: when the request came in
         current_platform().metrics.http_in_flight.inc()
+
+    # After the timer, so a refused request is counted like any other.
+    app.before_request(refuse_nul_in_url)
 
     @app.after_request
     async def _finish(response: Response) -> Response:

@@ -1,22 +1,31 @@
-"""Browser sessions on the application host: the login cookie, CSRF tokens for forms, and the
-pages that carry them (``form_page``).
+"""Browser sessions on the application host: the login cookie, CSRF tokens for forms, the
+notice a form's answer leaves for the page it returns to, and the pages that carry them
+(``form_page``).
 
 CSRF uses a double-submit token bound to a random cookie: the form carries HMAC(cookie), which a
 page on another origin can neither read nor compute.
+
+A notice (what a form did, or why not) rides in a cookie only the service can set: signed under
+the keyring's notice key, naming the page it is for and the moment it stops counting, scoped to
+that page's path. The page shows it and clears it, so it shows once. A notice never comes from
+the query string: a crafted link would otherwise put anyone's words on a trusted page.
 """
 
 from __future__ import annotations
 
+import base64
 import hmac
+import json
 import secrets
 from typing import Annotated, TypeVar
+from urllib.parse import quote
 
 from pydantic import Field
 from quart import Response as PageResponse
-from quart import request
+from quart import redirect, request
 from werkzeug.sansio.response import Response
 
-from ledgerport import auth
+from ledgerport import auth, catalog
 
 from ._context import platform, unit_of_work
 from ._openapi import Param
@@ -26,6 +35,9 @@ _R = TypeVar("_R", bound=Response)
 
 SESSION_COOKIE = "lp_session"
 CSRF_COOKIE = "lp_csrf"
+NOTICE_COOKIE = "lp_notice"
+_NOTICE_MAX_LENGTH = 500
+"""Characters of a notice kept: a cookie holds about 4 KB, and a notice is a sentence or two."""
 CSRF_COOKIE_PARAM = Param(
     CSRF_COOKIE,
     "cookie",
@@ -111,19 +123,57 @@ def safe_next(value: str | None) -> str:
     return value
 
 
+def with_notice(path: str, notice: str) -> PageResponse:
+    """Back to the page at ``path`` (303), which shows ``notice`` once: what a form did, or why
+    not. The notice cookie is signed, names ``path``, lives NOTICE_TTL seconds and is sent to
+    that page only."""
+    p = platform()
+    expires = p.now() + catalog.NOTICE_TTL
+    text = json.dumps([path, expires, notice[:_NOTICE_MAX_LENGTH]])
+    payload = base64.urlsafe_b64encode(text.encode()).decode()
+    response: PageResponse = redirect(path, 303)  # type: ignore[assignment]
+    response.set_cookie(
+        NOTICE_COOKIE,
+        f"{payload}.{p.keyring.notice_mac(payload)}",
+        max_age=catalog.NOTICE_TTL,
+        **{**_cookie_flags(), "path": quote(path)},  # type: ignore[arg-type]
+    )
+    return response
+
+
+def _notice_for_this_page() -> str | None:
+    """The notice the service left for this page, if one came with the request: its signature
+    holds, it names this page's path and it is still fresh. Anything else is nothing."""
+    p = platform()
+    for value in request.cookies.getlist(NOTICE_COOKIE):
+        payload, _, signature = value.rpartition(".")
+        expected = p.keyring.notice_mac(payload)
+        # compare_digest refuses non-ASCII text, which a forged cookie may hold.
+        if not signature.isascii() or not hmac.compare_digest(signature, expected):
+            continue
+        # Signed by the service, so it is what with_notice wrote.
+        path, expires, notice = json.loads(base64.urlsafe_b64decode(payload))
+        if path == request.path and p.now() < expires:
+            return str(notice)
+    return None
+
+
 async def form_page(
     template: str, *, status: int = 200, csp: str | None = None, **values: object
 ) -> PageResponse:
     """A page with forms: rendered with a CSRF token (its cookie set when absent) and the
-    ``notice`` the last form's answer came back with; never cached. ``csp`` replaces the
-    application's page policy."""
+    notice the last form's answer left for it (:func:`with_notice`), which it clears, so a
+    reload shows none; never cached. ``csp`` replaces the application's page policy."""
     cookies: dict[str, str] = {}
     response = await html_page(
         template,
         status=status,
         csp=csp,
         csrf_token=csrf_token(cookies),
-        notice=request.args.get("notice"),
+        notice=_notice_for_this_page(),
         **values,
     )
+    if NOTICE_COOKIE in request.cookies:
+        flags = {**_cookie_flags(), "path": quote(request.path)}
+        response.delete_cookie(NOTICE_COOKIE, **flags)  # type: ignore[arg-type]
     return apply_cookies(response, cookies)

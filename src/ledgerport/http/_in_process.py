@@ -1,6 +1,14 @@
 """The data API called from inside the process: how a hosted function's ``context.api`` reaches
 it. The call goes through the whole application (routing, the token's gates, versions, rate
-limits, the error envelope) over ASGI, without a socket."""
+limits, the error envelope) over ASGI, without a socket.
+
+Only the data API: a path reaches the application when the application's URL map routes it to
+an endpoint of the data API blueprint (``http/api/``), so a data API route added later is
+reachable with no list to keep, and nothing else is (``/metrics``, the operator, developer and
+OAuth endpoints, the pages, the document). Anything else is answered here, 404 in the envelope,
+as a route that does not exist; the application never sees it. The path is matched as it will
+be sent, after the client has normalized it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +16,15 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+from quart import Quart
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+from werkzeug.routing import MapAdapter, RoutingException
+
+from ._errors import envelope
+from .api import blueprint as api_blueprint
 
 IN_PROCESS_CLIENT = ("127.0.0.1", 0)
 """The address a run's calls come from, as the rate limits see it."""
@@ -19,26 +34,47 @@ ApiCaller = Callable[[str, str, str, str | None], Awaitable[tuple[int, Any]]]
 
 
 @asynccontextmanager
-async def in_process_api(app: Any, base_url: str) -> AsyncIterator[ApiCaller]:
-    """``(token, method, path, body JSON or None) -> (status, body)`` over ``app``, for the
-    lifetime of the context."""
+async def in_process_api(app: Quart, base_url: str) -> AsyncIterator[ApiCaller]:
+    """``(token, method, path, body JSON or None) -> (status, body)`` over ``app``'s data API,
+    for the lifetime of the context."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app, client=IN_PROCESS_CLIENT),
+        # Quart types its ASGI callable by event kind; httpx wants the generic signature.
+        transport=httpx.ASGITransport(app=app, client=IN_PROCESS_CLIENT),  # type: ignore[arg-type]
         base_url=base_url,
         timeout=TIMEOUT,
     ) as client:
-        yield _caller(client)
+        yield _caller(client, app, urlsplit(base_url).netloc)
 
 
-def _caller(client: httpx.AsyncClient) -> ApiCaller:
+def _routes_to_data_api(adapter: MapAdapter, path: str, method: str) -> bool:
+    """Whether ``method path`` is routed to an endpoint of the data API blueprint. A path of the
+    data API asked with a method it lacks is still the data API's (which answers the 405)."""
+    try:
+        endpoint, _ = adapter.match(path, method=method)
+    except MethodNotAllowed as wrong:
+        return any(
+            _routes_to_data_api(adapter, path, allowed)
+            for allowed in wrong.valid_methods or ()
+            if allowed != method
+        )
+    except (HTTPException, RoutingException):
+        return False  # no route, or a redirect to another path
+    return str(endpoint).rpartition(".")[0] == api_blueprint.name
 
+
+def _caller(client: httpx.AsyncClient, app: Quart, host: str) -> ApiCaller:
     async def call(token: str, method: str, path: str, body: str | None) -> tuple[int, Any]:
         if not path.startswith("/") or path.startswith("//"):
             return 400, {"statusCode": 400, "message": "the path must start with one /"}
         headers = {"Authorization": f"Bearer {token}"}
         if body is not None:
             headers["Content-Type"] = "application/json"
-        response = await client.request(method, path, content=body, headers=headers)
+        request = client.build_request(method, path, content=body, headers=headers)
+        adapter = app.url_map.bind(host)
+        if not _routes_to_data_api(adapter, request.url.path, request.method):
+            params = (request.method, request.url.path)
+            return 404, envelope(404, f"Cannot {params[0]} {params[1]}", params=params)
+        response = await client.send(request)
         try:
             answer = response.json() if response.content else None
         except json.JSONDecodeError:

@@ -44,6 +44,7 @@ from ledgerport import auth, catalog, storage
 from ledgerport.errors import DomainError, InvalidInput
 
 from ._errors import ENVELOPE, Answer, ErrorShape, class_answer, oauth_status
+from ._input import NulInText
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,7 +58,7 @@ HTML = "text/html"
 TEXT = "text/plain"
 
 NUL_FREE = "^[^\\u0000]*$"
-"""Text no database column can hold a NUL in; the request models refuse it."""
+"""The pattern of text without NUL, which every request's text is held to (``_input``)."""
 
 
 # --- The envelopes -------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ RETRY_AFTER = Header(
 )
 WWW_AUTHENTICATE = Header("WWW-Authenticate", "The authentication scheme and realm to use")
 LOCATION = Header("Location", "Where the browser goes next")
-SET_COOKIE = Header("Set-Cookie", "The browser session or CSRF cookie")
+SET_COOKIE = Header("Set-Cookie", "The browser session, CSRF or notice cookie")
 NO_STORE = (
     Header("Cache-Control", "Never cached", schema={"type": "string", "enum": ["no-store"]}),
     Header("Pragma", "Never cached", schema={"type": "string", "enum": ["no-cache"]}),
@@ -264,6 +265,7 @@ STATIC_FILE = Operation(
 # --- Writing the document ------------------------------------------------------------------------
 
 _UNCODED: Mapping[type[BaseException], str] = {
+    NulInText: "a text of the request (query, path, form field, JSON string) holds a NUL",
     InvalidInput: "validation failure: message is an array of sentences, no code",
     RequestSchemaValidationError: "the body does not match its schema: message is an array",
     BadRequest: "the body is not JSON",
@@ -353,11 +355,19 @@ class DocumentProvider(OpenAPIProvider):
         no caller changes the kept one."""
         rules = sum(1 for _ in self._app.url_map.iter_rules())
         if self._built is None or self._built[0] != rules:
-            self._built = (rules, super().schema())
+            document = super().schema()
+            _state_nul_refusal(document)
+            self._built = (rules, document)
         return copy.deepcopy(self._built[1])
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
+        # quart-schema names an operation by its handler, which several routes share (every
+        # area's list, the console's and the marketplace's listing page): the endpoint is the
+        # route's own name, so each operationId is unique, as OpenAPI requires and links need.
+        for path_item in paths.values():
+            for method, item in path_item.items():
+                item["operationId"] = f"{method}_{rule.endpoint.replace('.', '_')}"
         blueprint_name, _, name = rule.endpoint.rpartition(".")
         handler = self._app.view_functions[rule.endpoint]
         documented: Operation | None = getattr(handler, _OPERATION, None)
@@ -366,7 +376,13 @@ class DocumentProvider(OpenAPIProvider):
         if documented is None:
             return paths, components
         blueprint = self._app.blueprints.get(blueprint_name)
-        raises = (*getattr(blueprint, _BLUEPRINT_RAISES, ()), *documented.raises, Exception)
+        # Any request's text may hold a NUL, which every route refuses (``_input``).
+        raises = (
+            *getattr(blueprint, _BLUEPRINT_RAISES, ()),
+            *documented.raises,
+            NulInText,
+            Exception,
+        )
         shape = self.error_shapes.get(blueprint_name, ENVELOPE)
         for path_item in paths.values():
             for method, item in path_item.items():
@@ -441,6 +457,52 @@ def _request_body(
     if validated is not None:
         return {"requestBody": {**validated, "required": True}}
     return {}
+
+
+_RULED = frozenset({"pattern", "enum", "const"})
+"""Keywords by which a string schema states its own rule (a pattern of its own states the NUL
+there, as the operator API's e-mail does)."""
+
+
+def _nul_free(schema: Any, components: Mapping[str, Any], seen: set[str]) -> None:
+    """Give every string of ``schema`` that has no rule of its own the NUL_FREE pattern,
+    following references into ``components`` (each once, ``seen``)."""
+    if not isinstance(schema, dict):
+        return
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        if name not in seen:
+            seen.add(name)
+            _nul_free(components.get(name), components, seen)
+        return
+    types = schema.get("type")
+    is_text = types == "string" or (isinstance(types, list) and "string" in types)
+    if is_text and not schema.keys() & _RULED and schema.get("format") != "binary":
+        schema["pattern"] = NUL_FREE
+    for key in ("items", "additionalProperties"):
+        _nul_free(schema.get(key), components, seen)
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for part in schema.get(key, ()):
+            _nul_free(part, components, seen)
+    for part in schema.get("properties", {}).values():
+        _nul_free(part, components, seen)
+
+
+def _state_nul_refusal(document: dict[str, Any]) -> None:
+    """State the NUL rule (``_input``) where a client reads the rules of what it sends: on the
+    text of every query and path parameter and of every request body."""
+    components = document.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+    for path_item in document.get("paths", {}).values():
+        for operation in path_item.values():
+            if not isinstance(operation, dict):
+                continue
+            for parameter in operation.get("parameters", ()):
+                if parameter.get("in") in ("query", "path"):
+                    _nul_free(parameter.get("schema"), components, seen)
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                _nul_free(media.get("schema"), components, seen)
 
 
 def provider_for(shapes: Mapping[str, ErrorShape]) -> type[OpenAPIProvider]:

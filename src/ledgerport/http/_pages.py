@@ -35,9 +35,3 @@ async def notice_page(title: str, message: str, status: int = 200) -> Response:
 def login_redirect() -> Response:
     """To the sign-in form (303), returning to this page afterwards."""
     return redirect(f"/login?{urlencode({'next': request.full_path})}", 303)  # type: ignore[return-value]
-
-
-def with_notice(path: str, notice: str) -> Response:
-    """Back to the page at ``path`` (303), which shows ``notice`` (what a form did, or why
-    not)."""
-    return redirect(f"{path}?{urlencode({'notice': notice})}", 303)  # type: ignore[return-value]

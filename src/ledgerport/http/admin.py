@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, with_config
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from quart import Blueprint, request
 from quart_schema import security_scheme_blueprint, validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
@@ -20,7 +20,6 @@ from ._answers import App, app_json
 from ._context import platform, unit_of_work
 from ._openapi import (
     JSON_BODY_ERRORS,
-    NUL_FREE,
     Param,
     Reply,
     blueprint_raises,
@@ -37,27 +36,8 @@ security_scheme_blueprint(blueprint, [{"admin": []}])
 blueprint_raises(blueprint, auth.InvalidAdminToken, storage.StorageUnavailable)
 
 
-def _document_nul_refusal(schema: dict[str, Any]) -> None:
-    """What ``_Body._no_nul`` refuses, in the document: text fields match a NUL-free pattern
-    (a field with a pattern of its own states the NUL in that pattern)."""
-    for prop in schema.get("properties", {}).values():
-        for candidate in (prop, prop.get("items", {}), *prop.get("anyOf", ())):
-            has_rule = candidate.keys() & {"pattern", "enum", "const"}
-            if candidate.get("type") == "string" and not has_rule:
-                candidate["pattern"] = NUL_FREE
-
-
 class _Body(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", json_schema_extra=_document_nul_refusal)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _no_nul(cls, value: object) -> object:
-        # PostgreSQL TEXT cannot hold NUL; refuse it on every backend alike.
-        texts = value if isinstance(value, list) else [value]
-        if any(isinstance(text, str) and "\x00" in text for text in texts):
-            raise ValueError("must not contain NUL characters")
-        return value
+    model_config = ConfigDict(strict=True, extra="ignore")
 
 
 class BusinessIn(_Body):

@@ -13,10 +13,17 @@ from quart_schema import security_scheme
 
 from ledgerport import apps, storage
 
-from ._browser import csrf_valid, current_user_id, form_page
+from ._browser import csrf_valid, current_user_id, form_page, with_notice
 from ._context import platform, unit_of_work
-from ._openapi import SIGNED_IN_OR_SENT_TO_SIGN_IN, Param, operation, page, redirect_reply
-from ._pages import login_redirect, with_notice
+from ._openapi import (
+    SET_COOKIE,
+    SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Param,
+    operation,
+    page,
+    redirect_reply,
+)
+from ._pages import login_redirect
 from .developer import iso_time
 
 blueprint = Blueprint("console_pages", __name__)
@@ -24,7 +31,6 @@ blueprint = Blueprint("console_pages", __name__)
 PAGE_TITLE = "Console"
 """Title of the console pages' problem pages."""
 _APP = Param("app_id", "path", "The app")
-_NOTICE = Param("notice", "query", "What the last button did")
 _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
 
 
@@ -100,7 +106,7 @@ async def app_overview(app_id: str) -> ResponseReturnValue:
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     page(404, "Not an app of the signed-in developer"),
     raises=_PAGE_ERRORS,
-    params=(_APP, _NOTICE),
+    params=(_APP,),
 )
 async def webhooks_page(app_id: str) -> ResponseReturnValue:
     """Each webhook with its 100 most recent deliveries: status, attempts, response code, last
@@ -125,7 +131,7 @@ def _back(app_id: str, notice: str) -> Response:
 @blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/test")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    redirect_reply("Back to the webhooks page, saying what was done"),
+    redirect_reply("Back to the webhooks page, saying what was done", SET_COOKIE.optional()),
     page(404, "Not an app of the signed-in developer"),
     raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
     params=(_APP,),
@@ -149,7 +155,9 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
 @blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    redirect_reply("Back to the webhooks page, saying what was done or why not"),
+    redirect_reply(
+        "Back to the webhooks page, saying what was done or why not", SET_COOKIE.optional()
+    ),
     page(404, "Not an app of the signed-in developer"),
     raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
     params=(_APP,),
@@ -231,7 +239,9 @@ async def listing_page(app_id: str) -> ResponseReturnValue:
 @blueprint.post("/console/apps/<app_id>/listing/submit")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    redirect_reply("Back to the listing page, saying what was done or why not"),
+    redirect_reply(
+        "Back to the listing page, saying what was done or why not", SET_COOKIE.optional()
+    ),
     page(404, "Not an app of the signed-in developer"),
     raises=_PAGE_ERRORS,
     params=(_APP,),

@@ -22,11 +22,19 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from ledgerport import access, apps, books, storage
 from ledgerport.errors import InvalidInput
 
-from ._browser import CSRF_COOKIE_PARAM, CsrfToken, csrf_valid, current_user_id, form_page
+from ._browser import (
+    CSRF_COOKIE_PARAM,
+    CsrfToken,
+    csrf_valid,
+    current_user_id,
+    form_page,
+    with_notice,
+)
 from ._consent import described_scopes, developer_name
 from ._context import platform, unit_of_work
 from ._openapi import (
     FORM,
+    SET_COOKIE,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
     Body,
     Header,
@@ -36,7 +44,7 @@ from ._openapi import (
     page,
     redirect_reply,
 )
-from ._pages import login_redirect, problem_page, with_notice
+from ._pages import login_redirect, problem_page
 
 blueprint = Blueprint("marketplace", __name__)
 
@@ -96,7 +104,7 @@ async def listing_page(slug: str) -> ResponseReturnValue:
 @blueprint.post("/marketplace/<slug>/rating")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    redirect_reply("Back to the listing, saying what was done or why not"),
+    redirect_reply("Back to the listing, saying what was done or why not", SET_COOKIE.optional()),
     page(404, "Nothing is listed there"),
     raises=_ERRORS,
     params=(_SLUG,),
@@ -198,7 +206,8 @@ class InstallForm(TypedDict):
 @operation(
     redirect_reply(
         "Installed: to the app's embedded page in the business (or back to the install form,"
-        " saying why not)"
+        " saying why not)",
+        SET_COOKIE.optional(),
     ),
     page(400, "The form expired (CSRF check failed)"),
     page(404, "Nothing is listed there"),

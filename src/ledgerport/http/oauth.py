@@ -8,7 +8,6 @@ the blueprint's renderer in ``_errors``) and every answer carries ``Cache-Contro
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
@@ -22,6 +21,7 @@ from ledgerport.ops import OTHER, closed_label
 
 from ._context import client_ip, platform, unit_of_work
 from ._errors import oauth_error_of, oauth_response
+from ._input import parse_json
 from ._oauth_guard import oauth_guard
 from ._openapi import FORM, JSON, NO_STORE, Body, Header, json_reply, one_of, operation
 
@@ -274,7 +274,7 @@ async def read_json_object() -> dict[str, Any]:
     if len(raw) > limit:
         raise auth.InvalidRequest(f"the body exceeds {limit} bytes")
     try:
-        body = json.loads(raw)
+        body = parse_json(raw)
     except (ValueError, RecursionError) as exc:
         raise auth.InvalidRequest("the body is not valid JSON") from exc
     if not isinstance(body, dict):

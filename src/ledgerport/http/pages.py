@@ -39,6 +39,8 @@ from ._openapi import (
 )
 
 blueprint = Blueprint("pages", __name__, template_folder="templates")
+PAGE_TITLE = "Sign in"
+"""The title of the page this blueprint's problems are shown on."""
 
 _NEXT = "A path on this host to return to; anything else returns to /"
 

@@ -9,7 +9,6 @@ authenticated call says which version served it (``Service-Version``).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -25,6 +24,7 @@ from ledgerport.errors import InvalidInput
 from .._browser import SESSION_COOKIE
 from .._context import platform, unit_of_work
 from .._errors import validation_messages
+from .._input import parse_json
 from .._openapi import JSON_BODY_ERRORS, Header, Param
 from ._auth import authenticate_bearer
 
@@ -95,7 +95,7 @@ def _body(model: type[BaseModel], raw: str | bytes) -> BaseModel:
     if not raw.strip():
         raw = "{}"
     try:
-        parsed = json.loads(raw)
+        parsed = parse_json(raw)
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(["request body must be a JSON object"]) from exc
     try:

@@ -9,7 +9,6 @@ log: app data answers connected apps, which present an OAuth access token.
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Decimal
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -21,7 +20,8 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from ledgerport import apps, catalog
 from ledgerport.storage import Transaction
 
-from .._openapi import JSON, NUL_FREE, Param, json_reply, one_of, operation
+from .._input import parse_json
+from .._openapi import JSON, Param, json_reply, one_of, operation
 from .._openapi import Body as BodyDoc
 from ._blueprint import blueprint
 from ._endpoint import READ_RAISES, REPLAYED_HEADER, VERSION_PARAM, Call, data_route
@@ -91,7 +91,7 @@ VALUE_ID = Param("value_id", "path", "The app data value's id")
 
 class ValueIn(Body):
     resourceType: ResourceType
-    resourceId: str = Field(min_length=1, max_length=64, pattern=NUL_FREE)
+    resourceId: str = Field(min_length=1, max_length=64)
     key: str = Key
     value: InValue
 
@@ -142,7 +142,7 @@ async def _exact(data: ValuesIn) -> ValuesIn:
     if not any(isinstance(item.value, float) for item in data.values):
         return data
     raw = await request.get_data(as_text=False)
-    return ValuesIn.model_validate(json.loads(raw, parse_float=Decimal))
+    return ValuesIn.model_validate(parse_json(raw, parse_float=Decimal))
 
 
 @blueprint.post("/app-data")

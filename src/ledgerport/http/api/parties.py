@@ -27,7 +27,15 @@ from ._records import (
     write_raises,
 )
 
-Email = Field(default=None, min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+Email = Field(
+    default=None,
+    min_length=3,
+    max_length=320,
+    pattern=r"^[^@\s]+@[^@\s]+$",
+    # The document states the NUL every request's text is refused with (``_input``) in the
+    # field's own pattern.
+    json_schema_extra={"pattern": "^[^@\\s\\u0000]+@[^@\\s\\u0000]+$"},
+)
 
 
 class PartyIn(Body):

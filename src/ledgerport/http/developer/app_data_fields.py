@@ -16,7 +16,7 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from ledgerport import apps, catalog, storage
 
 from .._context import platform, unit_of_work
-from .._openapi import JSON_BODY_ERRORS, NUL_FREE, Param, Reply, json_reply, one_of, operation
+from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app
 
 ResourceType = Annotated[str, WithJsonSchema(one_of(catalog.APP_DATA_RESOURCE_TYPES))]
@@ -31,7 +31,6 @@ Name = Field(
     default=None,
     min_length=1,
     max_length=apps.APP_DATA_NAME_MAX_LENGTH,
-    pattern=NUL_FREE,
     description="The display name (trimmed)",
 )
 FIELD_ID = Param("field_id", "path", "The app data field's id")

@@ -17,7 +17,7 @@ from ledgerport import apps, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
-from .._openapi import JSON_BODY_ERRORS, NUL_FREE, Param, Reply, json_reply, one_of, operation
+from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
@@ -41,7 +41,6 @@ class WebhookIn(BaseModel):
     url: str = Field(
         min_length=1,
         max_length=catalog.URI_MAX_LENGTH,
-        pattern=NUL_FREE,
         description=URL_DESCRIPTION,
     )
     events: list[EventName] = Field(description=EVENTS_DESCRIPTION)
@@ -57,7 +56,6 @@ class WebhookChanges(BaseModel):
         default="",
         min_length=1,
         max_length=catalog.URI_MAX_LENGTH,
-        pattern=NUL_FREE,
         description=URL_DESCRIPTION,
     )
     events: list[EventName] = Field(default_factory=list, description=EVENTS_DESCRIPTION)
