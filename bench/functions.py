@@ -124,10 +124,10 @@ async def _provision(platform: Platform, functions: dict[str, str], event: str) 
     source) on ``event``; answers the business's id."""
     async with platform.store.transaction() as tx:
         business_id, app = await installed_app(tx, platform)
-        for name, source in functions.items():
-            await apps.put_function(
-                tx, now=platform.now(), app=app, name=name, source=source, events=[event]
-            )
+    for name, source in functions.items():
+        upload = await apps.prepare_function(app, name=name, source=source, events=[event])
+        async with platform.store.transaction() as tx:
+            await apps.put_function(tx, now=platform.now(), app=app, upload=upload)
     return business_id
 
 

@@ -4,18 +4,21 @@ FUNCTION_SOURCE_NO_HANDLER)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 import pytest
 import trio
 
-from ledgerport import catalog
+from ledgerport import apps, catalog
+from ledgerport.clock import FrozenClock
 from ledgerport.storage import Store
 
 from .data_api import owner_api
 from .oauth_helpers import make_world
 from .webhook_world import Console, console_for
+from .workers import child_processes, heavy_module
 
 TIMEOUT = 30
 HANDLER = "export async function handler(event, context) { context.log(event.type) }"
@@ -303,3 +306,122 @@ async def test_runs_are_listed_newest_first_with_their_outcome(
             "createdAt": "2023-11-14T22:13:20.000Z",
         },
     ]
+
+
+async def _stored_versions(store: Store, app_id: str) -> int:
+    async with store.transaction() as tx:
+        return int(
+            await tx.fetchval(
+                "SELECT COUNT(*) FROM function_versions v"
+                " JOIN functions f ON f.id = v.function_id WHERE f.app_id = $1",
+                app_id,
+            )
+        )
+
+
+async def test_a_deeply_nested_source_is_refused_at_the_depth_limit(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    """The probe's upload: 260 KB nested tens of thousands deep. It is refused by the depth
+    count, which stops at the first bracket too deep, not by the time bound."""
+    head = "export const handler = () => 1; const x = "
+    depth = (260_000 - len(head) - 1) // 2
+    source = head + "[" * depth + "]" * depth + ";"
+    limit = catalog.FUNCTION_SOURCE_MAX_DEPTH
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        error = await _error(console, "PUT", "/functions/f", {"source": source, "events": []}, 400)
+        stored = await _stored_versions(store, console.app_id)
+    assert "code" not in error
+    assert error["message"] == [
+        f"source must nest brackets at most {limit} levels deep"
+        f" (level {limit + 1} at line 1, column {len(head) + limit + 1})"
+    ]
+    assert stored == 0
+
+
+TICK = 0.01
+LONGEST_GAP = 0.5
+"""Seconds the event loop may go without running a task that asked to run every TICK: far
+above what scheduling on a loaded machine costs, far below what compiling the heavy module on
+the loop would hold it for."""
+
+
+async def test_the_event_loop_keeps_running_while_a_heavy_module_compiles(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """A task ticks every 10 ms during the upload of the heaviest legal module, and notes the
+    processes this one has started: the loop never stalls, and the compile runs in a process of
+    its own (so the test fails if parsing comes back to the loop, even on a machine fast enough
+    to parse within the bound)."""
+    gaps: list[float] = []
+    workers: set[int] = set()
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        before = child_processes()
+        uploaded = trio.Event()
+
+        async def tick() -> None:
+            last = trio.current_time()
+            while not uploaded.is_set():
+                await trio.sleep(TICK)
+                now = trio.current_time()
+                gaps.append(now - last)
+                last = now
+                workers.update(child_processes() - before)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tick)
+            function = await console.ok(
+                "PUT", "/functions/heavy", {"source": heavy_module(), "events": []}
+            )
+            uploaded.set()
+    assert function["version"] == 1
+    assert workers
+    assert max(gaps) < LONGEST_GAP
+
+
+async def test_a_module_past_the_time_bound_is_refused_and_its_worker_killed(
+    client: Any, admin_headers: dict[str, str], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny = 0.01
+    monkeypatch.setattr(
+        apps, "prepare_function", functools.partial(apps.prepare_function, time_limit=tiny)
+    )
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        before = child_processes()
+        error = await _error(
+            console, "PUT", "/functions/f", {"source": heavy_module(), "events": []}, 400
+        )
+        left = child_processes() - before
+        stored = await _stored_versions(store, console.app_id)
+    assert "code" not in error
+    assert error["message"] == [
+        f"source must compile within {tiny:g} seconds: split or simplify the module"
+    ]
+    assert left == set()
+    assert stored == 0
+
+
+async def test_an_app_makes_at_most_thirty_uploads_a_minute(
+    client: Any, admin_headers: dict[str, str], clock: FrozenClock
+) -> None:
+    budget = catalog.RATE_LIMIT_FUNCTION_UPLOADS
+    body = {"source": HANDLER, "events": []}
+    with trio.fail_after(2 * TIMEOUT):
+        console = await _console(client, admin_headers)
+        other = await _console(client, admin_headers)
+        for _ in range(budget.limit):
+            await console.ok("PUT", "/functions/f", body)
+        refused = await console.call("PUT", "/functions/f", body)
+        error = await refused.get_json()
+        elsewhere = await other.ok("PUT", "/functions/f", body)
+        clock.advance(budget.window_seconds)
+        again = await console.ok("PUT", "/functions/f", body)
+    assert (budget.limit, budget.window_seconds, budget.key) == (30, 60, "app")
+    assert refused.status_code == 429
+    assert error["code"] == "APP_RATE_LIMITED"
+    assert refused.headers["Retry-After"] == str(budget.window_seconds)
+    assert elsewhere["version"] == 1
+    assert again["version"] == budget.limit + 1

@@ -77,6 +77,7 @@ OWN_RATE_LIMITS = {
     catalog.RATE_LIMIT_REGISTER_PER_IP: (10, 60, "ip"),
     catalog.RATE_LIMIT_USER_CODE_PER_IP: (10, 300, "ip"),
     catalog.RATE_LIMIT_USER_CODE_PER_USER: (10, 300, "user"),
+    catalog.RATE_LIMIT_FUNCTION_UPLOADS: (30, 60, "app"),
 }
 
 CATALOG_DOC = Path(__file__).resolve().parents[2] / "docs" / "catalog.md"

@@ -5,11 +5,13 @@ not share a process with the tests' event loops)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
+from ledgerport import catalog
 from ledgerport.apps import FunctionSourceNoHandler, compile_module
 from ledgerport.errors import InvalidInput
 
@@ -135,3 +137,74 @@ def test_line_numbers_in_the_script_are_the_sources() -> None:
     assert lines[0].endswith("const a = 1;")
     assert lines[1] == "const b = 2;"
     assert lines[2] == "function handler() { return a + b }"
+
+
+MAX_DEPTH = catalog.FUNCTION_SOURCE_MAX_DEPTH
+HANDLER_EXPORT = "export const handler = () => 1;"
+NESTINGS = {
+    "arrays": ("const x = ", "[", "", "]", 0),
+    "parentheses": ("const x = ", "(", "1", ")", 0),
+    "objects": ("const x = ", "{a: ", "1", "}", 0),
+    "blocks": ("", "{", "", "}", 0),
+    # A function's parameters open a level inside the braces around it.
+    "functions": ("", "function f() {", "", "}", len("function f")),
+    "template substitutions": ("const x = ", "`${", "1", "}`", 1),
+}
+"""Ways to nest: what comes before, what opens a level, the innermost part, what closes a
+level, and where in what opens a level the bracket that goes one level too deep stands."""
+
+
+def _nested(kind: str, depth: int) -> str:
+    before, opening, inner, closing, _ = NESTINGS[kind]
+    return f"{before}{opening * depth}{inner}{closing * depth};\n{HANDLER_EXPORT}"
+
+
+@pytest.mark.parametrize("kind", sorted(NESTINGS))
+def test_brackets_may_nest_as_deep_as_the_limit(kind: str) -> None:
+    assert compile_module(_nested(kind, MAX_DEPTH)).exports == ("handler",)
+
+
+@pytest.mark.parametrize("kind", sorted(NESTINGS))
+def test_brackets_nested_one_level_deeper_are_refused_naming_the_limit(kind: str) -> None:
+    before, opening, _, _, offset = NESTINGS[kind]
+    too_deep = len(before) + len(opening) * MAX_DEPTH + offset
+    with pytest.raises(InvalidInput) as refused:
+        compile_module(_nested(kind, MAX_DEPTH + 1))
+    assert refused.value.messages == [
+        f"source must nest brackets at most {MAX_DEPTH} levels deep"
+        f" (level {MAX_DEPTH + 1} at line 1, column {too_deep + 1})"
+    ]
+
+
+def test_sources_as_deep_as_the_limit_run_in_v8() -> None:
+    scripts = {kind: compile_module(_nested(kind, MAX_DEPTH)).script for kind in NESTINGS}
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK],
+        input=json.dumps(scripts),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(done.stdout) == dict.fromkeys(NESTINGS, 1)
+
+
+def test_brackets_in_strings_comments_patterns_and_template_text_do_not_count() -> None:
+    deep = "([{" * MAX_DEPTH
+    source = (
+        f'const s = "{deep}";\n'
+        f"const t = `{deep}`;\n"
+        f"const r = /{re.escape(deep)}/;\n"
+        f"// {deep}\n"
+        f"/* {deep} */\n"
+        f"{HANDLER_EXPORT}"
+    )
+    assert compile_module(source).exports == ("handler",)
+
+
+def test_exported_patterns_as_deep_as_the_limit_bind_their_names_in_order() -> None:
+    depth = MAX_DEPTH - 1
+    pattern = "{a: " * depth + "[handler, ...rest]" + "}" * depth
+    value = "{a: " * depth + "[f, f]" + "}" * depth
+    source = f"const f = () => 1;\nexport const {pattern} = {value};"
+    assert compile_module(source).exports == ("handler", "rest")

@@ -46,6 +46,8 @@ from ._assets import delete_asset as delete_asset
 from ._assets import known_assets as known_assets
 from ._assets import listed_asset as listed_asset
 from ._assets import upload_asset as upload_asset
+from ._compiler import compile_module as compile_module
+from ._compiler import compile_upload as compile_upload
 from ._deliveries import DELIVERIES_CHANNEL as DELIVERIES_CHANNEL
 from ._deliveries import DELIVERY_STATUSES as DELIVERY_STATUSES
 from ._deliveries import FUNCTION_RUNS_CHANNEL as FUNCTION_RUNS_CHANNEL
@@ -121,6 +123,7 @@ from ._extensions import put_extension as put_extension
 from ._functions import RUN_STATUSES as RUN_STATUSES
 from ._functions import ClaimedRun as ClaimedRun
 from ._functions import FunctionRun as FunctionRun
+from ._functions import FunctionUpload as FunctionUpload
 from ._functions import HostedFunction as HostedFunction
 from ._functions import RunEnded as RunEnded
 from ._functions import RunPlan as RunPlan
@@ -131,6 +134,7 @@ from ._functions import function_source as function_source
 from ._functions import get_function as get_function
 from ._functions import list_functions as list_functions
 from ._functions import next_run_due_at as next_run_due_at
+from ._functions import prepare_function as prepare_function
 from ._functions import purge_runs as purge_runs
 from ._functions import put_function as put_function
 from ._functions import recent_runs as recent_runs
@@ -156,7 +160,6 @@ from ._listings import review_revision as review_revision
 from ._listings import save_listing as save_listing
 from ._listings import submit_listing as submit_listing
 from ._module_source import CompiledModule as CompiledModule
-from ._module_source import compile_module as compile_module
 from ._ratings import REVIEW_MAX_LENGTH as REVIEW_MAX_LENGTH
 from ._ratings import LiveListing as LiveListing
 from ._ratings import Rating as Rating

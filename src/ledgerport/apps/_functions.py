@@ -2,10 +2,12 @@
 recent runs (contract.md: Hosted functions, Developer console API).
 
 An upload is an ES module exporting ``handler`` and the event types it runs on. The module is
-turned into a script at upload (:mod:`._module_source`); the source, the script and a version
-number are kept, and the latest version is the one that runs. Each event type must be one the
-app may receive: business and privacy events need their gating scope among the app's
-registered scopes (an installation may grant it), app events need none. Deleting a function
+turned into a script at upload (:mod:`._module_source`), in a worker process and before any
+transaction opens (:func:`prepare_function`): a slow parse holds neither the event loop nor the
+store. The source, the script and a version number are kept, and the latest version is the one
+that runs. Each event type must be one the app may receive: business and privacy events need
+their gating scope among the app's registered scopes (an installation may grant it), app events
+need none. Deleting a function
 keeps its row (``deleted_at``), so its runs stay listed until they age out and a run still
 queued for it fails unrun; the name is free again at once.
 """
@@ -24,8 +26,9 @@ from ledgerport.ids import new_id
 from ledgerport.storage import Row, Transaction
 
 from ._apps import App
+from ._compiler import compile_upload
 from ._errors import FunctionNotFound
-from ._module_source import compile_module
+from ._module_source import CompiledModule
 
 RunStatus = Literal["queued", "retrying", "succeeded", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "retrying", "succeeded", "failed")
@@ -114,15 +117,49 @@ def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[s
     return problems
 
 
-async def put_function(
-    tx: Transaction, *, now: float, app: App, name: str, source: str, events: Sequence[str]
-) -> HostedFunction:
-    """Create the function ``name`` of ``app``, or give it a new version: the upload's source
-    and events. Raises InvalidInput (name, size, events, imports) or FunctionSourceNoHandler."""
+@dataclass(frozen=True)
+class FunctionUpload:
+    """An upload checked and compiled (:func:`prepare_function`), ready to be stored."""
+
+    name: str
+    source: str
+    events: tuple[str, ...]
+    module: CompiledModule
+
+
+async def prepare_function(
+    app: App,
+    *,
+    name: str,
+    source: str,
+    events: Sequence[str],
+    time_limit: float = catalog.FUNCTION_COMPILE_SECONDS,
+) -> FunctionUpload:
+    """Check an upload of ``app``'s function ``name`` and compile its module in a worker process
+    (:func:`compile_upload`), within ``time_limit`` seconds. Call it before the transaction that
+    stores the upload: a transaction must never wait for a parse.
+
+    Raises InvalidInput (name, size, events, bracket depth, imports, time) or
+    FunctionSourceNoHandler.
+    """
     problems = _problems(app, name, source, events)
     if problems:
         raise InvalidInput(problems)
-    compiled = compile_module(source)
+    module = await compile_upload(source, time_limit=time_limit)
+    return FunctionUpload(name, source, tuple(events), module)
+
+
+async def put_function(
+    tx: Transaction, *, now: float, app: App, upload: FunctionUpload
+) -> HostedFunction:
+    """Create the function of ``app`` the upload names, or give it a new version: the upload's
+    source, script and events. The rules are checked again against ``app`` as this transaction
+    read it (its scopes may have changed since the upload was prepared); nothing is parsed
+    here. Raises InvalidInput (name, size, events, an app's 21st function)."""
+    name, source, events = upload.name, upload.source, upload.events
+    problems = _problems(app, name, source, events)
+    if problems:
+        raise InvalidInput(problems)
     # Two uploads of one name at once: the second waits and becomes the next version.
     await tx.serialize(f"function:{app.id}:{name}")
     row = await tx.fetchrow(
@@ -164,10 +201,10 @@ async def put_function(
         function_id,
         version,
         source,
-        compiled.script,
+        upload.module.script,
         now,
     )
-    return HostedFunction(function_id, app.id, name, tuple(events), version, created_at, now)
+    return HostedFunction(function_id, app.id, name, events, version, created_at, now)
 
 
 async def list_functions(tx: Transaction, app_id: str) -> list[HostedFunction]:

@@ -1,9 +1,10 @@
 """A hosted function's source, an ES module, turned into a script V8 can evaluate.
 
 mini-racer evaluates scripts, not modules. The module is parsed with tree-sitter's JavaScript
-grammar; ``import`` in any form is refused (a function loads nothing), the ``export`` keywords
-are taken off the declarations they mark, and the body is wrapped in an async function, so the
-module's top level keeps its own scope, strict mode and top-level ``await``:
+grammar; brackets nested deeper than the limit are refused, ``import`` in any form is refused (a
+function loads nothing), the ``export`` keywords are taken off the declarations they mark, and
+the body is wrapped in an async function, so the module's top level keeps its own scope, strict
+mode and top-level ``await``:
 
     (async function () {"use strict";<the module's body>
     ;return {handler: <the binding exported as handler>};
@@ -12,24 +13,30 @@ module's top level keeps its own scope, strict mode and top-level ``await``:
 The script evaluates to that function; calling it runs the module's top level once and answers
 its exports. The body starts on the script's first line, so line numbers in errors and stack
 traces are the source's.
+
+This module imports nothing but the standard library and tree-sitter, so that it can also run as
+the compile worker (``python -P _module_source.py <max depth>``: the source on standard input,
+the outcome as JSON on standard output; see ``_compiler.py``) without loading the service. Its
+refusals are :class:`Refused`; ``_compiler.py`` turns them into the package's errors.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import tree_sitter_javascript
 from tree_sitter import Language, Node, Parser
-
-from ledgerport.errors import InvalidInput
-
-from ._errors import FunctionSourceNoHandler
 
 _JAVASCRIPT = Language(tree_sitter_javascript.language())
 _PREFIX = b'(async function () {"use strict";'
 DEFAULT_BINDING = "__ledgerport_default"
 """What an anonymous ``export default`` becomes (the default export is not used)."""
+_OPENING = frozenset({"(", "[", "{", "${"})
+_CLOSING = frozenset({")", "]", "}"})
 
 
 @dataclass(frozen=True)
@@ -40,37 +47,97 @@ class CompiledModule:
     """The names the module exports, in source order."""
 
 
+class Refused(Exception):
+    """The source is refused: ``no_handler`` when it is not an ES module exporting ``handler``
+    (``messages`` holds the one reason), ``invalid`` when it breaks an upload rule (one sentence
+    per problem)."""
+
+    def __init__(self, kind: Literal["no_handler", "invalid"], messages: list[str]) -> None:
+        self.kind = kind
+        self.messages = messages
+        super().__init__("; ".join(messages))
+
+
 def _where(node: Node) -> str:
     row, column = node.start_point
     return f"line {row + 1}, column {column + 1}"
 
 
-def _walk(node: Node) -> Iterator[Node]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
+def _walk(root: Node) -> Iterator[tuple[Node, int]]:
+    """Every node under ``root`` (itself included) in source order, with its depth below it. A
+    tree cursor keeps its own path, so neither a node's children nor its parent (which
+    tree-sitter finds by descending from the root) are looked up; the depth is counted here, as
+    the cursor's own ``depth`` counts its whole path at each call."""
+    cursor = root.walk()
+    depth = 0
+    while True:
+        node = cursor.node
+        assert node is not None  # a cursor always stands on a node
+        yield node, depth
+        if cursor.goto_first_child():
+            depth += 1
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return
+            depth -= 1
+
+
+def _too_deep(root: Node, max_depth: int) -> Node | None:
+    """The first bracket (``(``, ``[``, ``{``, ``${``) that opens more than ``max_depth`` levels
+    deep, or None.
+
+    The brackets counted are the parser's tokens, so those in strings, comments, regular
+    expressions and template text do not count. The count runs over the leaves in source order
+    and stops at the first bracket too deep: a deeply nested source is refused after
+    ``max_depth`` brackets, before anything else walks its tree.
+    """
+    depth = 0
+    cursor = root.walk()
+    while True:
+        if cursor.goto_first_child():
+            continue
+        leaf = cursor.node
+        assert leaf is not None  # a cursor always stands on a node
+        if leaf.type in _OPENING:
+            depth += 1
+            if depth > max_depth:
+                return leaf
+        elif leaf.type in _CLOSING:
+            depth -= 1
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None
 
 
 def _first_error(root: Node) -> Node | None:
-    for node in _walk(root):
-        if node.is_error or node.is_missing:
-            return node
-    return None
+    """The first error or missing node in source order: down the first child that holds one."""
+    node = root
+    while node.has_error and not (node.is_error or node.is_missing):
+        holder = next((child for child in node.children if child.has_error), None)
+        if holder is None:
+            break
+        node = holder
+    return node if node.has_error else None
 
 
 def _bound_names(pattern: Node) -> Iterator[str]:
-    """The names a declarator's pattern binds (``a``, ``{a, b: c}``, ``[a, ...b]``)."""
-    if pattern.type in ("identifier", "shorthand_property_identifier_pattern"):
-        yield _text(pattern)
-        return
-    for child in pattern.named_children:
-        if pattern.type == "pair_pattern" and child == pattern.child_by_field_name("key"):
+    """The names a declarator's pattern binds (``a``, ``{a, b: c}``, ``[a, ...b]``), in source
+    order."""
+    pending = [pattern]
+    while pending:
+        node = pending.pop()
+        if node.type in ("identifier", "shorthand_property_identifier_pattern"):
+            yield _text(node)
             continue
-        if child.type == "assignment_pattern":
-            child = child.child_by_field_name("left") or child
-        yield from _bound_names(child)
+        parts = []
+        for child in node.named_children:
+            if node.type == "pair_pattern" and child == node.child_by_field_name("key"):
+                continue
+            if child.type == "assignment_pattern":
+                child = child.child_by_field_name("left") or child
+            parts.append(child)
+        pending.extend(reversed(parts))
 
 
 def _text(node: Node) -> str:
@@ -81,38 +148,49 @@ def _refuse_loading(root: Node) -> None:
     """A function loads nothing: ``import`` declarations, ``import()``, ``import.meta`` and
     re-exports from another module are refused."""
     problems: list[str] = []
-    for node in _walk(root):
-        if node.type == "import_statement":
+    for node, depth in _walk(root):
+        kind = node.type
+        if kind == "import_statement":
             problems.append(f"source: import is not allowed ({_where(node)})")
-        elif node.type == "call_expression" and node.child_by_field_name("function") is not None:
+        elif kind == "call_expression":
             function = node.child_by_field_name("function")
             if function is not None and function.type == "import":
                 problems.append(f"source: import() is not allowed ({_where(node)})")
-        elif node.type == "meta_property" and _text(node).startswith("import"):
+        elif kind == "meta_property" and _text(node).startswith("import"):
             problems.append(f"source: import.meta is not allowed ({_where(node)})")
-        elif node.type == "export_statement" and node.child_by_field_name("source") is not None:
+        elif kind == "export_statement" and node.child_by_field_name("source") is not None:
             problems.append(
                 f"source: exporting from another module is not allowed ({_where(node)})"
             )
-        elif node.type == "return_statement" and node.parent == root:
+        elif kind == "return_statement" and depth == 1:
             problems.append(f"source: return outside a function ({_where(node)})")
     if problems:
         if any("import" in problem or "another module" in problem for problem in problems):
             problems.append("a hosted function loads no modules: put everything in one source")
-        raise InvalidInput(problems)
+        raise Refused("invalid", problems)
 
 
-def compile_module(source: str) -> CompiledModule:
+def transform(source: str, *, max_depth: int) -> CompiledModule:
     """The script of ``source`` (see the module docstring).
 
-    Raises FunctionSourceNoHandler when the source is not an ES module (a syntax error) or
-    exports no ``handler``, and InvalidInput when it imports anything.
+    Raises Refused: ``invalid`` when brackets nest deeper than ``max_depth`` or the source
+    imports anything, ``no_handler`` when it is not an ES module (a syntax error) or exports no
+    ``handler``.
     """
     code = source.encode()
     root = Parser(_JAVASCRIPT).parse(code).root_node
+    deep = _too_deep(root, max_depth)
+    if deep is not None:
+        raise Refused(
+            "invalid",
+            [
+                f"source must nest brackets at most {max_depth} levels deep"
+                f" (level {max_depth + 1} at {_where(deep)})"
+            ],
+        )
     error = _first_error(root)
     if error is not None:
-        raise FunctionSourceNoHandler(f"syntax error at {_where(error)}")
+        raise Refused("no_handler", [f"syntax error at {_where(error)}"])
     _refuse_loading(root)
     exports: dict[str, str] = {}
     edits: list[tuple[int, int, bytes]] = []
@@ -143,13 +221,15 @@ def compile_module(source: str) -> CompiledModule:
                         exports[_text(alias).strip("\"'")] = _text(local)
             edits.append((statement.start_byte, statement.end_byte, b""))
     if "handler" not in exports:
-        raise FunctionSourceNoHandler("the module exports no handler")
-    body = code
-    for start, end, replacement in sorted(edits, reverse=True):
-        body = body[:start] + replacement + body[end:]
-    script = (
-        _PREFIX + body + f"\n;return {{handler: {exports['handler']}}};\n}})".encode()
-    ).decode()
+        raise Refused("no_handler", ["the module exports no handler"])
+    # The edits never overlap (one per export statement): the body is cut once, in order.
+    pieces = [_PREFIX]
+    kept = 0
+    for start, end, replacement in sorted(edits):
+        pieces += [code[kept:start], replacement]
+        kept = end
+    pieces += [code[kept:], f"\n;return {{handler: {exports['handler']}}};\n}})".encode()]
+    script = b"".join(pieces).decode()
     return CompiledModule(script, tuple(exports))
 
 
@@ -164,3 +244,19 @@ def _declared(declaration: Node) -> Iterator[str]:
     name = declaration.child_by_field_name("name")
     if name is not None:
         yield _text(name)
+
+
+def _serve_one() -> None:
+    """The compile worker: one source in (UTF-8 on standard input), one outcome out (JSON on
+    standard output): ``{"script", "exports"}`` or ``{"refused", "messages"}``."""
+    source = sys.stdin.buffer.read().decode()
+    try:
+        compiled = transform(source, max_depth=int(sys.argv[1]))
+        outcome: dict[str, object] = {"script": compiled.script, "exports": compiled.exports}
+    except Refused as refused:
+        outcome = {"refused": refused.kind, "messages": refused.messages}
+    sys.stdout.write(json.dumps(outcome))
+
+
+if __name__ == "__main__":
+    _serve_one()

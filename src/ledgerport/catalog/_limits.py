@@ -98,6 +98,15 @@ FUNCTIONS_PER_APP_MAX: Final = 20
 """ledgerport's own: hosted functions one app may have at once."""
 FUNCTION_SOURCE_MAX_BYTES: Final = 256 * 1024
 """ledgerport's own: the largest hosted-function source, in bytes of UTF-8."""
+FUNCTION_SOURCE_MAX_DEPTH: Final = 256
+"""ledgerport's own: the deepest a hosted-function source may nest brackets ((, [, {, ${).
+Real modules stay within a few dozen; V8 itself fails on about 1,700 to 3,300 levels (measured:
+nested functions 1,685, object literals 1,781, arrays 3,282), so a module past this bound could
+hardly run, and refusing it at upload keeps its tree small."""
+FUNCTION_COMPILE_SECONDS: Final = 5
+"""ledgerport's own: seconds an upload's module has to be parsed and turned into a script, in a
+worker process that is killed past them (the heaviest legal 256 KiB module measured takes
+under a second)."""
 FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 """A hosted function's name: a letter or digit, then up to 63 letters, digits, _ or -."""
 CONSOLE_RUNS_SHOWN: Final = 100
@@ -177,6 +186,10 @@ RATE_LIMIT_USER_CODE_PER_IP: Final = RateLimit("user-code-per-ip", 10, 5 * _MINU
 RATE_LIMIT_USER_CODE_PER_USER: Final = RateLimit("user-code-per-user", 10, 5 * _MINUTE, "user")
 """Wrong user codes entered on the device verification page, per signed-in user."""
 
+# ledgerport's own, documented in docs/catalog.md and docs/functions.md.
+RATE_LIMIT_FUNCTION_UPLOADS: Final = RateLimit("function-uploads", 30, _MINUTE, "app")
+"""PUT /developer/apps/{appId}/functions/{name}, per app: each upload compiles a module."""
+
 RATE_LIMITS: Final[Mapping[str, RateLimit]] = MappingProxyType(
     {
         rate_limit.name: rate_limit
@@ -195,6 +208,7 @@ RATE_LIMITS: Final[Mapping[str, RateLimit]] = MappingProxyType(
             RATE_LIMIT_REGISTER_PER_IP,
             RATE_LIMIT_USER_CODE_PER_IP,
             RATE_LIMIT_USER_CODE_PER_USER,
+            RATE_LIMIT_FUNCTION_UPLOADS,
         )
     }
 )

@@ -10,7 +10,7 @@ from quart import Response
 from quart_schema import validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
-from ledgerport import apps, catalog, storage
+from ledgerport import apps, auth, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
@@ -26,7 +26,9 @@ NAME = Param(
 )
 SOURCE_DESCRIPTION = (
     "An ES module exporting `handler(event, context)`, sync or async; it may import nothing."
-    f" At most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8"
+    f" At most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8, brackets nested at most"
+    f" {catalog.FUNCTION_SOURCE_MAX_DEPTH} deep, compiled within"
+    f" {catalog.FUNCTION_COMPILE_SECONDS} seconds"
 )
 EVENTS_DESCRIPTION = (
     "The event types the function runs on, each at most once; a business or privacy event"
@@ -124,24 +126,47 @@ def _run(run: apps.FunctionRun) -> Run:
     }
 
 
+async def _count_upload(app_id: str) -> None:
+    """Count an upload against the app's budget (catalog.RATE_LIMIT_FUNCTION_UPLOADS): each one
+    costs a worker process. Taken outside any transaction, as every limit is (a shared limiter
+    uses a connection of its own), and only once the caller is known to develop the app, so no
+    one else can spend its budget."""
+    p = platform()
+    verdict = await p.limiter.take(auth.Budget(catalog.RATE_LIMIT_FUNCTION_UPLOADS, (app_id,)))
+    if verdict.refused_by is not None:
+        p.metrics.rate_limited.labels(verdict.refused_by.name).inc()
+        raise auth.RateLimited(verdict.retry_after)
+
+
 @blueprint.put("/apps/<app_id>/functions/<name>")
 @validate_request(FunctionIn)
 @operation(
     json_reply(200, Function, "The function, at its new version"),
-    raises=(*JSON_BODY_ERRORS, InvalidInput, apps.FunctionSourceNoHandler, storage.BadValue),
+    raises=(
+        *JSON_BODY_ERRORS,
+        InvalidInput,
+        apps.FunctionSourceNoHandler,
+        auth.RateLimited,
+        storage.BadValue,
+    ),
     params=(NAME,),
 )
 async def put_function(app_id: str, name: str, data: FunctionIn) -> Function:
     """Upload a function: the first upload of a name creates it (version 1), each later one
     makes a new version, which is the one that runs from then on. The source is refused with
     FUNCTION_SOURCE_NO_HANDLER when it is not an ES module (a syntax error) or exports no
-    ``handler``, and with a validation 400 when it imports anything."""
+    ``handler``, and with a validation 400 when it imports anything, nests brackets too deep or
+    takes too long to compile. An app's uploads past its budget a minute answer
+    APP_RATE_LIMITED."""
     p = platform()
+    # Two transactions around the compile (a worker process): no transaction waits for a parse.
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
-        function = await apps.put_function(
-            tx, now=p.now(), app=app, name=name, source=data.source, events=data.events
-        )
+    await _count_upload(app.id)
+    upload = await apps.prepare_function(app, name=name, source=data.source, events=data.events)
+    async with unit_of_work() as tx:
+        app = await developed_app(tx, app_id)
+        function = await apps.put_function(tx, now=p.now(), app=app, upload=upload)
     return _function(function)
 
 

@@ -1,0 +1,108 @@
+"""Where a hosted function's module is compiled: in the caller's thread, or, for an upload, in a
+worker process, bounded in time.
+
+Parsing holds the interpreter: tree-sitter's parser does not release the GIL (measured: a thread
+parsing a 260 KB source held a ticking thread for 180 ms, as long as the parse itself), and the
+walks over a tree of half a million nodes are Python. So an upload is compiled in a fresh
+process (``python -P`` running ``_module_source.py``, which loads tree-sitter only: about 40 ms to
+start), never on the event loop nor on a thread of it. Past the time limit the process is killed
+and the upload refused; at most ``COMPILES_AT_ONCE`` run at once in a process of the service, so a
+burst of uploads cannot take every core.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+from ledgerport import catalog
+from ledgerport.errors import InvalidInput
+
+from ._errors import FunctionSourceNoHandler
+from ._module_source import CompiledModule, Refused, transform
+
+COMPILES_AT_ONCE = 2
+"""Uploads compiled at the same moment in one process of the service; the next ones wait."""
+STDERR_KEPT = 2048
+"""Bytes of a failed worker's standard error kept in the exception."""
+_WORKER = Path(__file__).with_name("_module_source.py")
+_SLOTS: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar(
+    "ledgerport.apps.compile_slots"
+)
+
+
+def _domain_error(refused: Refused) -> Exception:
+    if refused.kind == "no_handler":
+        return FunctionSourceNoHandler(refused.messages[0])
+    return InvalidInput(refused.messages)
+
+
+def compile_module(source: str) -> CompiledModule:
+    """The script of ``source``, compiled in this thread (see ``_module_source``).
+
+    Raises FunctionSourceNoHandler when the source is not an ES module (a syntax error) or
+    exports no ``handler``, and InvalidInput when it nests brackets deeper than
+    catalog.FUNCTION_SOURCE_MAX_DEPTH or imports anything. It holds its thread, and the GIL,
+    for as long as the parse takes: an upload is compiled with :func:`compile_upload` instead.
+    """
+    try:
+        return transform(source, max_depth=catalog.FUNCTION_SOURCE_MAX_DEPTH)
+    except Refused as refused:
+        raise _domain_error(refused) from None
+
+
+def _slots() -> trio.CapacityLimiter:
+    """The compile slots of this trio run (one limiter per run: trio objects never cross)."""
+    try:
+        return _SLOTS.get()
+    except LookupError:
+        slots = trio.CapacityLimiter(COMPILES_AT_ONCE)
+        _SLOTS.set(slots)
+        return slots
+
+
+async def _kill(process: trio.Process) -> None:
+    # The worker holds nothing that needs a chance to clean up: no SIGTERM first.
+    process.kill()
+
+
+async def compile_upload(
+    source: str, *, time_limit: float = catalog.FUNCTION_COMPILE_SECONDS
+) -> CompiledModule:
+    """:func:`compile_module` in a worker process, off the event loop, within ``time_limit``
+    seconds counted from the worker's start (waiting for a slot does not count).
+
+    Past the limit the worker is killed, and waited for, before InvalidInput is raised; a
+    cancelled caller kills it likewise. A worker that fails without an outcome is the service's
+    failure (RuntimeError).
+    """
+    async with _slots():
+        with trio.move_on_after(time_limit):
+            done = await trio.run_process(
+                # -P: the worker's folder stays off sys.path, its siblings are no modules of it.
+                [sys.executable, "-P", str(_WORKER), str(catalog.FUNCTION_SOURCE_MAX_DEPTH)],
+                stdin=source.encode(),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                deliver_cancel=_kill,
+            )
+            return _outcome(done)
+    # Only a bound that ran out gets here.
+    raise InvalidInput(
+        [f"source must compile within {time_limit:g} seconds: split or simplify the module"]
+    )
+
+
+def _outcome(done: subprocess.CompletedProcess[bytes]) -> CompiledModule:
+    if done.returncode != 0:
+        tail = done.stderr[-STDERR_KEPT:].decode(errors="replace").strip()
+        raise RuntimeError(f"the module compiler exited with {done.returncode}: {tail}")
+    outcome = json.loads(done.stdout)
+    if "refused" in outcome:
+        raise _domain_error(Refused(outcome["refused"], outcome["messages"]))
+    return CompiledModule(outcome["script"], tuple(outcome["exports"]))
