@@ -336,7 +336,7 @@ async def test_fan_out_happens_once_and_not_at_all_when_its_transaction_fails(
                         now=platform.now(),
                         lease="x",
                         lease_until=platform.now(),
-                        take=lambda _webhook: False,
+                        take=lambda _app, _webhook: False,
                     )
                     await apps.write_fan_out(tx, fanned)
                     raise Crash

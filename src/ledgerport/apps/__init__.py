@@ -61,6 +61,7 @@ from ._deliveries import Pending as Pending
 from ._deliveries import SendPlan as SendPlan
 from ._deliveries import claim_due as claim_due
 from ._deliveries import create_test_delivery as create_test_delivery
+from ._deliveries import delivery_due_times as delivery_due_times
 from ._deliveries import delivery_id_for as delivery_id_for
 from ._deliveries import dispatch_backlog as dispatch_backlog
 from ._deliveries import next_due_at as next_due_at
@@ -139,6 +140,7 @@ from ._functions import purge_runs as purge_runs
 from ._functions import put_function as put_function
 from ._functions import recent_runs as recent_runs
 from ._functions import record_runs as record_runs
+from ._functions import run_due_times as run_due_times
 from ._functions import run_plan as run_plan
 from ._functions import run_queue_depth as run_queue_depth
 from ._idempotency import StoredAnswer as StoredAnswer

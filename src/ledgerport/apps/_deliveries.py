@@ -29,7 +29,7 @@ from ledgerport import catalog
 from ledgerport.books import Event, feed_view
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring
-from ledgerport.storage import Row, Transaction, placeholders
+from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._errors import RedeliveryRefused
 from ._webhooks import Webhook, signing_secrets
@@ -277,7 +277,7 @@ def plan_fan_out(
     now: float,
     lease: str,
     lease_until: float,
-    take: Callable[[str], bool],
+    take: Callable[[str, str], bool],
 ) -> FanOut:
     """One delivery per enabled webhook subscribed to each event's type, for every app the
     event reaches (spec: Webhook registration and audiences): business and privacy events
@@ -285,9 +285,9 @@ def plan_fan_out(
     hold the gating scope (its view of the log, :func:`ledgerport.books.feed_view`); app events
     reach the app they were recorded for, whatever its installations.
 
-    ``take(webhook_id)`` says whether the caller can attempt a new delivery of that webhook at
-    once: those are created claimed by ``lease`` (until ``lease_until``), with their send-time
-    check; the rest wait in the queue, due now.
+    ``take(app_id, webhook_id)`` says whether the caller can attempt a new delivery of that
+    webhook (of that app) at once: those are created claimed by ``lease`` (until
+    ``lease_until``), with their send-time check; the rest wait in the queue, due now.
     """
     gated_for: dict[str, list[tuple[str, frozenset[str]]]] = {}
     for row in pending.installations:
@@ -336,7 +336,7 @@ def plan_fan_out(
                     created=event.created,
                     data=event.data,
                 )
-                held = take(webhook.id)
+                held = take(app_id, webhook.id)
                 rows.append(
                     (
                         delivery_id,
@@ -433,30 +433,59 @@ async def dispatch_backlog(tx: Transaction) -> int:
 # --- Claims and attempts -------------------------------------------------------------------------
 
 
+def tenant_due_times_sql(table: str, key: str) -> str:
+    """Each tenant (value of ``key``) with work in ``table``'s hot queue, ``k``, and when its
+    earliest work is due, ``due``: a loose scan of the index on ``(key, next_attempt_at)`` of
+    that queue, one index step per tenant whatever its backlog."""
+    hot = "status IN ('queued', 'retrying')"
+    return (
+        f"WITH RECURSIVE tenants(k) AS (SELECT MIN({key}) FROM {table} WHERE {hot}"
+        f" UNION ALL SELECT (SELECT MIN({key}) FROM {table} WHERE {hot} AND {key} > tenants.k)"
+        " FROM tenants WHERE tenants.k IS NOT NULL)"
+        f" SELECT k, (SELECT MIN(next_attempt_at) FROM {table} WHERE {hot} AND {key} = tenants.k)"
+        " AS due FROM tenants WHERE k IS NOT NULL"
+    )
+
+
+async def delivery_due_times(tx: Transaction) -> list[tuple[str, float]]:
+    """Each app with deliveries waiting for an attempt, and when its earliest is due (a
+    claimed delivery is due when its claim runs out)."""
+    rows = await tx.fetch(tenant_due_times_sql("webhook_deliveries", "app_id"))
+    return [(row["k"], float(row["due"])) for row in rows if row["due"] is not None]
+
+
 async def claim_due(
     tx: Transaction,
     *,
     now: float,
     lease: str,
     lease_until: float,
-    limit: int,
-    take: Callable[[str], bool],
+    quotas: Sequence[tuple[str, int]],
+    take: Callable[[str, str], bool],
     full: Sequence[str] = (),
 ) -> list[ClaimedDelivery]:
-    """Claim deliveries whose attempt is due, oldest due first, at most ``limit`` looked at;
-    ``take(webhook_id)`` says whether the caller can attempt one more of that webhook now, and
-    the webhooks in ``full`` are passed over (a webhook with a backlog holds up no other)."""
-    passed_over = f" AND webhook_id NOT IN ({placeholders(len(full), start=3)})" if full else ""
-    rows = await tx.fetch(
-        "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts, created_at"
-        " FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
-        f" AND next_attempt_at <= $1{passed_over} ORDER BY next_attempt_at"
-        f" LIMIT $2{tx.skip_locked}",
-        now,
-        limit,
-        *full,
+    """Claim due deliveries, for each ``(app_id, n)`` of ``quotas`` the app's ``n`` oldest due
+    at most (a tenant's backlog is read through its own index range: it never hides another's
+    work); ``take(app_id, webhook_id)`` says whether the caller can attempt one more of that
+    webhook now, and the webhooks in ``full`` are passed over (a webhook with a backlog holds up
+    no other)."""
+    if not quotas:
+        return []
+    passed_over = f" AND webhook_id NOT IN ({placeholders(len(full), start=2)})" if full else ""
+    sql, extra = first_per_key(
+        tx,
+        select=(
+            "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts,"
+            " created_at FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
+            f" AND next_attempt_at <= $1{passed_over}"
+        ),
+        key="app_id",
+        order="next_attempt_at",
+        quotas=quotas,
+        start=2 + len(full),
     )
-    chosen = [row for row in rows if take(row["webhook_id"])]
+    rows = await tx.fetch(sql, now, *full, *extra)
+    chosen = [row for row in rows if take(row["app_id"], row["webhook_id"])]
     if chosen:
         await tx.executemany(
             "UPDATE webhook_deliveries SET lease = $1, next_attempt_at = $2 WHERE id = $3",

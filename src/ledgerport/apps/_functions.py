@@ -23,10 +23,11 @@ from typing import Any, Literal
 from ledgerport import catalog
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
-from ledgerport.storage import Row, Transaction
+from ledgerport.storage import Row, Transaction, first_per_key
 
 from ._apps import App
 from ._compiler import compile_upload
+from ._deliveries import tenant_due_times_sql
 from ._errors import FunctionNotFound
 from ._module_source import CompiledModule
 
@@ -274,20 +275,47 @@ class ClaimedRun:
     lease: str
 
 
+RUN_TENANT = "(app_id || '/' || COALESCE(business_id, ''))"
+"""A run's tenant as the fair claims key it: its app and its business ('' for none)."""
+
+
+async def run_due_times(tx: Transaction) -> list[tuple[tuple[str, str], float]]:
+    """Each (app id, business id or '') with runs waiting, and when its earliest is due (a
+    claimed run is due when its claim runs out)."""
+    rows = await tx.fetch(tenant_due_times_sql("function_runs", RUN_TENANT))
+    return [(_split_tenant(row["k"]), float(row["due"])) for row in rows if row["due"] is not None]
+
+
+def _split_tenant(key: str) -> tuple[str, str]:
+    app_id, _, business = key.partition("/")
+    return app_id, business
+
+
 async def claim_runs(
-    tx: Transaction, *, now: float, lease: str, lease_until: float, limit: int
+    tx: Transaction,
+    *,
+    now: float,
+    lease: str,
+    lease_until: float,
+    quotas: Sequence[tuple[tuple[str, str], int]],
 ) -> list[ClaimedRun]:
-    """Claim runs whose attempt is due, oldest due first (on PostgreSQL, those no other
-    transaction holds): ``lease`` holds them until ``lease_until``, when they are due again."""
-    if limit <= 0:
+    """Claim due runs, for each ``((app_id, business), n)`` of ``quotas`` that tenant's ``n``
+    oldest due at most (on PostgreSQL, those no other transaction holds): ``lease`` holds them
+    until ``lease_until``, when they are due again."""
+    if not quotas:
         return []
-    rows = await tx.fetch(
-        "SELECT id, function_id, app_id, event_id, business_id, type, body, attempts"
-        " FROM function_runs WHERE status IN ('queued', 'retrying') AND next_attempt_at <= $1"
-        f" ORDER BY next_attempt_at LIMIT $2{tx.skip_locked}",
-        now,
-        limit,
+    sql, extra = first_per_key(
+        tx,
+        select=(
+            "SELECT id, function_id, app_id, event_id, business_id, type, body, attempts"
+            " FROM function_runs WHERE status IN ('queued', 'retrying') AND next_attempt_at <= $1"
+        ),
+        key=RUN_TENANT,
+        order="next_attempt_at",
+        quotas=[(f"{app_id}/{business}", n) for (app_id, business), n in quotas],
+        start=2,
     )
+    rows = await tx.fetch(sql, now, *extra)
     if rows:
         await tx.executemany(
             "UPDATE function_runs SET lease = $1, next_attempt_at = $2 WHERE id = $3",

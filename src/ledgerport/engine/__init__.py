@@ -2,6 +2,14 @@
 claimer, one actor per webhook, recorder), the hosted-function runner and the scheduler.
 Started by ``ledgerport.serve``."""
 
+from ._core import Capped as Capped
+from ._core import DeliveryBook as DeliveryBook
+from ._core import DueRuns as DueRuns
+from ._core import Refusal as Refusal
+from ._core import RunBook as RunBook
+from ._core import Shares as Shares
+from ._core import Verdict as Verdict
+from ._core import half_share as half_share
 from ._delivery import DeliveryEngine as DeliveryEngine
 from ._functions import FunctionRunner as FunctionRunner
 from ._retry import next_attempt_at as next_attempt_at

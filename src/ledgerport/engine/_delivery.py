@@ -15,6 +15,14 @@ Four kinds of task under one nursery:
 - the recorder writes attempt outcomes in batches, one transaction each, unless a fan-out's
   transaction took them along first.
 
+Every app's webhooks share the engine, so what it holds is shared fairly (``_core.py``, whose
+:class:`DeliveryBook` keeps all of the engine's bookkeeping and never awaits): each webhook
+holds at most HELD_PER_WEBHOOK deliveries, each app HELD_PER_APP, the engine HELD_TOTAL; a
+claim goes round the apps with due deliveries, those waiting for room first and then those
+holding least, each app's oldest due read through its own index range; and when the engine is
+full, an app that found no room gets the next delivery let go before anyone else. One app's
+slow or dead endpoints fill its own share and nothing more.
+
 A delivery is claimed before it is attempted: the claim's lease (this engine's id) keeps other
 processes off it and is renewed while the engine holds it. A process that dies holding claims
 leaves them due again when their lease runs out, and the engine that takes them over attempts
@@ -27,8 +35,9 @@ from __future__ import annotations
 import logging
 import math
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import httpx
@@ -37,8 +46,9 @@ import trio
 from ledgerport import apps, books
 from ledgerport.ids import new_id
 from ledgerport.platform import Platform
-from ledgerport.storage import StorageError, Transaction
+from ledgerport.storage import FIRST_PER_KEY_MAX, StorageError, Transaction
 
+from ._core import DeliveryBook, FanOut, Refusal, Verdict
 from ._retry import next_attempt_at
 from ._signing import signature_header
 from ._transport import delivery_client, verifying_context
@@ -59,8 +69,10 @@ RECORD_BATCH = 500
 """Attempt outcomes written per transaction at most."""
 HELD_PER_WEBHOOK = 256
 """Deliveries of one webhook held by this engine at once (in its actor's inbox or in flight)."""
+HELD_PER_APP = 1024
+"""Deliveries of one app's webhooks held by this engine at once: an app's share."""
 HELD_TOTAL = 4096
-"""Deliveries held by this engine at once, across webhooks."""
+"""Deliveries held by this engine at once, across apps."""
 IN_FLIGHT_PER_WEBHOOK = 8
 """Attempts of one webhook in flight at once."""
 ACTOR_IDLE = 30.0
@@ -115,35 +127,13 @@ class _Wakeup:
         self._event = trio.Event()
 
 
-@dataclass
-class _Reservation:
-    """Room taken for deliveries being claimed (see ``DeliveryEngine._reserving``)."""
+@dataclass(frozen=True)
+class _Ended:
+    """An attempt that ended before its fan-out's transaction did: its outcome waits."""
 
-    _take: Callable[[str], bool]
-    reserved: list[str] = field(default_factory=list)
-
-    def take(self, webhook_id: str) -> bool:
-        if self._take(webhook_id):
-            self.reserved.append(webhook_id)
-            return True
-        return False
-
-    def handed_over(self) -> None:
-        """What was reserved is in the actors' hands now."""
-        self.reserved.clear()
-
-
-@dataclass
-class _FanOutCommit:
-    """A fan-out whose first attempts start before its transaction commits. Their outcomes
-    wait until it ends: written once it has committed, dropped if it did not (then nothing of
-    the fan-out exists, and the events are fanned out again, under the same delivery ids)."""
-
-    ended: bool = False
-    committed: bool = False
-    waiting: list[tuple[_Actor, apps.ClaimedDelivery, apps.AttemptOutcome]] = field(
-        default_factory=list
-    )
+    actor: _Actor
+    delivery: apps.ClaimedDelivery
+    outcome: apps.AttemptOutcome
 
 
 class DeliveryEngine:
@@ -163,6 +153,8 @@ class DeliveryEngine:
         actor_idle: float = ACTOR_IDLE,
         in_flight: int = IN_FLIGHT_PER_WEBHOOK,
         held_per_webhook: int = HELD_PER_WEBHOOK,
+        held_per_app: int = HELD_PER_APP,
+        held_total: int = HELD_TOTAL,
         record_linger: float = RECORD_LINGER,
     ) -> None:
         self._platform = platform
@@ -175,7 +167,15 @@ class DeliveryEngine:
         self._record_linger = record_linger
         self.lease = new_id("engine")
         self._actors: dict[str, _Actor] = {}
-        self._held: dict[str, int] = {}
+        self._book: DeliveryBook[_Ended, apps.AttemptOutcome] = DeliveryBook(
+            total=held_total, per_app=held_per_app, per_webhook=held_per_webhook
+        )
+        """What the engine holds, for whom, and the outcomes waiting to be written."""
+        self._published: dict[Refusal, int] = {}
+        """The book's held-back counts already added to the metrics."""
+        self._next_due: float | None = None
+        """When the earliest delivery the last claim could not take yet is due (None: none
+        known)."""
         self._tls: ssl.SSLContext | None = None
         self._generation = 0
         """Entitlement changes seen (``apps.ENTITLEMENTS_CHANNEL``): a check made before the
@@ -183,19 +183,9 @@ class DeliveryEngine:
         self._planned: dict[str, _Planned] = {}
         """The send-time check of each delivery handed over, until its attempt starts."""
         self._event_at: dict[str, float] = {}
-        self._uncommitted: dict[str, _FanOutCommit] = {}
-        """The fan-out of each delivery handed over before that fan-out's transaction ended,
-        until its outcome is written or dropped."""
         """When the event of a delivery fanned out here was recorded, until its first attempt."""
-        self._held_total = 0
-        self._starved = False
-        """Some due delivery found no room here: look again when room is let go."""
         self._dispatch_wake = _Wakeup()
         self._claim_wake = _Wakeup()
-        self._outcomes: list[tuple[str, apps.AttemptOutcome]] = []
-        """Outcomes waiting to be written."""
-        self._writing = 0
-        """Outcomes taken from ``_outcomes`` by a transaction that has not ended yet."""
         self._record_wake = _Wakeup()
         self._record_now = _Wakeup()
         self._settled = trio.Event()
@@ -203,52 +193,25 @@ class DeliveryEngine:
 
     # --- capacity ------------------------------------------------------------------------------
 
-    def _take(self, webhook_id: str) -> bool:
-        """Reserve room for one more delivery of ``webhook_id``, when there is some (and the
-        outcomes waiting to be written are not too many: the recorder holds claims back)."""
-        held = self._held.get(webhook_id, 0)
-        if (
-            held >= self._held_per_webhook
-            or self._held_total >= HELD_TOTAL
-            or self._unwritten >= HELD_TOTAL
-        ):
-            self._starved = True
-            return False
-        self._held[webhook_id] = held + 1
-        self._held_total += 1
-        return True
-
-    def _let_go(self, webhook_id: str) -> None:
-        held = self._held[webhook_id] - 1
-        if held:
-            self._held[webhook_id] = held
-        else:
-            del self._held[webhook_id]
-        self._held_total -= 1
-        # Refill in batches: a claim for every delivery let go would cost a transaction each.
-        if self._starved and (
-            held <= self._held_per_webhook // 2 or self._held_total <= HELD_TOTAL // 2
-        ):
-            self._claim_wake.set()
-        self._settle_check()
-
-    @contextmanager
-    def _reserving(self) -> Iterator[_Reservation]:
-        """Room for a claiming transaction: what it reserved is let go again when the
-        transaction fails, since nothing was claimed then, unless it was handed over already
-        (:meth:`_Reservation.handed_over`): its actor lets it go."""
-        reservation = _Reservation(self._take)
-        try:
-            yield reservation
-        except BaseException:
-            for webhook_id in reservation.reserved:
-                self._let_go(webhook_id)
-            raise
-
     @property
     def held(self) -> int:
         """Deliveries this engine holds now (waiting in an inbox or being attempted)."""
-        return self._held_total
+        return self._book.held
+
+    def _publish_fairness(self) -> None:
+        """The book's counts of deliveries held back, and its shares in use, to the metrics."""
+        metrics = self._platform.metrics
+        for refusal, count in self._book.held_back.items():
+            added = count - self._published.get(refusal, 0)
+            if added:
+                metrics.fairness_held_back.labels("delivery", refusal.value).inc(added)
+                self._published[refusal] = count
+        apps_share = self._book.apps
+        metrics.fairness_busiest_share.labels("delivery").set(
+            apps_share.tenants.busiest() / apps_share.per_tenant
+        )
+        metrics.fairness_tenants_holding.labels("delivery").set(apps_share.tenants.holders())
+        metrics.fairness_tenants_waiting.labels("delivery").set(len(apps_share.waiting))
 
     # --- the loops -----------------------------------------------------------------------------
 
@@ -283,22 +246,16 @@ class DeliveryEngine:
     async def _claim_loop(self) -> None:
         while True:
             claimed = await self._guarded(self.claim_once)
-            if self._starved:
-                # Due work waits for room: letting go of a delivery wakes the loop.
-                await self._claim_wake.wait(self._poll)
-            elif claimed < CLAIM_BATCH:
-                await self._claim_wake.wait(await self._until_next_due())
+            if claimed < CLAIM_BATCH:
+                # Until the earliest delivery an app with room has due, or until room is let
+                # go (which wakes the loop) for apps held back now.
+                await self._claim_wake.wait(self._until_next_due())
 
-    async def _until_next_due(self) -> float:
-        p = self._platform
-        try:
-            async with p.store.transaction() as tx:
-                due = await apps.next_due_at(tx)
-        except StorageError:
-            return self._poll
+    def _until_next_due(self) -> float:
+        due = self._next_due
         if due is None:
             return self._poll
-        return min(self._poll, max(due - p.now(), 0.0) + 0.001)
+        return min(self._poll, max(due - self._platform.now(), 0.0) + 0.001)
 
     async def _guarded(self, step: Callable[[], Awaitable[int]]) -> int:
         """A step of a loop; a storage failure is logged and retried at the next wake-up."""
@@ -313,7 +270,7 @@ class DeliveryEngine:
     async def _renew_loop(self) -> None:
         while True:
             await trio.sleep(self._lease_seconds / 3)
-            if self._held_total or self._unwritten:
+            if not self._book.settled:
                 p = self._platform
                 try:
                     async with p.store.transaction() as tx:
@@ -337,6 +294,7 @@ class DeliveryEngine:
                 p.metrics.delivery_retry_backlog.set(retrying)
                 p.metrics.dispatcher_lag_events.set(backlog)
             p.metrics.delivery_actors.set(len(self._actors))
+            self._publish_fairness()
             await trio.sleep(self._poll)
 
     # --- the steps -----------------------------------------------------------------------------
@@ -346,11 +304,14 @@ class DeliveryEngine:
 
         One statement reads the events and their audiences; the deliveries this engine has
         room for go to their actors at once, and their first attempts start while the
-        transaction writes the deliveries and commits (see :class:`_FanOutCommit`)."""
+        transaction writes the deliveries and commits: their outcomes wait for that commit
+        (``DeliveryBook.attempt_ended``), and are dropped if it fails (then nothing of the
+        fan-out exists, and the events are fanned out again, under the same delivery ids)."""
         p = self._platform
-        fan_out = _FanOutCommit()
-        outcomes: list[tuple[str, apps.AttemptOutcome]] = []
-        with self._reserving() as reservation:
+        book = self._book
+        fan_out = book.fan_out_began()
+        outcomes: list[tuple[str, str, apps.AttemptOutcome]] = []
+        with book.reserving() as reservation:
             try:
                 async with p.store.transaction() as tx:
                     checked_at, generation = trio.current_time(), self._generation
@@ -366,7 +327,7 @@ class DeliveryEngine:
                     )
                     event_times = {event.id: event.created for event in pending.events}
                     for delivery in fanned.claimed:
-                        self._uncommitted[delivery.id] = fan_out
+                        book.awaits_commit(delivery.id, fan_out)
                         plan = fanned.plans[delivery.webhook_id]
                         self._hand_over(
                             delivery,
@@ -375,10 +336,10 @@ class DeliveryEngine:
                         )
                     reservation.handed_over()
                     await apps.write_fan_out(tx, fanned)
-                    if fanned.positions and self._outcomes:
+                    if fanned.positions and book.outcomes_waiting:
                         # The outcomes waiting for the recorder ride along: one commit for both.
-                        outcomes = self._take_outcomes()
-                        await apps.record_outcomes(tx, [outcome for _, outcome in outcomes])
+                        outcomes = book.take_outcomes(RECORD_BATCH)
+                        await apps.record_outcomes(tx, [outcome for _, _, outcome in outcomes])
             except BaseException:
                 self._outcomes_not_written(outcomes)
                 self._fan_out_ended(fan_out, committed=False)
@@ -387,40 +348,45 @@ class DeliveryEngine:
         self._fan_out_ended(fan_out, committed=True)
         if fanned.queued:
             self._claim_wake.set()
+        self._publish_fairness()
         return len(fanned.positions)
 
-    def _fan_out_ended(self, fan_out: _FanOutCommit, *, committed: bool) -> None:
-        fan_out.ended, fan_out.committed = True, committed
-        waiting, fan_out.waiting = fan_out.waiting, []
-        for actor, delivery, outcome in waiting:
-            self._finish(actor, delivery, outcome)
+    def _fan_out_ended(self, fan_out: FanOut[_Ended], *, committed: bool) -> None:
+        for ended in self._book.fan_out_ended(fan_out, committed=committed):
+            self._settle_attempt(ended.actor, ended.delivery, ended.outcome, record=committed)
 
     async def claim_once(self) -> int:
-        """Claim one batch of due deliveries and hand them to their actors; answers how many."""
+        """Claim one batch of due deliveries and hand them to their actors; answers how many.
+
+        The claim goes round the apps with due deliveries (``DeliveryBook.claim_order``): each
+        app's oldest due, at most its part of the batch and of its room."""
         p = self._platform
-        if self._held_total >= HELD_TOTAL:
-            self._starved = True
-            return 0
-        self._starved = False
-        with self._reserving() as reservation:
+        book = self._book
+        book.starved = False
+        with book.reserving() as reservation:
             async with p.store.transaction() as tx:
                 now = p.now()
+                due = await apps.delivery_due_times(tx)
+                due_now = [app for app, at in due if at <= now]
+                quotas = book.claim_order(due_now, CLAIM_BATCH)[:FIRST_PER_KEY_MAX]
                 claimed = await apps.claim_due(
                     tx,
                     now=now,
                     lease=self.lease,
                     lease_until=now + self._lease_seconds,
-                    limit=CLAIM_BATCH,
+                    quotas=quotas,
                     take=reservation.take,
-                    full=sorted(
-                        webhook_id
-                        for webhook_id, held in self._held.items()
-                        if held >= self._held_per_webhook
-                    ),
+                    full=book.full_webhooks(),
                 )
                 plans = await self._plans_for(tx, claimed)
+        # An app that got all it asked for may have more due: claim again at once; else when
+        # the next delivery falls due (apps held back now are woken by room let go).
+        got = Counter(delivery.app_id for delivery in claimed)
+        more_now = any(got[app] >= n for app, n in quotas)
+        self._next_due = now if more_now else min((at for _, at in due if at > now), default=None)
         for delivery in claimed:
             self._hand_over(delivery, plans[delivery.webhook_id], None)
+        self._publish_fairness()
         return len(claimed)
 
     async def _plans_for(
@@ -525,9 +491,9 @@ class DeliveryEngine:
         checked again now, in one transaction."""
         p = self._platform
         now = trio.current_time()
-        for delivery in [d for d in batch if self._unmade(d)]:
+        for delivery in [d for d in batch if self._book.unmade(d.id)]:
             # Its fan-out did not commit: the delivery does not exist (yet).
-            del self._uncommitted[delivery.id]
+            self._book.forget_unmade(delivery.id)
             self._drop(actor, delivery)
             batch.remove(delivery)
         plans = {d.id: self._planned.pop(d.id, None) for d in batch}
@@ -558,10 +524,6 @@ class DeliveryEngine:
                 self._finish(actor, delivery, self._refused(delivery, refusal))
             else:
                 attempts.start_soon(self._attempt, actor, plan, delivery)
-
-    def _unmade(self, delivery: apps.ClaimedDelivery) -> bool:
-        fan_out = self._uncommitted.get(delivery.id)
-        return fan_out is not None and fan_out.ended and not fan_out.committed
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._tls is None:
@@ -707,23 +669,29 @@ class DeliveryEngine:
     def _finish(
         self, actor: _Actor, delivery: apps.ClaimedDelivery, outcome: apps.AttemptOutcome
     ) -> None:
-        """Free the attempt's slot and the delivery's room, and hand the outcome to the
-        recorder. The delivery stays claimed (its lease renewed) until the outcome is written,
-        so no claim takes it meanwhile; outcomes waiting hold new claims back (``_take``).
-        The outcome of an attempt made before its fan-out committed waits for that commit, and
-        is dropped with the delivery if the fan-out did not commit."""
-        fan_out = self._uncommitted.get(delivery.id)
-        if fan_out is not None:
-            if not fan_out.ended:
-                fan_out.waiting.append((actor, delivery, outcome))
-                return
-            del self._uncommitted[delivery.id]
-            if not fan_out.committed:
-                self._drop(actor, delivery)
-                return
-        self._platform.metrics.deliveries.labels(outcome.status, delivery.type).inc()
-        self._outcomes.append((delivery.webhook_id, outcome))
-        self._record_wake.set()
+        """An attempt ended (or was refused): its outcome goes to the recorder and its slot and
+        room are let go, unless its fan-out has not committed yet: then both wait for it
+        (``DeliveryBook.attempt_ended``). The delivery stays claimed (its lease renewed) until
+        the outcome is written, so no claim takes it meanwhile; outcomes waiting hold new
+        claims back (``DeliveryBook.take``)."""
+        verdict = self._book.attempt_ended(delivery.id, _Ended(actor, delivery, outcome))
+        if verdict is not Verdict.WAIT:
+            self._settle_attempt(actor, delivery, outcome, record=verdict is Verdict.RECORD)
+
+    def _settle_attempt(
+        self,
+        actor: _Actor,
+        delivery: apps.ClaimedDelivery,
+        outcome: apps.AttemptOutcome,
+        *,
+        record: bool,
+    ) -> None:
+        """The outcome to the recorder (unless its fan-out did not commit: then the delivery
+        does not exist), and the delivery's slot and room let go."""
+        if record:
+            self._platform.metrics.deliveries.labels(outcome.status, delivery.type).inc()
+            self._book.add_outcome(delivery.app_id, delivery.webhook_id, outcome)
+            self._record_wake.set()
         self._drop(actor, delivery)
 
     def _drop(self, actor: _Actor, delivery: apps.ClaimedDelivery) -> None:
@@ -731,7 +699,9 @@ class DeliveryEngine:
         self._event_at.pop(delivery.id, None)
         self._planned.pop(delivery.id, None)
         actor.slots.release()
-        self._let_go(delivery.webhook_id)
+        if self._book.let_go(delivery.app_id, delivery.webhook_id):
+            self._claim_wake.set()
+        self._settle_check()
 
     # --- the recorder --------------------------------------------------------------------------
 
@@ -739,16 +709,16 @@ class DeliveryEngine:
         while True:
             await self._record_wake.wait(math.inf)
             await self._record_now.wait(self._record_linger)
-            while self._outcomes:
+            while self._book.outcomes_waiting:
                 if not await self._record_some():
                     await trio.sleep(1.0)
 
     async def _record_some(self) -> bool:
         """Write one batch of outcomes; False when the store failed (they stay to be written)."""
-        batch = self._take_outcomes()
+        batch = self._book.take_outcomes(RECORD_BATCH)
         try:
             async with self._platform.store.transaction() as tx:
-                await apps.record_outcomes(tx, [outcome for _, outcome in batch])
+                await apps.record_outcomes(tx, [outcome for _, _, outcome in batch])
         except BaseException as exc:
             self._outcomes_not_written(batch)
             if isinstance(exc, StorageError):
@@ -758,38 +728,25 @@ class DeliveryEngine:
         self._outcomes_written(batch)
         return True
 
-    @property
-    def _unwritten(self) -> int:
-        return len(self._outcomes) + self._writing
-
-    def _take_outcomes(self) -> list[tuple[str, apps.AttemptOutcome]]:
-        """Outcomes for a transaction to write (at most RECORD_BATCH); it answers with
-        :meth:`_outcomes_written` or :meth:`_outcomes_not_written`."""
-        batch = self._outcomes[:RECORD_BATCH]
-        del self._outcomes[: len(batch)]
-        self._writing += len(batch)
-        return batch
-
-    def _outcomes_not_written(self, batch: list[tuple[str, apps.AttemptOutcome]]) -> None:
-        self._writing -= len(batch)
-        self._outcomes[:0] = batch
+    def _outcomes_not_written(self, batch: list[tuple[str, str, apps.AttemptOutcome]]) -> None:
+        self._book.outcomes_not_written(batch)
         if batch:
             self._record_wake.set()
 
-    def _outcomes_written(self, batch: list[tuple[str, apps.AttemptOutcome]]) -> None:
-        self._writing -= len(batch)
-        if self._starved or any(outcome.next_attempt_at is not None for _, outcome in batch):
+    def _outcomes_written(self, batch: list[tuple[str, str, apps.AttemptOutcome]]) -> None:
+        self._book.outcomes_written(batch)
+        if self._book.starved or any(outcome.next_attempt_at is not None for *_, outcome in batch):
             self._claim_wake.set()  # room again, or a next due time that may be sooner
         self._settle_check()
 
     def _settle_check(self) -> None:
-        if not self._held_total and not self._unwritten:
+        if self._book.settled:
             self._settled.set()
 
     async def settle(self) -> None:
         """Wait until this engine holds nothing: every delivery it claimed was attempted (or
         refused) and its outcome written."""
-        while self._held_total or self._unwritten:
+        while not self._book.settled:
             self._record_now.set()
             self._settled = trio.Event()
             await self._settled.wait()
@@ -816,12 +773,11 @@ class DeliveryEngine:
 
     async def _stop(self) -> None:
         p = self._platform
-        while self._outcomes and await self._record_some():
+        while self._book.outcomes_waiting and await self._record_some():
             pass
         try:
             async with p.store.transaction() as tx:
                 await apps.release_claims(tx, lease=self.lease, now=p.now())
         except StorageError as exc:
             log.warning("delivery engine: giving claims back: %s", exc)
-        self._held.clear()
-        self._held_total = 0
+        self._book.clear()

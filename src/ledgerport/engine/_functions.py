@@ -15,6 +15,7 @@ handler that throws or breaks a limit fails its run for good.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -35,6 +36,7 @@ from ledgerport.runtime import (
 )
 from ledgerport.storage import StorageError
 
+from ._core import DueRuns, Refusal, RunBook
 from ._delivery import POLL, _Wakeup
 from ._retry import next_attempt_at
 
@@ -80,7 +82,11 @@ class FunctionRunner:
         self.lease = new_id("runner")
         self._tokens: dict[str, str] = {}
         """The token of each run going on, by run id."""
-        self._running = 0
+        self._book = RunBook(workers)
+        """The busy workers per app and per business, and the fair choice of due runs."""
+        self._published: dict[Refusal, int] = {}
+        self._next_due: float | None = None
+        """When the earliest run not claimed yet is due (None: none known)."""
         self._wake = _Wakeup()
         self._idle = trio.Event()
         self._idle.set()
@@ -128,6 +134,11 @@ class FunctionRunner:
                     self._nursery = None
             outer.cancel_scope.cancel()
 
+    @property
+    def busy(self) -> int:
+        """Workers of this runner's pool busy with a run now."""
+        return self._book.busy
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -139,21 +150,28 @@ class FunctionRunner:
         while True:
             try:
                 await self.claim_once()
-                wait = await self._until_next_due()
+                wait = self._until_next_due()
             except StorageError as exc:
                 log.warning("function runner: %s", exc)
                 self._platform.metrics.task_crashes.labels("function_runner").inc()
                 wait = self._poll
             await self._wake.wait(wait)
 
-    async def _until_next_due(self) -> float:
-        if self._running >= self.pool.size:
-            return self._poll  # a run that ends wakes the loop
-        async with self._platform.store.transaction() as tx:
-            due = await apps.next_run_due_at(tx)
-        if due is None:
-            return self._poll
-        return min(self._poll, max(due - self._platform.now(), 0.0) + 0.001)
+    def _until_next_due(self) -> float:
+        if self._book.room <= 0 or self._next_due is None:
+            return self._poll  # a run that ends, or one queued, wakes the loop
+        return min(self._poll, max(self._next_due - self._platform.now(), 0.0) + 0.001)
+
+    def _publish_fairness(self) -> None:
+        metrics = self._platform.metrics
+        for refusal, count in self._book.held_back.items():
+            added = count - self._published.get(refusal, 0)
+            if added:
+                metrics.fairness_held_back.labels("run", refusal.value).inc(added)
+                self._published[refusal] = count
+        apps_busy = self._book.apps
+        metrics.fairness_busiest_share.labels("run").set(apps_busy.busiest() / apps_busy.cap)
+        metrics.fairness_tenants_holding.labels("run").set(apps_busy.holders())
 
     async def _gauge_loop(self) -> None:
         while True:
@@ -167,37 +185,58 @@ class FunctionRunner:
             await trio.sleep(self._poll)
 
     async def claim_once(self) -> int:
-        """Claim due runs for the pool's free workers and start them; answers how many. Each
-        is checked, and gets its token, in the transaction that claims it."""
+        """Claim due runs for the pool's free workers and start them; answers how many.
+
+        The workers go round the tenants with due runs (``RunBook.choose``): the app running
+        least first, then the business running least, each within its share. Each run is
+        checked, and gets its token, in the transaction that claims it."""
         assert self._nursery is not None
-        room = self.pool.size - self._running
-        if room <= 0:
+        if self._book.room <= 0:
             return 0
         prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]] = []
+        chosen: list[tuple[DueRuns, int]] = []
         try:
-            await self._claim(prepared, room)
+            await self._claim(prepared, chosen)
         except BaseException:
             for run, _, _ in prepared:
                 self._tokens.pop(run.id, None)  # minted in the transaction that failed
+            for pair, count in chosen:
+                for _ in range(count):
+                    self._book.ended(pair)
             raise
+        got = Counter(_tenant(run) for run, _, _ in prepared)
+        for pair, count in chosen:
+            for _ in range(count - got[pair]):
+                self._book.ended(pair)  # fewer were due than asked for
         for run, plan, family_id in prepared:
-            self._running += 1
             self._idle = trio.Event() if self._idle.is_set() else self._idle
             self._nursery.start_soon(self._execute, run, plan, family_id)
+        self._publish_fairness()
         return len(prepared)
 
     async def _claim(
-        self, prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]], room: int
+        self,
+        prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]],
+        chosen: list[tuple[DueRuns, int]],
     ) -> None:
         p = self._platform
         async with p.store.transaction() as tx:
             now = p.now()
+            due = await apps.run_due_times(tx)
+            chosen += self._book.choose(
+                [DueRuns(app_id, business) for (app_id, business), at in due if at <= now]
+            )
             claimed = await apps.claim_runs(
                 tx,
                 now=now,
                 lease=self.lease,
                 lease_until=now + self.pool.limits.wall + LEASE_MARGIN,
-                limit=room,
+                quotas=[((pair.app_id, pair.business), count) for pair, count in chosen],
+            )
+            got = Counter(_tenant(run) for run in claimed)
+            more_now = any(got[pair] >= count for pair, count in chosen)
+            self._next_due = (
+                now if more_now else min((at for _, at in due if at > now), default=None)
             )
             for run in claimed:
                 plan = await apps.run_plan(tx, run)
@@ -241,8 +280,8 @@ class FunctionRunner:
             # Unrecorded: the claim runs out and the run goes again.
             log.warning("function runner: run %s: %s", run.id, exc)
         finally:
-            self._running -= 1
-            if not self._running:
+            self._book.ended(_tenant(run))
+            if not self._book.busy:
                 self._idle.set()
             self._wake.set()
 
@@ -327,3 +366,7 @@ class FunctionRunner:
             finished_at=now,
             next_attempt_at=due,
         )
+
+
+def _tenant(run: apps.ClaimedRun) -> DueRuns:
+    return DueRuns(run.app_id, run.business_id or "")

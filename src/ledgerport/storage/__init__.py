@@ -1,5 +1,6 @@
 """Storage: one interface, an embedded SQLite backend and a PostgreSQL backend."""
 
+from ._interface import FIRST_PER_KEY_MAX as FIRST_PER_KEY_MAX
 from ._interface import BadValue as BadValue
 from ._interface import Conflict as Conflict
 from ._interface import Migration as Migration
@@ -9,6 +10,7 @@ from ._interface import StorageError as StorageError
 from ._interface import StorageUnavailable as StorageUnavailable
 from ._interface import Store as Store
 from ._interface import Transaction as Transaction
+from ._interface import first_per_key as first_per_key
 from ._interface import placeholders as placeholders
 from ._migrations import load_migrations as load_migrations
 from ._open import open_store as open_store

@@ -66,6 +66,12 @@ class Migration:
 class Transaction(Protocol):
     """One open transaction: everything done through it commits together or not at all."""
 
+    @property
+    def kind(self) -> Literal["sqlite", "postgresql"]:
+        """The backend, for the few statements the two write differently
+        (:func:`first_per_key`)."""
+        ...
+
     row_lock: str
     """Appended to a SELECT, locks the rows it reads until the transaction ends: `` FOR UPDATE``
     on PostgreSQL, nothing on SQLite, whose write transaction holds the whole database."""
@@ -114,6 +120,43 @@ class Transaction(Protocol):
 
 
 Flush: TypeAlias = Callable[[Transaction, list[Any]], Awaitable[None]]
+
+
+FIRST_PER_KEY_MAX = 200
+"""Keys one :func:`first_per_key` statement takes at most (SQLite compounds up to 500)."""
+
+
+def first_per_key(
+    tx: Transaction,
+    *,
+    select: str,
+    key: str,
+    order: str,
+    quotas: Sequence[tuple[str, int]],
+    start: int,
+) -> tuple[str, list[Any]]:
+    """One statement answering, for each ``(value, n)`` of ``quotas``, the first ``n`` rows in
+    ``order`` of ``select`` (a ``SELECT ... FROM ... WHERE ...`` whose numbered parameters all
+    lie below ``$start``) whose ``key`` expression equals ``value``, and the parameters it adds.
+    Each key is read through its own index range, so a key with a long backlog costs no more
+    than one with a single row. On PostgreSQL the rows are locked, those another transaction
+    holds left out (``FOR UPDATE SKIP LOCKED``), so processes claim side by side."""
+    if not quotas or len(quotas) > FIRST_PER_KEY_MAX:
+        raise ValueError(f"first_per_key takes 1 to {FIRST_PER_KEY_MAX} keys")
+    if tx.kind == "postgresql":
+        sql = (
+            f"SELECT picked.* FROM unnest(${start}::text[], ${start + 1}::int[]) AS quota(k, n)"
+            f" CROSS JOIN LATERAL ({select} AND {key} = quota.k ORDER BY {order}"
+            " LIMIT quota.n FOR UPDATE SKIP LOCKED) AS picked"
+        )
+        return sql, [[value for value, _ in quotas], [n for _, n in quotas]]
+    arms: list[str] = []
+    args: list[Any] = []
+    for index, (value, n) in enumerate(quotas):
+        at = start + 2 * index
+        arms.append(f"SELECT * FROM ({select} AND {key} = ${at} ORDER BY {order} LIMIT ${at + 1})")
+        args += [value, n]
+    return " UNION ALL ".join(arms), args
 
 
 class CommitQueues:

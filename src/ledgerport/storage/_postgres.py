@@ -55,6 +55,7 @@ _DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 
 
 class _PostgresTransaction:
+    kind: Literal["postgresql"] = "postgresql"
     row_lock = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     json_object = "json_build_object"

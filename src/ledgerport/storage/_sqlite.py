@@ -48,6 +48,7 @@ def _convert(exc: sqlite3.Error) -> Exception:
 
 
 class _SqliteTransaction:
+    kind: Literal["sqlite"] = "sqlite"
     row_lock = ""
     skip_locked = ""
     json_object = "json_object"

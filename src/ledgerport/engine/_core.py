@@ -1,0 +1,480 @@
+"""The engine's bookkeeping, with no ``await``: what is held, for whom, and what to do next.
+
+Every app's webhooks share one delivery engine and every app's functions share one pool of
+sandbox workers, so the engine is a multi-tenant scheduler. Its state lives here, in plain
+objects that compute a transition and answer what the caller must do; the loops around them
+(``_delivery.py``, ``_functions.py``) only wait and do I/O, and restore what they took when the
+I/O fails (httpcore's ``connection_pool.py`` habit). Because nothing here awaits, a
+cancellation can never land between a check and the change it allows, and the invariants are
+tested without a store (``tests/unit/test_engine_core.py``, with hypothesis).
+
+- :class:`Shares`: units of a budget (deliveries held, workers busy) held by tenants, each
+  tenant within its cap and the whole within the total. When the total is full, tenants that
+  found no room wait, and until each has had a unit nobody else gets one: one tenant's backlog
+  delays another's work by at most one unit of work (one attempt, one run).
+- :class:`DeliveryBook`: the delivery engine's holds (per webhook, per app, in all), the
+  reservations of a claiming transaction, the fan-outs whose first attempts started before
+  their transaction committed, and the outcomes waiting to be written.
+- :class:`RunBook`: the runner's busy workers per app and per business, and the fair choice of
+  which due runs to claim.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+Tenant = TypeVar("Tenant", bound=Hashable)
+Ended = TypeVar("Ended")
+"""What the engine keeps of an attempt that ended before its fan-out did."""
+Outcome = TypeVar("Outcome")
+"""An outcome to write."""
+
+
+class Refusal(Enum):
+    """Why a unit was not granted."""
+
+    OWN_CAP = "own_cap"
+    """The tenant holds its cap (a webhook's, an app's or a business's share)."""
+    TOTAL = "total"
+    """The whole budget is held."""
+    FAIRNESS = "fairness"
+    """Others wait for room: they go first."""
+
+
+class Capped(Generic[Tenant]):
+    """Units held per tenant, at most ``cap`` each."""
+
+    def __init__(self, cap: int) -> None:
+        if cap < 0:
+            raise ValueError("a cap is a count of units")
+        self.cap = cap
+        self._held: Counter[Tenant] = Counter()
+
+    def held(self, tenant: Tenant) -> int:
+        return self._held[tenant]
+
+    def full(self, tenant: Tenant) -> bool:
+        return self._held[tenant] >= self.cap
+
+    def add(self, tenant: Tenant) -> None:
+        self._held[tenant] += 1
+
+    def remove(self, tenant: Tenant) -> None:
+        held = self._held[tenant]
+        if held <= 0:
+            raise ValueError(f"{tenant!r} holds no unit to let go")
+        if held == 1:
+            del self._held[tenant]
+        else:
+            self._held[tenant] = held - 1
+
+    def full_tenants(self) -> list[Tenant]:
+        return [tenant for tenant, held in self._held.items() if held >= self.cap]
+
+    def busiest(self) -> int:
+        """The most units one tenant holds."""
+        return max(self._held.values(), default=0)
+
+    def holders(self) -> int:
+        return len(self._held)
+
+    def total(self) -> int:
+        return sum(self._held.values())
+
+    def clear(self) -> None:
+        self._held.clear()
+
+
+class Shares(Generic[Tenant]):
+    """Units of a budget of ``total`` held by tenants, at most ``per_tenant`` each.
+
+    When a tenant finds the total full it waits; while any tenant waits, a unit goes only to a
+    waiting tenant, so the next unit let go reaches a waiter and no tenant gains a unit while
+    another waits. :meth:`forget` drops waiters that have no work any more."""
+
+    def __init__(self, *, total: int, per_tenant: int) -> None:
+        if total < 0:
+            raise ValueError("a budget is a count of units")
+        self.total = total
+        self.tenants: Capped[Tenant] = Capped(per_tenant)
+        self._in_use = 0
+        self._waiting: dict[Tenant, None] = {}
+        """Tenants refused for want of room, oldest first."""
+
+    @property
+    def per_tenant(self) -> int:
+        return self.tenants.cap
+
+    @property
+    def in_use(self) -> int:
+        return self._in_use
+
+    def held(self, tenant: Tenant) -> int:
+        return self.tenants.held(tenant)
+
+    @property
+    def waiting(self) -> tuple[Tenant, ...]:
+        return tuple(self._waiting)
+
+    def refusal(self, tenant: Tenant) -> Refusal | None:
+        """Why ``tenant`` may not take a unit now, or None when it may."""
+        if self.tenants.full(tenant):
+            return Refusal.OWN_CAP
+        if self._in_use >= self.total:
+            return Refusal.TOTAL
+        if self._waiting and tenant not in self._waiting:
+            return Refusal.FAIRNESS
+        return None
+
+    def take(self, tenant: Tenant) -> Refusal | None:
+        """Take a unit for ``tenant``; answers why not when it may not (and when the total is
+        full, ``tenant`` waits from now on)."""
+        refusal = self.refusal(tenant)
+        if refusal is Refusal.TOTAL:
+            self._waiting.setdefault(tenant, None)
+        if refusal is not None:
+            return refusal
+        self.tenants.add(tenant)
+        self._in_use += 1
+        self._waiting.pop(tenant, None)
+        return None
+
+    def let_go(self, tenant: Tenant) -> None:
+        """Give back a unit of ``tenant``'s."""
+        self.tenants.remove(tenant)
+        self._in_use -= 1
+
+    def wait(self, tenant: Tenant) -> None:
+        """``tenant`` has work and found no room."""
+        self._waiting.setdefault(tenant, None)
+
+    def forget(self, tenants: Iterable[Tenant]) -> None:
+        """``tenants`` wait no more (they have no work now)."""
+        for tenant in tenants:
+            self._waiting.pop(tenant, None)
+
+    def clear(self) -> None:
+        self.tenants.clear()
+        self._in_use = 0
+        self._waiting.clear()
+
+
+# --- Deliveries ------------------------------------------------------------------------------
+
+
+class Verdict(Enum):
+    """What becomes of an attempt's outcome."""
+
+    RECORD = "record"
+    """Write it."""
+    WAIT = "wait"
+    """Its fan-out has not ended: keep it (and the delivery's room) until it does."""
+    DROP = "drop"
+    """Its fan-out did not commit: the delivery does not exist; forget the outcome."""
+
+
+@dataclass(eq=False)
+class FanOut(Generic[Ended]):
+    """A fan-out whose first attempts start before its transaction ends."""
+
+    ended: bool = False
+    committed: bool = False
+    waiting: list[tuple[str, Ended]] = field(default_factory=list)
+    """Its attempts that ended before it did: (delivery id, what the engine keeps)."""
+
+
+@dataclass
+class Reservation:
+    """Room taken for deliveries a transaction claims (:meth:`DeliveryBook.reserving`)."""
+
+    book: DeliveryBook[Any, Any]
+    taken: list[tuple[str, str]] = field(default_factory=list)
+    """(app id, webhook id) of each unit taken and not handed over yet."""
+
+    def take(self, app_id: str, webhook_id: str) -> bool:
+        if self.book.take(app_id, webhook_id) is None:
+            self.taken.append((app_id, webhook_id))
+            return True
+        return False
+
+    def handed_over(self) -> None:
+        """What was taken is in the actors' hands now: they let it go."""
+        self.taken.clear()
+
+
+class DeliveryBook(Generic[Ended, Outcome]):
+    """The delivery engine's bookkeeping (see the module docstring)."""
+
+    def __init__(self, *, total: int, per_app: int, per_webhook: int) -> None:
+        self.apps: Shares[str] = Shares(total=total, per_tenant=per_app)
+        self.webhooks: Capped[str] = Capped(per_webhook)
+        self.held_back: Counter[Refusal] = Counter()
+        """Deliveries refused room so far, by why (a webhook at its own cap counts as
+        OWN_CAP too: its own backlog)."""
+        self.starved = False
+        """Some delivery found no room: the claimer looks again when room is let go."""
+        self._fan_outs: dict[str, FanOut[Ended]] = {}
+        """The fan-out of each delivery handed over before that fan-out ended."""
+        self._outcomes: list[tuple[str, str, Outcome]] = []
+        """(app id, webhook id, outcome) waiting to be written, oldest first."""
+        self._writing = 0
+        """Outcomes taken by a transaction that has not ended yet."""
+
+    # --- holds ---------------------------------------------------------------------------------
+
+    @property
+    def held(self) -> int:
+        return self.apps.in_use
+
+    def take(self, app_id: str, webhook_id: str) -> Refusal | None:
+        """Hold one more delivery of ``webhook_id`` (an app's) when its webhook, its app and
+        the engine have room, no other app waits for room first, and the outcomes waiting to
+        be written are not too many (they hold claims back); else why not."""
+        refusal: Refusal | None = None
+        if self.webhooks.full(webhook_id):
+            refusal = Refusal.OWN_CAP
+        elif self.unwritten >= self.apps.total:
+            refusal = Refusal.TOTAL
+        else:
+            refusal = self.apps.take(app_id)
+        if refusal is not None:
+            self.starved = True
+            self.held_back[refusal] += 1
+            return refusal
+        self.webhooks.add(webhook_id)
+        return None
+
+    def let_go(self, app_id: str, webhook_id: str) -> bool:
+        """Give back a delivery's room; answers whether the claimer should look for work (it
+        was starved and enough is free again: refilled in batches, not a claim per delivery,
+        or at once when an app waits for room)."""
+        self.apps.let_go(app_id)
+        self.webhooks.remove(webhook_id)
+        if not self.starved:
+            return False
+        return (
+            self.webhooks.held(webhook_id) <= self.webhooks.cap // 2
+            or self.apps.held(app_id) <= self.apps.per_tenant // 2
+            or self.held <= self.apps.total // 2
+            or bool(self.apps.waiting)
+        )
+
+    @contextmanager
+    def reserving(self) -> Iterator[Reservation]:
+        """Room for a claiming transaction: what it took is given back when the transaction
+        fails (nothing was claimed then), unless it was handed over already."""
+        reservation = Reservation(self)
+        try:
+            yield reservation
+        except BaseException:
+            for app_id, webhook_id in reservation.taken:
+                self.let_go(app_id, webhook_id)
+            raise
+
+    def full_webhooks(self) -> list[str]:
+        """Webhooks holding their cap: a claim passes over them."""
+        return sorted(self.webhooks.full_tenants())
+
+    def claim_order(self, due_apps: Sequence[str], budget: int) -> list[tuple[str, int]]:
+        """Which of the apps with due deliveries a claim takes from, and at most how many of
+        each: apps waiting for room first, then those holding least. An app at its share, or
+        that must let waiting apps go first, is held back (counted), as is every app when the
+        engine is full (they wait from now on). The claim's ``budget`` is shared out evenly
+        among the rest; no app's part exceeds its room."""
+        wanted = set(due_apps)
+        self.apps.forget([app for app in self.apps.waiting if app not in wanted])
+        waiting = [app for app in self.apps.waiting if app in wanted]
+        order = waiting + sorted(
+            (app for app in wanted if app not in waiting),
+            key=lambda app: (self.apps.held(app), app),
+        )
+        chosen: list[tuple[str, int]] = []
+        for app in order:
+            refusal = self.apps.refusal(app)
+            if refusal is not None:
+                self.held_back[refusal] += 1
+                self.starved = True
+                if refusal is Refusal.TOTAL:
+                    self.apps.wait(app)
+                continue
+            chosen.append((app, self.apps.per_tenant - self.apps.held(app)))
+        if not chosen:
+            return []
+        free = self.apps.total - self.apps.in_use
+        part = max(1, min(budget, free) // len(chosen))
+        return [(app, min(room, part)) for app, room in chosen]
+
+    # --- fan-outs awaiting commit --------------------------------------------------------------
+
+    def fan_out_began(self) -> FanOut[Ended]:
+        return FanOut()
+
+    def awaits_commit(self, delivery_id: str, fan_out: FanOut[Ended]) -> None:
+        """``delivery_id`` was handed over before ``fan_out``'s transaction ended."""
+        self._fan_outs[delivery_id] = fan_out
+
+    def unmade(self, delivery_id: str) -> bool:
+        """Whether ``delivery_id`` belongs to a fan-out that ended without committing (it does
+        not exist: it must not be attempted)."""
+        fan_out = self._fan_outs.get(delivery_id)
+        return fan_out is not None and fan_out.ended and not fan_out.committed
+
+    def forget_unmade(self, delivery_id: str) -> None:
+        del self._fan_outs[delivery_id]
+
+    def attempt_ended(self, delivery_id: str, ended: Ended) -> Verdict:
+        """The verdict on an attempt's outcome; WAIT keeps ``ended`` until its fan-out ends
+        (:meth:`fan_out_ended` gives it back)."""
+        fan_out = self._fan_outs.get(delivery_id)
+        if fan_out is None:
+            return Verdict.RECORD
+        if not fan_out.ended:
+            fan_out.waiting.append((delivery_id, ended))
+            return Verdict.WAIT
+        del self._fan_outs[delivery_id]
+        return Verdict.RECORD if fan_out.committed else Verdict.DROP
+
+    def fan_out_ended(self, fan_out: FanOut[Ended], *, committed: bool) -> list[Ended]:
+        """``fan_out``'s transaction ended (committed or not): the attempts that waited for
+        it, whose verdict is now RECORD when it committed and DROP when it did not."""
+        fan_out.ended, fan_out.committed = True, committed
+        waiting, fan_out.waiting = fan_out.waiting, []
+        for delivery_id, _ in waiting:
+            del self._fan_outs[delivery_id]
+        return [ended for _, ended in waiting]
+
+    # --- the outcome buffer --------------------------------------------------------------------
+
+    def add_outcome(self, app_id: str, webhook_id: str, outcome: Outcome) -> None:
+        self._outcomes.append((app_id, webhook_id, outcome))
+
+    @property
+    def outcomes_waiting(self) -> int:
+        return len(self._outcomes)
+
+    @property
+    def unwritten(self) -> int:
+        return len(self._outcomes) + self._writing
+
+    def take_outcomes(self, limit: int) -> list[tuple[str, str, Outcome]]:
+        """Outcomes for a transaction to write (at most ``limit``, oldest first); it answers
+        with :meth:`outcomes_written` or :meth:`outcomes_not_written`."""
+        batch = self._outcomes[:limit]
+        del self._outcomes[: len(batch)]
+        self._writing += len(batch)
+        return batch
+
+    def outcomes_not_written(self, batch: list[tuple[str, str, Outcome]]) -> None:
+        """The transaction failed: the batch is written again, first."""
+        self._writing -= len(batch)
+        self._outcomes[:0] = batch
+
+    def outcomes_written(self, batch: list[tuple[str, str, Outcome]]) -> None:
+        self._writing -= len(batch)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing held and nothing waiting to be written."""
+        return not self.held and not self.unwritten
+
+    def clear(self) -> None:
+        """The engine stopped: its claims were given back."""
+        self.apps.clear()
+        self.webhooks.clear()
+        self.starved = False
+
+
+# --- Function runs ---------------------------------------------------------------------------
+
+
+def half_share(workers: int) -> int:
+    """The workers one app (or one business) may keep busy at once: half, rounded up, so one
+    tenant's flood always leaves the rest to others (all of one worker when there is one)."""
+    return max(1, (workers + 1) // 2)
+
+
+@dataclass(frozen=True)
+class DueRuns:
+    """Due runs of one app for one business (``business`` '' when the event has none)."""
+
+    app_id: str
+    business: str
+
+
+class RunBook:
+    """The runner's busy workers per app and per business, and the fair choice of due runs.
+
+    A worker counts against its run's app and business from the run's claim to its end,
+    whether the run computes or waits. Every worker that ends is handed out again by
+    :meth:`choose`, among everything due at that moment, to the app running least: the
+    runner takes no run outside it, so no tenant's backlog gets ahead of another's."""
+
+    def __init__(self, workers: int, *, share: int | None = None) -> None:
+        cap = share if share is not None else half_share(workers)
+        self.workers = workers
+        self.apps: Capped[str] = Capped(cap)
+        self.businesses: Capped[str] = Capped(cap)
+        self.busy = 0
+        self.held_back: Counter[Refusal] = Counter()
+        self._turn = 0
+
+    @property
+    def room(self) -> int:
+        return self.workers - self.busy
+
+    def choose(self, due: Sequence[DueRuns]) -> list[tuple[DueRuns, int]]:
+        """How many runs of each (app, business) to claim now, taking a worker for each: one
+        per pair and round, the app running least first (then the business running least,
+        then in turns), each app and business within its share, at most the free workers.
+        Pairs a share leaves out are counted as held back. :meth:`ended` gives back a worker,
+        also one whose claim found no run."""
+        self._turn += 1
+        chosen: Counter[DueRuns] = Counter()
+        remaining = list(due)
+        while remaining and self.room > 0:
+            remaining.sort(key=self._rank)
+            kept: list[DueRuns] = []
+            for pair in remaining:
+                if self.room <= 0:
+                    break
+                if not self.capped(pair):
+                    self._start(pair)
+                    chosen[pair] += 1
+                    kept.append(pair)
+            remaining = kept
+        for pair in due:
+            if pair not in chosen:
+                self.held_back[Refusal.OWN_CAP if self.capped(pair) else Refusal.TOTAL] += 1
+        return list(chosen.items())
+
+    def capped(self, pair: DueRuns) -> bool:
+        return self.apps.full(pair.app_id) or bool(
+            pair.business and self.businesses.full(pair.business)
+        )
+
+    def _rank(self, pair: DueRuns) -> tuple[int, int, int]:
+        turn = hash((pair.app_id, pair.business, self._turn)) & 0xFFFF
+        return (self.apps.held(pair.app_id), self.businesses.held(pair.business), turn)
+
+    def _start(self, pair: DueRuns) -> None:
+        self.apps.add(pair.app_id)
+        if pair.business:
+            self.businesses.add(pair.business)
+        self.busy += 1
+
+    def ended(self, pair: DueRuns) -> None:
+        """A run of ``pair`` ended (or its claim did not get it): its worker is free."""
+        self.apps.remove(pair.app_id)
+        if pair.business:
+            self.businesses.remove(pair.business)
+        self.busy -= 1
+
+    def clear(self) -> None:
+        self.apps.clear()
+        self.businesses.clear()
+        self.busy = 0

@@ -1,0 +1,208 @@
+"""No tenant holds back another: the probe's starvation and delay scenarios, with their bounds.
+
+- An app with twenty webhooks at an endpoint that accepts and never answers, and a backlog of
+  deliveries to them, leaves the engine room for another app: its delivery to a fast receiver
+  arrives while the flood's attempts still hang (before their timeout), where without shares
+  it waited for them.
+- An app whose runs each hold a worker (waiting on a call that does not answer) keeps at most
+  its share of the workers: another app's run starts at once, and with two runners (two
+  processes) on one store as well.
+
+Every wait is bounded; the bounds sit far below what the flood's work takes (a 10 s attempt
+timeout, a 30 s call), so they fail on starvation and not on a slow machine."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from ledgerport.engine import DeliveryEngine, FunctionRunner
+from ledgerport.http import in_process_api
+from ledgerport.platform import Platform
+from ledgerport.runtime import RunLimits
+from ledgerport.storage import Store
+
+from ..receiver import Answer, receiving
+from .data_api import Api, owner_api
+from .webhook_world import Console, console_for
+
+TIMEOUT = 90
+NEVER = Answer(delay=3600.0)
+"""An endpoint that accepts and never answers."""
+
+
+async def test_an_apps_dead_endpoints_leave_the_engine_room_for_another_app(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    flood = await owner_api(client, admin_headers)
+    flood_console = await console_for(client, admin_headers, flood)
+    victim = await owner_api(client, admin_headers)
+    victim_console = await console_for(client, admin_headers, victim)
+    with trio.fail_after(TIMEOUT):
+        async with receiving() as dead, receiving() as fast, trio.open_nursery() as nursery:
+            dead.default = NEVER
+            for _ in range(20):
+                await flood_console.webhook(dead.url, ["customer.created"])
+            await victim_console.webhook(fast.url, ["customer.created"])
+            engine = DeliveryEngine(platform, held_total=48, held_per_app=16, held_per_webhook=8)
+            await nursery.start(engine.run)
+            for index in range(6):
+                await flood.customer(f"Flood {index}")  # 120 deliveries to a dead endpoint
+            await dead.wait_for(16, within=30)
+            started = trio.current_time()
+            await victim.customer("Victim")
+            await fast.wait_for(1, within=5)  # the flood's attempts hang for 10 s
+            took = trio.current_time() - started
+            held = engine.held
+            nursery.cancel_scope.cancel()
+    assert held <= 16 + 1, "the flood holds its share, the victim its delivery"
+    assert took < 5
+    held_back = platform.metrics.fairness_held_back.labels("delivery", "own_cap")._value.get()
+    assert held_back > 0
+
+
+class SlowApi:
+    """The data API, except ``/slow``, which answers after ``delay`` seconds: a handler that
+    calls it holds its worker while using no CPU."""
+
+    def __init__(self, call: Any, delay: float) -> None:
+        self._call = call
+        self._delay = delay
+
+    async def __call__(
+        self, token: str, method: str, path: str, body: str | None
+    ) -> tuple[int, Any]:
+        if path == "/slow":
+            await trio.sleep(self._delay)
+            return 200, {"data": []}
+        result: tuple[int, Any] = await self._call(token, method, path, body)
+        return result
+
+
+WAITS = "export async function handler(e, c) { await c.api.get('/slow'); return 'waited' }"
+QUICK = "export async function handler(e, c) { return (await c.api.get('/customers')).data.length }"
+
+
+async def _function(console: Console, name: str, source: str) -> None:
+    await console.ok(
+        "PUT", f"/functions/{name}", {"source": source, "events": ["customer.created"]}
+    )
+
+
+async def _runs(console: Console, name: str) -> list[dict[str, Any]]:
+    page = await console.ok("GET", f"/functions/{name}/runs")
+    return page["data"]  # type: ignore[no-any-return]
+
+
+@asynccontextmanager
+async def runners(
+    platform: Platform, app: Any, count: int, workers: int
+) -> AsyncIterator[list[FunctionRunner]]:
+    """``count`` runners (as ``count`` processes would have) on one store, running."""
+    async with in_process_api(app, "http://localhost") as call, trio.open_nursery() as nursery:
+        made = [
+            FunctionRunner(
+                platform, workers=workers, limits=RunLimits(wall=60), api=SlowApi(call, 30.0)
+            )
+            for _ in range(count)
+        ]
+        for runner in made:
+            await nursery.start(runner.run)
+        yield made
+        nursery.cancel_scope.cancel()
+
+
+async def _dispatch(platform: Platform) -> None:
+    engine = DeliveryEngine(platform)
+    async with engine.running():
+        while await engine.dispatch_once():
+            pass
+
+
+async def _flood_then_victim(
+    platform: Platform, client: Any, admin_headers: dict[str, str], flood_runs: int
+) -> tuple[Console, Api, Console]:
+    """A flood app with ``flood_runs`` runs of a function that waits, queued; a victim app
+    with a quick function."""
+    flood = await owner_api(client, admin_headers)
+    flood_console = await console_for(client, admin_headers, flood)
+    victim = await owner_api(client, admin_headers)
+    victim_console = await console_for(client, admin_headers, victim)
+    await _function(flood_console, "waits", WAITS)
+    await _function(victim_console, "quick", QUICK)
+    for index in range(flood_runs):
+        await flood.customer(f"Flood {index}")
+    return flood_console, victim, victim_console
+
+
+async def _until(predicate: Any, within: float) -> None:
+    """Look every 50 ms until ``predicate`` holds (what it reads signals nothing)."""
+    with trio.fail_after(within):
+        while True:
+            if await predicate():
+                return
+            await trio.sleep(0.05)
+
+
+async def test_an_apps_waiting_runs_keep_its_share_and_another_apps_run_starts_at_once(
+    platform: Platform, client: Any, admin_headers: dict[str, str], app: Any
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        flood_console, victim, victim_console = await _flood_then_victim(
+            platform, client, admin_headers, flood_runs=8
+        )
+        async with runners(platform, app, count=1, workers=2) as running:
+            await _dispatch(platform)
+
+            (runner,) = running
+
+            async def one_flood_run_holds_a_worker() -> bool:
+                return runner.busy == 1
+
+            await _until(one_flood_run_holds_a_worker, within=30)
+            await victim.customer("Victim")
+            await _dispatch(platform)
+            started = trio.current_time()
+
+            async def victim_ran() -> bool:
+                return [r["status"] for r in await _runs(victim_console, "quick")] == ["succeeded"]
+
+            await _until(victim_ran, within=10)  # a flood run waits 30 s on its call
+            took = trio.current_time() - started
+            flood_runs = await _runs(flood_console, "waits")
+    assert took < 10
+    assert [run["status"] for run in flood_runs].count("queued") == 8, "none of them ended"
+    held_back = platform.metrics.fairness_held_back.labels("run", "own_cap")._value.get()
+    assert held_back > 0
+
+
+async def test_with_two_runners_on_one_store_each_keeps_the_flood_to_its_share(
+    platform: Platform, client: Any, admin_headers: dict[str, str], app: Any, store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        _, victim, victim_console = await _flood_then_victim(
+            platform, client, admin_headers, flood_runs=10
+        )
+        async with runners(platform, app, count=2, workers=2) as both:
+            await _dispatch(platform)
+
+            async def flood_holds_two_workers() -> bool:
+                return sum(runner.busy for runner in both) == 2
+
+            await _until(flood_holds_two_workers, within=30)
+            await victim.customer("Victim")
+            await _dispatch(platform)
+
+            async def victim_ran() -> bool:
+                return [r["status"] for r in await _runs(victim_console, "quick")] == ["succeeded"]
+
+            await _until(victim_ran, within=10)
+            async with store.transaction() as tx:
+                leases = await tx.fetch(
+                    "SELECT lease, COUNT(*) AS n FROM function_runs WHERE lease IS NOT NULL"
+                    " GROUP BY lease"
+                )
+    assert sorted(int(row["n"]) for row in leases) == [1, 1], "one flood run a runner"
