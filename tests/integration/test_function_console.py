@@ -291,6 +291,8 @@ async def test_runs_are_listed_newest_first_with_their_outcome(
             "error": "TypeError: x is not a function",
             "result": None,
             "createdAt": "2023-11-14T22:13:21.000Z",
+            "logsTruncated": False,
+            "resultTruncated": False,
         },
         {
             "id": "run_0",
@@ -304,6 +306,8 @@ async def test_runs_are_listed_newest_first_with_their_outcome(
             "error": None,
             "result": {"ok": True},
             "createdAt": "2023-11-14T22:13:20.000Z",
+            "logsTruncated": False,
+            "resultTruncated": False,
         },
     ]
 

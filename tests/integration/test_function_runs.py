@@ -14,6 +14,7 @@ from typing import Any
 
 import trio
 
+from ledgerport import apps
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import FunctionRunner, Scheduler
 from ledgerport.http import in_process_api
@@ -370,3 +371,53 @@ async def test_a_run_gets_no_token_once_its_installing_user_is_no_longer_an_acti
             (run,) = await runs(world, "reach")
     assert run["status"] == "succeeded"
     assert run["result"] == 503
+
+
+WRITES_A_LOT = """
+export function handler(event, context) {
+  for (let i = 0; i < 200; i++) context.log("line " + i + " " + "x".repeat(90));
+  return { padding: "y".repeat(10000) };
+}
+"""
+THROWS = """
+function deep() { throw new RangeError("out of range on purpose"); }
+export function handler() { deep(); }
+"""
+
+
+async def test_the_listing_answers_excerpts_and_a_runs_own_route_answers_it_whole(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            for name, source in (("writes", WRITES_A_LOT), ("throws", THROWS)):
+                await world.console.ok(
+                    "PUT", f"/functions/{name}", {"source": source, "events": ["customer.created"]}
+                )
+            await world.api.customer()
+            await run_queued(platform, world)
+            (listed,) = await runs(world, "writes")
+            whole = await world.console.ok("GET", f"/functions/writes/runs/{listed['id']}")
+            (thrown,) = await runs(world, "throws")
+            thrown_whole = await world.console.ok("GET", f"/functions/throws/runs/{thrown['id']}")
+            elsewhere = await world.console.call("GET", f"/functions/throws/runs/{listed['id']}")
+            unknown = await world.console.call("GET", "/functions/writes/runs/run_unknown")
+    lines = [f"line {i} " + "x" * 90 for i in range(200)]
+    assert listed["status"] == "succeeded"
+    assert listed["logsTruncated"] is True
+    assert 0 < len(listed["logs"]) < 200
+    assert listed["logs"] == lines[: len(listed["logs"])]
+    assert sum(len(line) for line in listed["logs"]) <= apps.RUN_EXCERPT_CHARS
+    assert (listed["result"], listed["resultTruncated"]) == (None, True)
+    assert whole["logs"] == lines
+    assert (whole["logsTruncated"], whole["resultTruncated"]) == (False, False)
+    assert whole["result"] == {"padding": "y" * 10000}
+    assert whole["event"]["type"] == "customer.created"
+    assert whole["event"]["id"] == listed["id"]
+    assert whole["stack"] is None
+    assert thrown["error"] == "RangeError: out of range on purpose"
+    assert thrown["logsTruncated"] is False
+    assert "RangeError: out of range on purpose" in thrown_whole["stack"]
+    assert "deep" in thrown_whole["stack"]
+    assert elsewhere.status_code == unknown.status_code == 404
+    assert (await unknown.get_json())["code"] == "RUN_NOT_FOUND"

@@ -108,6 +108,7 @@ from ._errors import RedeliveryRefused as RedeliveryRefused
 from ._errors import ResourceIdsMissing as ResourceIdsMissing
 from ._errors import RevisionInWrongState as RevisionInWrongState
 from ._errors import RevisionNotFound as RevisionNotFound
+from ._errors import RunNotFound as RunNotFound
 from ._errors import ScopesNotRegistered as ScopesNotRegistered
 from ._errors import SlugTaken as SlugTaken
 from ._errors import TooManyResourceIds as TooManyResourceIds
@@ -121,11 +122,13 @@ from ._extensions import extension_url as extension_url
 from ._extensions import get_extension as get_extension
 from ._extensions import list_extensions as list_extensions
 from ._extensions import put_extension as put_extension
+from ._functions import RUN_EXCERPT_CHARS as RUN_EXCERPT_CHARS
 from ._functions import RUN_STATUSES as RUN_STATUSES
 from ._functions import ClaimedRun as ClaimedRun
 from ._functions import FunctionRun as FunctionRun
 from ._functions import FunctionUpload as FunctionUpload
 from ._functions import HostedFunction as HostedFunction
+from ._functions import RunDetail as RunDetail
 from ._functions import RunEnded as RunEnded
 from ._functions import RunPlan as RunPlan
 from ._functions import RunStatus as RunStatus
@@ -133,6 +136,7 @@ from ._functions import claim_runs as claim_runs
 from ._functions import delete_function as delete_function
 from ._functions import function_source as function_source
 from ._functions import get_function as get_function
+from ._functions import get_run as get_run
 from ._functions import list_functions as list_functions
 from ._functions import next_run_due_at as next_run_due_at
 from ._functions import prepare_function as prepare_function

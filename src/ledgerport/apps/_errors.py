@@ -287,6 +287,13 @@ class FunctionNotFound(AppsError):
         super().__init__("Function {0} not found", params=[name])
 
 
+class RunNotFound(AppsError):
+    """The function has no run of that id (or it aged out)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__("Run {0} not found", params=[run_id])
+
+
 class FunctionSourceNoHandler(AppsError):
     """The upload is not an ES module exporting ``handler``; ``reason`` says what is wrong."""
 

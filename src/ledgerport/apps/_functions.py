@@ -28,7 +28,7 @@ from ledgerport.storage import Row, Transaction, first_per_key
 from ._apps import App
 from ._compiler import compile_upload
 from ._deliveries import tenant_due_times_sql
-from ._errors import FunctionNotFound
+from ._errors import FunctionNotFound, RunNotFound
 from ._module_source import CompiledModule
 
 RunStatus = Literal["queued", "retrying", "succeeded", "failed"]
@@ -62,7 +62,8 @@ class HostedFunction:
 
 @dataclass(frozen=True)
 class FunctionRun:
-    """A run as the console shows it."""
+    """A run as the console lists it: what it wrote, in an excerpt (RUN_EXCERPT_CHARS of
+    log lines; the result when its JSON is no longer), the flags saying whether more exists."""
 
     id: str
     event_id: str | None
@@ -75,9 +76,13 @@ class FunctionRun:
     error: str | None
     result: Any
     created_at: float
+    logs_truncated: bool = False
+    result_truncated: bool = False
 
     @classmethod
     def from_row(cls, row: Row) -> FunctionRun:
+        logs, logs_truncated = _log_excerpt(row["logs_head"], int(row["logs_size"] or 0))
+        result_size = int(row["result_size"] or 0)
         return cls(
             id=row["id"],
             event_id=row["event_id"],
@@ -86,11 +91,54 @@ class FunctionRun:
             attempts=int(row["attempts"]),
             version=None if row["version"] is None else int(row["version"]),
             duration_ms=row["duration_ms"],
-            logs=json.loads(row["logs"]) if row["logs"] is not None else [],
+            logs=logs,
             error=row["error"],
             result=json.loads(row["result"]) if row["result"] is not None else None,
             created_at=float(row["created_at"]),
+            logs_truncated=logs_truncated,
+            result_truncated=result_size > RUN_EXCERPT_CHARS,
         )
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """One run whole: what it ran on and everything it wrote."""
+
+    run: FunctionRun
+    event: Any
+    """What the handler got (the webhook delivery body's shape)."""
+    stack: str | None
+    """The stack of what the handler threw, when it threw an Error."""
+
+
+RUN_EXCERPT_CHARS = 4096
+"""Characters of a run's log lines, and of its result's JSON, a listing of runs answers at most
+(a run may keep 64 KiB of each: a listing of 100 whole runs would weigh 12.8 MB)."""
+_RUN_LIST_COLUMNS = (
+    "id, event_id, type, status, attempts, version, duration_ms, error, created_at,"
+    " substr(logs, 1, $2) AS logs_head, length(logs) AS logs_size,"
+    " CASE WHEN length(result) <= $2 THEN result END AS result, length(result) AS result_size"
+)
+
+
+def _log_excerpt(head: str | None, size: int) -> tuple[list[str], bool]:
+    """The log lines whole within ``head``, the first characters of a run's logs (a JSON
+    array of strings), and whether the logs go on past them."""
+    if head is None:
+        return [], False
+    if len(head) >= size:
+        return list(json.loads(head)), False
+    lines: list[str] = []
+    decoder = json.JSONDecoder()
+    at = 1  # past the "["
+    while at < len(head):
+        try:
+            line, at = decoder.raw_decode(head, at)
+        except ValueError:
+            break
+        lines.append(line)
+        at += 1  # past the ","
+    return lines, True
 
 
 def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[str]:
@@ -246,14 +294,37 @@ async def delete_function(tx: Transaction, *, now: float, app_id: str, name: str
 
 
 async def recent_runs(tx: Transaction, function: HostedFunction) -> list[FunctionRun]:
-    """The function's most recent runs (catalog.CONSOLE_RUNS_SHOWN), newest first."""
+    """The function's most recent runs (catalog.CONSOLE_RUNS_SHOWN), newest first, each with an
+    excerpt of what it wrote (see :class:`FunctionRun`): only the excerpts are read."""
     rows = await tx.fetch(
-        "SELECT * FROM function_runs WHERE function_id = $1"
-        " ORDER BY created_at DESC, id DESC LIMIT $2",
+        f"SELECT {_RUN_LIST_COLUMNS} FROM function_runs WHERE function_id = $1"
+        " ORDER BY created_at DESC, id DESC LIMIT $3",
         function.id,
+        RUN_EXCERPT_CHARS,
         catalog.CONSOLE_RUNS_SHOWN,
     )
     return [FunctionRun.from_row(row) for row in rows]
+
+
+async def get_run(tx: Transaction, function: HostedFunction, run_id: str) -> RunDetail:
+    """The function's run ``run_id`` whole; RunNotFound when the function has none of that id
+    (or it aged out)."""
+    row = await tx.fetchrow(
+        f"SELECT {_RUN_LIST_COLUMNS}, logs, result AS whole_result, body, error_stack"
+        " FROM function_runs WHERE function_id = $1 AND id = $3",
+        function.id,
+        RUN_EXCERPT_CHARS,
+        run_id,
+    )
+    if row is None:
+        raise RunNotFound(run_id)
+    whole = {
+        **row,
+        "logs_head": row["logs"],
+        "result": row["whole_result"],
+        "result_size": 0,
+    }
+    return RunDetail(FunctionRun.from_row(whole), json.loads(row["body"]), row["error_stack"])
 
 
 # --- Runs ----------------------------------------------------------------------------------------
@@ -425,6 +496,7 @@ class RunEnded:
     """JSON text."""
     finished_at: float
     next_attempt_at: float | None
+    stack: str | None = None
 
 
 async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
@@ -432,7 +504,7 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
     await tx.executemany(
         "UPDATE function_runs SET status = $1, attempts = $2, version = $3, duration_ms = $4,"
         " logs = $5, error = $6, result = $7, updated_at = $8, next_attempt_at = $9,"
-        " lease = NULL WHERE id = $10 AND lease = $11",
+        " error_stack = $12, lease = NULL WHERE id = $10 AND lease = $11",
         [
             (
                 run.status,
@@ -446,6 +518,7 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
                 run.next_attempt_at,
                 run.run_id,
                 run.lease,
+                run.stack,
             )
             for run in ended
         ],

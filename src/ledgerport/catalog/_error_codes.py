@@ -132,6 +132,7 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("APP_DATA_FIELD_NOT_FOUND", 404, "no app data field with that id of the app"),
         ErrorCode("WEBHOOK_NOT_FOUND", 404, "the app has no webhook with that id"),
         ErrorCode("FUNCTION_NOT_FOUND", 404, "the app has no hosted function of that name"),
+        ErrorCode("RUN_NOT_FOUND", 404, "the function has no run with that id"),
         ErrorCode("EXTENSION_NOT_FOUND", 404, "the app has no extension at that target"),
         ErrorCode("LISTING_NOT_FOUND", 404, "the app has no marketplace listing"),
         ErrorCode("ASSET_NOT_FOUND", 404, "the app has no asset with that id"),

@@ -344,6 +344,7 @@ class FunctionRunner:
             logs=outcome.logs,
             error=outcome.error,
             limit=outcome.limit,
+            stack=outcome.stack,
         )
         status: apps.RunStatus
         due: float | None = None
@@ -362,6 +363,7 @@ class FunctionRunner:
             duration_ms=round(outcome.seconds * 1000, 3),
             logs=kept.logs,
             error=kept.error,
+            stack=kept.stack,
             result=kept.result,
             finished_at=now,
             next_attempt_at=due,

@@ -197,6 +197,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.AppDataFieldNotFound: _coded("APP_DATA_FIELD_NOT_FOUND"),
     apps.WebhookNotFound: _coded("WEBHOOK_NOT_FOUND"),
     apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
+    apps.RunNotFound: _coded("RUN_NOT_FOUND"),
     apps.ExtensionNotFound: _coded("EXTENSION_NOT_FOUND"),
     apps.ExtensionNotGranted: Answer(403),
     apps.ListingExists: _coded("LISTING_EXISTS"),

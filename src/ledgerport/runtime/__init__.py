@@ -17,6 +17,7 @@ from ._frames import decode_frame as decode_frame
 from ._frames import encode_frame as encode_frame
 from ._frames import frame_length as frame_length
 from ._limits import ERROR_MAX as ERROR_MAX
+from ._limits import STACK_MAX as STACK_MAX
 from ._limits import Bounded as Bounded
 from ._limits import RunLimits as RunLimits
 from ._limits import bounded as bounded

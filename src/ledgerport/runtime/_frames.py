@@ -101,6 +101,8 @@ class Done:
     error: str | None = None
     limit: str | None = None
     """The limit the run broke (cpu, wall, heap, log, result), if any."""
+    stack: str | None = None
+    """The stack of what the handler threw, when it threw an Error."""
     cpu_ms: float = 0.0
     clean: bool = True
     """False when the worker saw something outside the run try to act (a call of another run,
@@ -132,6 +134,7 @@ _FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
         "logs": list,
         "error": (str, type(None)),
         "limit": (str, type(None)),
+        "stack": (str, type(None)),
         "cpu_ms": (int, float),
         "clean": bool,
     },

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 ERROR_MAX = 4096
 """Characters of a run's error message kept (a longer one is cut, with an ellipsis)."""
+STACK_MAX = 8192
+"""Characters of the stack of what a handler threw kept (a longer one is cut, likewise)."""
 _NUL = "\x00"
 _REPLACEMENT = "\ufffd"
 
@@ -51,6 +53,7 @@ class Bounded:
     logs: list[str]
     error: str | None
     limit: str | None
+    stack: str | None = None
 
 
 def bounded(
@@ -61,12 +64,14 @@ def bounded(
     logs: list[str],
     error: str | None,
     limit: str | None,
+    stack: str | None = None,
 ) -> Bounded:
     """The outcome as it may be kept: the log lines that fit in ``limits.log`` (past it the run
     failed on the log limit), a result that is JSON of at most ``limits.result`` bytes (else
     the run failed on the result limit, or on a result that is not JSON), an error of at most
-    ERROR_MAX characters, and no NUL or lone surrogate in the text (:func:`clean_text`; one
-    rule on both stores). A run that names a limit did not succeed."""
+    ERROR_MAX characters and a stack of at most STACK_MAX, and no NUL or lone surrogate in the
+    text (:func:`clean_text`; one rule on both stores). A run that names a limit did not
+    succeed."""
     kept: list[str] = []
     size = 0
     for line in logs:
@@ -87,13 +92,23 @@ def bounded(
         elif not _is_json(result):
             ok, result = False, None
             error = error or "result is not JSON"
-    if error is not None:
-        error = clean_text(error)
-        if len(error) > ERROR_MAX:
-            error = error[: ERROR_MAX - 1] + "\u2026"
     if limit is not None:
         ok = False
-    return Bounded(ok=ok, result=result, logs=kept, error=error, limit=limit)
+    return Bounded(
+        ok=ok,
+        result=result,
+        logs=kept,
+        error=_cut(error, ERROR_MAX),
+        limit=limit,
+        stack=_cut(stack, STACK_MAX),
+    )
+
+
+def _cut(text: str | None, most: int) -> str | None:
+    if text is None:
+        return None
+    text = clean_text(text)
+    return text if len(text) <= most else text[: most - 1] + "\u2026"
 
 
 def _is_json(text: str) -> bool:

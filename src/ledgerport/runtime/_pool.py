@@ -83,6 +83,8 @@ class RunOutcome:
     platform_failure: bool
     """The worker died for a reason that is not the run's: the run may go again."""
     seconds: float
+    stack: str | None = None
+    """The stack of what the handler threw, when it threw an Error."""
 
 
 @dataclass(frozen=True)
@@ -354,6 +356,7 @@ class SandboxPool:
                 logs=done.logs,
                 error=done.error,
                 limit=done.limit,
+                stack=done.stack,
             )
             return RunOutcome(
                 ok=checked.ok,
@@ -363,6 +366,7 @@ class SandboxPool:
                 limit=checked.limit,
                 platform_failure=False,
                 seconds=seconds,
+                stack=checked.stack,
             )
         if deadline.cancelled_caught:
             self._kill(worker)

@@ -152,6 +152,12 @@ _HARNESS = r"""
     } catch {}
     return "thrown: " + show(error);
   };
+  const stackOf = (error) => {
+    try {
+      const stack = error instanceof ErrorCtor ? error.stack : undefined;
+      return typeof stack === "string" ? stack : null;
+    } catch { return null; }
+  };
 
   let load = null;
   let exported = null;
@@ -230,17 +236,18 @@ _HARNESS = r"""
     });
     const context = freeze({ log: (...values) => log(values), api });
 
-    const outcome = (ok, result, error, limit) => {
+    const outcome = (ok, result, error, limit, stack = null) => {
       settled = true;
       return '{"ok":' + (ok ? "true" : "false")
         + ',"result":' + (result === null ? "null" : quote(result))
         + ',"error":' + (error === null ? "null" : quote(error))
+        + ',"stack":' + (stack === null ? "null" : quote(stack))
         + ',"limit":' + (limit === null ? "null" : quote(limit))
         + ',"logs":[' + logText + "]}";
     };
     const failed = (error) => {
       if (logOver) return outcome(false, null, logLimitError, "log");
-      return outcome(false, null, describe(error), null);
+      return outcome(false, null, describe(error), null, stackOf(error));
     };
     const finished = (value) => {
       if (logOver) return failed(null);
@@ -521,6 +528,7 @@ class _Worker:
             logs=[line for line in outcome.get("logs") or [] if isinstance(line, str)],
             error=_text_or_none(outcome.get("error")),
             limit=_text_or_none(outcome.get("limit")),
+            stack=_text_or_none(outcome.get("stack")),
         )
         clean = not self._unclean and not self._answers
         self._unclean = False
@@ -531,6 +539,7 @@ class _Worker:
             logs=checked.logs,
             error=checked.error,
             limit=checked.limit,
+            stack=checked.stack,
             cpu_ms=(time.process_time() - started) * 1000,
             clean=clean,
         )

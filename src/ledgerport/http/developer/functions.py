@@ -24,6 +24,7 @@ NAME = Param(
     "path",
     "The function's name: a letter or digit, then up to 63 letters, digits, _ or -",
 )
+RUN_ID = Param("run_id", "path", "The run's id")
 SOURCE_DESCRIPTION = (
     "An ES module exporting `handler(event, context)`, sync or async; it may import nothing."
     f" At most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8, brackets nested at most"
@@ -89,6 +90,30 @@ class Run(TypedDict):
     error: str | None
     result: Any
     createdAt: str
+    logsTruncated: bool
+    resultTruncated: bool
+
+
+@with_config(ConfigDict(extra="forbid"))
+class RunDetail(TypedDict):
+    """A run whole: every log line, its result, what it ran on and, when the handler threw an
+    Error, its stack (``logsTruncated`` and ``resultTruncated`` are false)."""
+
+    id: str
+    eventId: str | None
+    type: EventName
+    status: RunStatus
+    attempts: int
+    version: int | None
+    durationMs: float | None
+    logs: list[str]
+    error: str | None
+    result: Any
+    createdAt: str
+    logsTruncated: bool
+    resultTruncated: bool
+    event: Any
+    stack: str | None
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -123,6 +148,8 @@ def _run(run: apps.FunctionRun) -> Run:
         "error": run.error,
         "result": run.result,
         "createdAt": iso_time(run.created_at),
+        "logsTruncated": run.logs_truncated,
+        "resultTruncated": run.result_truncated,
     }
 
 
@@ -219,9 +246,28 @@ async def delete_function(app_id: str, name: str) -> Response:
 )
 async def list_runs(app_id: str, name: str) -> RunPage:
     """The function's 100 most recent runs, newest first: status, the version that ran,
-    duration, logs, error and result."""
+    duration, error, and an excerpt of what each wrote: its first log lines up to 4,096
+    characters (``logsTruncated`` when it wrote more) and its result when its JSON is at most
+    4,096 characters (else null, with ``resultTruncated``). A run's own route answers it
+    whole."""
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
         runs = await apps.recent_runs(tx, function)
     return {"data": [_run(run) for run in runs], "next": None}
+
+
+@blueprint.get("/apps/<app_id>/functions/<name>/runs/<run_id>")
+@operation(
+    json_reply(200, RunDetail, "The run whole"),
+    raises=(storage.BadValue, apps.FunctionNotFound, apps.RunNotFound),
+    params=(NAME, RUN_ID),
+)
+async def get_run(app_id: str, name: str, run_id: str) -> RunDetail:
+    """One run of the function whole: every log line, the result, the event it ran on, and
+    the stack of what the handler threw when it threw an Error."""
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        function = await apps.get_function(tx, app_id, name)
+        detail = await apps.get_run(tx, function, run_id)
+    return {**_run(detail.run), "event": detail.event, "stack": detail.stack}
