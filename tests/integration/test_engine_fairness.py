@@ -22,7 +22,7 @@ import trio
 from ledgerport.engine import DeliveryEngine, FunctionRunner
 from ledgerport.http import in_process_api
 from ledgerport.platform import Platform
-from ledgerport.runtime import RunLimits
+from ledgerport.runtime import ApiAnswer, ApiCall, RunLimits
 from ledgerport.storage import Store
 
 from ..receiver import Answer, receiving
@@ -72,14 +72,12 @@ class SlowApi:
         self._call = call
         self._delay = delay
 
-    async def __call__(
-        self, token: str, method: str, path: str, body: str | None
-    ) -> tuple[int, Any]:
-        if path == "/slow":
+    async def __call__(self, token: str, call: ApiCall) -> ApiAnswer:
+        if call.path == "/slow":
             await trio.sleep(self._delay)
-            return 200, {"data": []}
-        result: tuple[int, Any] = await self._call(token, method, path, body)
-        return result
+            return ApiAnswer(200, {"data": []})
+        answer: ApiAnswer = await self._call(token, call)
+        return answer
 
 
 WAITS = "export async function handler(e, c) { await c.api.get('/slow'); return 'waited' }"
@@ -206,3 +204,27 @@ async def test_with_two_runners_on_one_store_each_keeps_the_flood_to_its_share(
                     " GROUP BY lease"
                 )
     assert sorted(int(row["n"]) for row in leases) == [1, 1], "one flood run a runner"
+
+
+async def test_an_apps_attempts_in_flight_keep_to_their_cap_and_their_send_slots_are_let_go(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    """Twenty dead webhooks of one app and a backlog: the app has its cap of attempts hanging
+    at once, more than the engine's sending slots (each is let go once its request is
+    written), and no more."""
+    flood = await owner_api(client, admin_headers)
+    flood_console = await console_for(client, admin_headers, flood)
+    with trio.fail_after(TIMEOUT):
+        async with receiving() as dead, trio.open_nursery() as nursery:
+            dead.default = NEVER
+            for _ in range(20):
+                await flood_console.webhook(dead.url, ["customer.created"])
+            engine = DeliveryEngine(platform, in_flight_per_app=24)
+            await nursery.start(engine.run)
+            for index in range(3):
+                await flood.customer(f"Flood {index}")  # 60 deliveries
+            await dead.wait_for(24, within=30)
+            await trio.sleep(0.5)  # room for any more to (wrongly) arrive
+            hanging = len(dead.received)
+            nursery.cancel_scope.cancel()
+    assert hanging == 24

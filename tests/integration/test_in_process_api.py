@@ -13,6 +13,7 @@ import trio
 from quart import request
 
 from ledgerport.http import in_process_api
+from ledgerport.runtime import ApiCall
 
 from .data_api import Api, owner_api
 
@@ -59,7 +60,8 @@ async def test_anything_but_the_data_api_is_not_found(
     with trio.fail_after(TIMEOUT):
         api, seen = await _recorded(fresh_app, admin_headers)
         async with in_process_api(fresh_app, BASE_URL) as call:
-            status, answer = await call(api.token, method, path, body)
+            answered = await call(api.token, ApiCall(method, path, body))
+            status, answer = answered.status, answered.body
     sent = path.replace("%2e", ".")
     assert status == 404
     assert answer == {
@@ -93,7 +95,8 @@ async def test_the_data_api_is_reached(
     with trio.fail_after(TIMEOUT):
         api, seen = await _recorded(fresh_app, admin_headers)
         async with in_process_api(fresh_app, BASE_URL) as call:
-            status, answer = await call(api.token, method, path, body)
+            answered = await call(api.token, ApiCall(method, path, body))
+            status, answer = answered.status, answered.body
     assert status == expected, answer
     assert seen == [path.partition("?")[0]]
 
@@ -111,8 +114,8 @@ async def test_a_route_is_judged_by_the_endpoint_it_routes_to(
     with trio.fail_after(TIMEOUT):
         api, seen = await _recorded(fresh_app, admin_headers)
         async with in_process_api(fresh_app, BASE_URL) as call:
-            data = await call(api.token, "GET", "/probe-data", None)
-            other = await call(api.token, "GET", "/probe-other", None)
-    assert data == (200, {"reached": "/probe-data"})
-    assert other[0] == 404
+            data = await call(api.token, ApiCall("GET", "/probe-data", None))
+            other = await call(api.token, ApiCall("GET", "/probe-other", None))
+    assert (data.status, data.body) == (200, {"reached": "/probe-data"})
+    assert other.status == 404
     assert seen == ["/probe-data"]

@@ -302,6 +302,8 @@ async def test_a_worker_runs_under_memory_and_address_space_limits() -> None:
                 assert outcome.result == "1", outcome.error
             (pid,) = pool.pids()
             limits = _limits_of(pid)
+            niceness = os.getpriority(os.PRIO_PROCESS, pid)
+    assert niceness == os.getpriority(os.PRIO_PROCESS, 0) + 10, "workers yield the CPU"
     assert limits["Max data size"] == str(768 * 1024 * 1024)
     assert limits["Max address space"] != "unlimited"
     assert limits["Max core file size"] == "0"

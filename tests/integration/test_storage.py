@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 from ledgerport.storage import BadValue, Conflict, Store, Transaction, open_postgres
 
@@ -737,3 +738,42 @@ async def test_different_serialization_keys_do_not_wait(postgres_url: str) -> No
                 await one.serialize("key-one")
                 async with store.transaction() as other:
                     await other.serialize("key-two")
+
+
+@pytest.mark.postgres
+async def test_listeners_share_one_connection_and_background_work_leaves_requests_room(
+    postgres_url: str,
+) -> None:
+    """A pool of four: three listeners share one connection, background transactions hold at
+    most one more at a time (half of what remains, rounded down), and a request's transaction
+    goes through at once while both wait."""
+    order: list[str] = []
+    with trio.fail_after(TIMEOUT):
+        async with open_postgres(postgres_url, max_size=4) as store:
+            holding = trio.Event()
+            release = trio.Event()
+
+            async def background(name: str) -> None:
+                async with store.transaction(background=True) as tx:
+                    await tx.fetchval("SELECT 1")
+                    order.append(name)
+                    holding.set()
+                    await release.wait()
+
+            async with (
+                store.listen("a", lambda: None),
+                store.listen("b", lambda: None),
+                store.listen("c", lambda: None),
+                trio.open_nursery() as nursery,
+            ):
+                for name in ("first background", "second background", "third background"):
+                    nursery.start_soon(background, name)
+                await holding.wait()
+                await trio.testing.wait_all_tasks_blocked()
+                async with store.transaction() as tx:
+                    order.append(f"request {await tx.fetchval('SELECT 1')}")
+                release.set()
+    backgrounds = ["first background", "second background", "third background"]
+    assert order[0] in backgrounds
+    assert order[1] == "request 1"
+    assert sorted(name for name in order if name != "request 1") == backgrounds

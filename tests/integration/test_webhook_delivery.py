@@ -807,3 +807,64 @@ async def test_privacy_events_follow_their_operator_calls_to_the_webhooks(
     assert bodies["customer.redact"]["data"]["customerId"] == customer["id"]
     assert bodies["supplier.redact"]["data"]["supplierId"] == supplier["id"]
     assert bodies["business.redact"]["businessId"] == world.business_id
+
+
+async def test_a_fan_out_stops_at_whole_events_once_its_rows_reach_the_budget(
+    platform: Platform, client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    """An event reaching many webhooks: a fan-out takes events in order until its deliveries
+    reach the budget, and leaves the rest marked for the next one."""
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, ["customer.created"]) as hook:
+            for _ in range(9):
+                await hook.console.webhook(hook.receiver.url, ["customer.created"])
+            for index in range(5):
+                await hook.api.customer(f"Customer {index}")
+            async with store.transaction() as tx:
+                pending = await apps.pending_events(tx, 100)
+            fanned = apps.plan_fan_out(
+                pending,
+                keyring=platform.keyring,
+                now=platform.now(),
+                lease="x",
+                lease_until=platform.now(),
+                take=lambda _app, _webhook: False,
+                max_rows=25,
+            )
+    # app.installed (no webhook of it), then five customers: 0, 10, 20, 30 rows: the fourth
+    # event reaches the budget and the fan-out stops after it.
+    assert [event.type for event in pending.events][:2] == ["app.installed", "customer.created"]
+    assert len(pending.positions) == 6
+    assert fanned.positions == pending.positions[:4]
+    assert len(fanned.rows) == 30
+
+
+async def test_claims_are_renewed_in_bounded_batches(
+    platform: Platform, client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, ["customer.created"]) as hook:
+            for index in range(7):
+                await hook.api.customer(f"Customer {index}")
+            async with store.transaction() as tx:
+                pending = await apps.pending_events(tx, 100)
+                fanned = apps.plan_fan_out(
+                    pending,
+                    keyring=platform.keyring,
+                    now=platform.now(),
+                    lease="lease_a",
+                    lease_until=platform.now() + 30,
+                    take=lambda _app, _webhook: True,
+                )
+                await apps.write_fan_out(tx, fanned)
+            until = platform.now() + 60
+            renewed = []
+            for _ in range(4):
+                async with store.transaction() as tx:
+                    renewed.append(
+                        await apps.renew_claims(tx, lease="lease_a", until=until, limit=3)
+                    )
+            async with store.transaction() as tx:
+                ends = await tx.fetch("SELECT DISTINCT next_attempt_at FROM webhook_deliveries")
+    assert renewed == [3, 3, 1, 0]
+    assert [row["next_attempt_at"] for row in ends] == [until]

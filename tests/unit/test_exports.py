@@ -632,6 +632,8 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "open_store",
         "placeholders",
         "first_per_key",
+        "BACKGROUND_AGING",
+        "WriterTurns",
         "FIRST_PER_KEY_MAX",
     },
     "ledgerport.runtime": {
@@ -642,6 +644,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "Api",
         "ApiAnswer",
         "ApiCall",
+        "DataApi",
         "ApiResult",
         "Bounded",
         "Done",

@@ -278,6 +278,7 @@ def plan_fan_out(
     lease: str,
     lease_until: float,
     take: Callable[[str, str], bool],
+    max_rows: int | None = None,
 ) -> FanOut:
     """One delivery per enabled webhook subscribed to each event's type, for every app the
     event reaches (spec: Webhook registration and audiences): business and privacy events
@@ -288,6 +289,10 @@ def plan_fan_out(
     ``take(app_id, webhook_id)`` says whether the caller can attempt a new delivery of that
     webhook (of that app) at once: those are created claimed by ``lease`` (until
     ``lease_until``), with their send-time check; the rest wait in the queue, due now.
+
+    With ``max_rows``, the events are taken in order until their deliveries and runs reach it
+    (at least one event): the rest stay marked for the next fan-out, so a transaction's size
+    is bounded whatever the number of webhooks an event reaches.
     """
     gated_for: dict[str, list[tuple[str, frozenset[str]]]] = {}
     for row in pending.installations:
@@ -309,7 +314,11 @@ def plan_fan_out(
     runs: list[tuple[object, ...]] = []
     rows: list[tuple[object, ...]] = []
     claimed: list[ClaimedDelivery] = []
-    for event in pending.events:
+    taken = len(pending.events)
+    for index, event in enumerate(pending.events):
+        if max_rows is not None and len(rows) + len(runs) >= max_rows:
+            taken = index
+            break
         if _audience(event) == "app":
             recipients = [event.app_id] if event.app_id else []
         else:
@@ -375,7 +384,7 @@ def plan_fan_out(
         webhook_id: _plan(hook_rows[webhook_id], batch, (), {}, keyring, now)
         for webhook_id, batch in by_webhook.items()
     }
-    return FanOut(list(pending.positions), rows, claimed, plans, runs)
+    return FanOut(list(pending.positions[:taken]), rows, claimed, plans, runs)
 
 
 def _run_row(event: Event, function: Row, now: float) -> tuple[object, ...]:
@@ -676,13 +685,17 @@ async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -
     )
 
 
-async def renew_claims(tx: Transaction, *, lease: str, until: float) -> int:
-    """Extend every claim of ``lease`` still waiting for its outcome to ``until``."""
+async def renew_claims(tx: Transaction, *, lease: str, until: float, limit: int) -> int:
+    """Extend to ``until`` at most ``limit`` claims of ``lease`` still waiting for their
+    outcome and ending before it; answers how many (the caller calls again, in a transaction
+    of its own, while that is ``limit``: no transaction holds the store for all of them)."""
     return await tx.execute(
-        "UPDATE webhook_deliveries SET next_attempt_at = $1"
-        " WHERE lease = $2 AND status IN ('queued', 'retrying')",
+        "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id IN"
+        " (SELECT id FROM webhook_deliveries WHERE lease = $2"
+        " AND status IN ('queued', 'retrying') AND next_attempt_at < $1 LIMIT $3)",
         until,
         lease,
+        limit,
     )
 
 

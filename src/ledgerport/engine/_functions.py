@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import trio
 
@@ -28,6 +27,7 @@ from ledgerport.platform import Platform
 from ledgerport.runtime import (
     ApiAnswer,
     ApiCall,
+    DataApi,
     RunLimits,
     RunOutcome,
     RunRequest,
@@ -49,9 +49,6 @@ failure before it; the third failure is final."""
 LEASE_MARGIN = 60.0
 """Seconds a claim outlasts the run's wall limit (time to start it and to record it)."""
 
-ApiCaller = Callable[[str, str, str, str | None], Awaitable[tuple[int, Any]]]
-"""``(token, method, path, body JSON or None) -> (status, body)``: a call to the data API."""
-
 
 class FunctionRunner:
     """Runs queued hosted-function runs in a sandbox pool of its own (see the module
@@ -65,7 +62,7 @@ class FunctionRunner:
         *,
         workers: int = 2,
         limits: RunLimits | None = None,
-        api: ApiCaller | None = None,
+        api: DataApi | None = None,
         poll: float = POLL,
         runs_per_worker: int = 1000,
     ) -> None:
@@ -106,8 +103,7 @@ class FunctionRunner:
                     "error": "Service Unavailable",
                 },
             )
-        status, body = await self._api(token, call.method, call.path, call.body)
-        return ApiAnswer(status, body)
+        return await self._api(token, call)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with (
@@ -176,7 +172,7 @@ class FunctionRunner:
     async def _gauge_loop(self) -> None:
         while True:
             try:
-                async with self._platform.store.transaction() as tx:
+                async with self._platform.store.transaction(background=True) as tx:
                     depth = await apps.run_queue_depth(tx)
             except StorageError:
                 pass
@@ -220,7 +216,7 @@ class FunctionRunner:
         chosen: list[tuple[DueRuns, int]],
     ) -> None:
         p = self._platform
-        async with p.store.transaction() as tx:
+        async with p.store.transaction(background=True) as tx:
             now = p.now()
             due = await apps.run_due_times(tx)
             chosen += self._book.choose(
@@ -292,7 +288,7 @@ class FunctionRunner:
         stopping runner still records what ran)."""
         p = self._platform
         with trio.CancelScope(shield=True), trio.move_on_after(10):
-            async with p.store.transaction() as tx:
+            async with p.store.transaction(background=True) as tx:
                 if family_id is not None:
                     await auth.revoke_family(
                         tx, now=p.now(), family_id=family_id, reason="run_ended"

@@ -36,7 +36,7 @@ class Scheduler:
         """Purge what has expired; answers the rows removed by kind."""
         p = self._platform
         now = p.now()
-        async with p.store.transaction() as tx:
+        async with p.store.transaction(background=True) as tx:
             removed = {
                 "login_session": await auth.purge_expired_login_sessions(tx, now=now),
                 "authorization_request": await auth.purge_expired_requests(tx, now=now),
@@ -61,7 +61,7 @@ class Scheduler:
         p = self._platform
         marked = 0
         while True:
-            async with p.store.transaction() as tx:
+            async with p.store.transaction(background=True) as tx:
                 looked_at, batch = await books.mark_overdue_invoices(
                     tx, now=p.now(), limit=self._overdue_batch
                 )

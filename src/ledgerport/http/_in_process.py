@@ -13,15 +13,16 @@ be sent, after the client has normalized it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from quart import Quart
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.routing import MapAdapter, RoutingException
+
+from ledgerport.runtime import ApiAnswer, ApiCall, DataApi
 
 from ._errors import envelope
 from .api import blueprint as api_blueprint
@@ -30,13 +31,10 @@ IN_PROCESS_CLIENT = ("127.0.0.1", 0)
 """The address a run's calls come from, as the rate limits see it."""
 TIMEOUT = 30.0
 
-ApiCaller = Callable[[str, str, str, str | None], Awaitable[tuple[int, Any]]]
-
 
 @asynccontextmanager
-async def in_process_api(app: Quart, base_url: str) -> AsyncIterator[ApiCaller]:
-    """``(token, method, path, body JSON or None) -> (status, body)`` over ``app``'s data API,
-    for the lifetime of the context."""
+async def in_process_api(app: Quart, base_url: str) -> AsyncIterator[DataApi]:
+    """``(token, call) -> answer`` over ``app``'s data API, for the lifetime of the context."""
     async with httpx.AsyncClient(
         # Quart types its ASGI callable by event kind; httpx wants the generic signature.
         transport=httpx.ASGITransport(app=app, client=IN_PROCESS_CLIENT),  # type: ignore[arg-type]
@@ -62,23 +60,26 @@ def _routes_to_data_api(adapter: MapAdapter, path: str, method: str) -> bool:
     return str(endpoint).rpartition(".")[0] == api_blueprint.name
 
 
-def _caller(client: httpx.AsyncClient, app: Quart, host: str) -> ApiCaller:
-    async def call(token: str, method: str, path: str, body: str | None) -> tuple[int, Any]:
+def _caller(client: httpx.AsyncClient, app: Quart, host: str) -> DataApi:
+    async def call(token: str, api_call: ApiCall) -> ApiAnswer:
+        path = api_call.path
         if not path.startswith("/") or path.startswith("//"):
-            return 400, {"statusCode": 400, "message": "the path must start with one /"}
+            return ApiAnswer(400, {"statusCode": 400, "message": "the path must start with one /"})
         headers = {"Authorization": f"Bearer {token}"}
-        if body is not None:
+        if api_call.body is not None:
             headers["Content-Type"] = "application/json"
-        request = client.build_request(method, path, content=body, headers=headers)
+        request = client.build_request(
+            api_call.method, path, content=api_call.body, headers=headers
+        )
         adapter = app.url_map.bind(host)
         if not _routes_to_data_api(adapter, request.url.path, request.method):
             params = (request.method, request.url.path)
-            return 404, envelope(404, f"Cannot {params[0]} {params[1]}", params=params)
+            return ApiAnswer(404, envelope(404, f"Cannot {params[0]} {params[1]}", params=params))
         response = await client.send(request)
         try:
             answer = response.json() if response.content else None
         except json.JSONDecodeError:
             answer = response.text
-        return response.status_code, answer
+        return ApiAnswer(response.status_code, answer)
 
     return call

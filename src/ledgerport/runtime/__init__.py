@@ -24,6 +24,7 @@ from ._limits import bounded as bounded
 from ._limits import clean_text as clean_text
 from ._pool import ApiAnswer as ApiAnswer
 from ._pool import ApiCall as ApiCall
+from ._pool import DataApi as DataApi
 from ._pool import RunApi as RunApi
 from ._pool import RunOutcome as RunOutcome
 from ._pool import RunRequest as RunRequest

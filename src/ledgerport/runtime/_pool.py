@@ -21,7 +21,9 @@ one whose run was cancelled under it (its state is unknown).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -58,6 +60,10 @@ STDERR_KEPT = 4096
 """Bytes of a worker's standard error kept for the log when it dies."""
 WORKER_COMMAND = (sys.executable, "-m", "ledgerport.runtime.sandbox")
 """How a worker starts (``--memory-mib N`` follows)."""
+WORKER_NICENESS = 10
+"""How much lower than the service's a worker's CPU priority is (a nice(2) increment), set
+as soon as it is spawned: guest code, and a worker's start, yield the CPU to the service, so a
+tenant's busy runs slow other runs, not the requests every tenant sends."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,8 @@ class ApiAnswer:
 
 RunApi = Callable[[RunRequest, ApiCall], Awaitable[ApiAnswer]]
 """How a pool makes the calls of the run ``RunRequest``: given to the pool when it is made."""
+DataApi = Callable[[str, ApiCall], Awaitable[ApiAnswer]]
+"""The data API, called with an access token: what the runner makes a run's calls with."""
 
 
 async def no_api(request: RunRequest, call: ApiCall) -> ApiAnswer:
@@ -196,6 +204,10 @@ class SandboxPool:
             stderr=subprocess.PIPE,
         )
         assert process.stdout is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.setpriority(
+                os.PRIO_PROCESS, process.pid, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS
+            )
         worker = _Worker(process, FrameReader(process.stdout))
         self._alive.add(worker)
         self._gauge()

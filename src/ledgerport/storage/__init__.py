@@ -17,5 +17,7 @@ from ._open import open_store as open_store
 from ._postgres import NoAsyncioLoop as NoAsyncioLoop
 from ._postgres import PostgresStore as PostgresStore
 from ._postgres import open_postgres as open_postgres
+from ._sqlite import BACKGROUND_AGING as BACKGROUND_AGING
 from ._sqlite import SqliteStore as SqliteStore
+from ._sqlite import WriterTurns as WriterTurns
 from ._sqlite import open_sqlite as open_sqlite

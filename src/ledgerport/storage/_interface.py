@@ -208,7 +208,11 @@ class Store(Protocol):
     @property
     def kind(self) -> Literal["sqlite", "postgresql"]: ...
 
-    def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
+    def transaction(self, *, background: bool = False) -> AbstractAsyncContextManager[Transaction]:
+        """A transaction; ``background`` marks one of the engine's loops rather than one a
+        request waits for. Where the database has one writer (SQLite), a request's transaction
+        goes before background ones waiting with it (see ``_sqlite.WriterTurns``)."""
+        ...
 
     def listen(self, channel: str, listener: Listener) -> AbstractAsyncContextManager[None]:
         """Call ``listener`` (synchronously, from a trio task) after each commit that notified

@@ -107,9 +107,16 @@ class PostgresStore:
 
     kind: Literal["postgresql"] = "postgresql"
 
-    def __init__(self, pool: Any, loop: Any) -> None:
+    def __init__(self, pool: Any, loop: Any, *, max_size: int) -> None:
         self._pool = pool
         self._loop = loop
+        self._background = trio.Semaphore(max(1, (max_size - 1) // 2))
+        """The connections background transactions may hold at once: about half the pool,
+        after the one that listens, so requests always find connections however busy the
+        engine's loops are."""
+        self._listen_lock = trio.Lock()
+        self._listen_conn: Any = None
+        self._listeners = 0
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -160,7 +167,16 @@ class PostgresStore:
             await self._pool.release(conn)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[_PostgresTransaction]:
+    async def transaction(self, *, background: bool = False) -> AsyncIterator[_PostgresTransaction]:
+        if not background:
+            async with self._transaction() as unit:
+                yield unit
+            return
+        async with self._background, self._transaction() as unit:
+            yield unit
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[_PostgresTransaction]:
         # Shielded: a cancellation while BEGIN is under way would leave the transaction
         # started on the connection with no rollback to end it. It is delivered at the next
         # checkpoint instead, inside the block below, which rolls back.
@@ -184,13 +200,15 @@ class PostgresStore:
 
     @asynccontextmanager
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:
-        """LISTEN on a connection of the pool held for the context; asyncpg calls back on the
+        """LISTEN for the context, on the store's one listening connection (taken from the
+        pool by the first listener, given back by the last): asyncpg calls back on the
         process's loop, inside trio, so the listener runs there."""
 
         def on_notification(*_: object) -> None:
             listener()
 
-        async with self._connection() as conn:
+        conn = await self._start_listening()
+        try:
             await self._call(conn.add_listener, _channel(channel), on_notification)
             try:
                 yield
@@ -203,6 +221,31 @@ class PostgresStore:
                         conn.terminate()
                 if scope.cancelled_caught:
                     conn.terminate()
+        finally:
+            await self._stop_listening()
+
+    async def _start_listening(self) -> Any:
+        async with self._listen_lock:
+            if self._listen_conn is None:
+                self._listen_conn = await self._call(self._pool.acquire)
+            self._listeners += 1
+            return self._listen_conn
+
+    async def _stop_listening(self) -> None:
+        with trio.CancelScope(shield=True):
+            async with self._listen_lock:
+                self._listeners -= 1
+                if self._listeners:
+                    return
+                conn, self._listen_conn = self._listen_conn, None
+        with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+            scope.shield = True
+            try:
+                await self._call(self._pool.release, conn)
+            except StorageError:
+                conn.terminate()
+        if scope.cancelled_caught:
+            conn.terminate()
 
     async def ping(self) -> None:
         async with self._connection() as conn:
@@ -278,7 +321,7 @@ async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[Postgr
     except (*_DATABASE_ERRORS, ValueError) as exc:
         raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
     try:
-        yield PostgresStore(pool, loop)
+        yield PostgresStore(pool, loop, max_size=max_size)
     finally:
         with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
             scope.shield = True

@@ -106,6 +106,63 @@ class _SqliteTransaction:
         return None if row is None else next(iter(row.values()))
 
 
+BACKGROUND_AGING = 0.05
+"""Seconds a background transaction waits behind requests' transactions at most before it
+goes first."""
+
+
+class WriterTurns:
+    """Whose turn it is to use the one connection: a lock that hands itself to a request's
+    transaction (foreground) before a transaction of the engine's loops (background), unless
+    background ones have waited BACKGROUND_AGING seconds; first come, first served within each.
+
+    SQLite has one writer and the store one connection, so every transaction waits for the one
+    before it. The engine's loops write in batches (a fan-out, a claim, outcomes), and under a
+    tenant's flood they queue several at once: first come, first served, a request behind them
+    would wait for all. Requests go first, and a background transaction still gets its turn
+    within BACKGROUND_AGING of a steady stream of requests."""
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._foreground = trio.lowlevel.ParkingLot()
+        self._background = trio.lowlevel.ParkingLot()
+        self._background_since = 0.0
+        """When the background transactions waiting now began to wait (roughly: when the
+        first of them did, or the last one before them got its turn)."""
+
+    async def acquire(self, *, background: bool) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self._busy:
+            self._busy = True
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        if background:
+            if not self._background:
+                self._background_since = trio.current_time()
+            await self._background.park()
+        else:
+            await self._foreground.park()
+        # Unparked: the turn was handed over (``_busy`` stayed set).
+
+    def release(self) -> None:
+        waited = trio.current_time() - self._background_since
+        if self._background and (not self._foreground or waited >= BACKGROUND_AGING):
+            self._background.unpark()
+            self._background_since = trio.current_time()
+        elif self._foreground:
+            self._foreground.unpark()
+        else:
+            self._busy = False
+
+    @asynccontextmanager
+    async def turn(self, *, background: bool = False) -> AsyncIterator[None]:
+        await self.acquire(background=background)
+        try:
+            yield
+        finally:
+            self.release()
+
+
 class SqliteStore:
     """A SQLite database file; open it with :func:`open_sqlite`."""
 
@@ -114,7 +171,7 @@ class SqliteStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._limiter = trio.CapacityLimiter(1)
-        self._lock = trio.Lock()
+        self._turns = WriterTurns()
         self._listeners = Listeners()
 
     @asynccontextmanager
@@ -133,8 +190,8 @@ class SqliteStore:
             raise BadValue(f"sqlite: {type(exc).__name__}: {exc}") from exc
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[_SqliteTransaction]:
-        async with self._lock:
+    async def transaction(self, *, background: bool = False) -> AsyncIterator[_SqliteTransaction]:
+        async with self._turns.turn(background=background):
             tx = _SqliteTransaction(self)
             try:
                 yield tx
@@ -159,17 +216,17 @@ class SqliteStore:
             self._conn.execute("ROLLBACK")
 
     async def ping(self) -> None:
-        async with self._lock:
+        async with self._turns.turn():
             await self._call(self._conn.execute, "SELECT 1")
 
     async def schema_version(self) -> int:
-        async with self._lock:
+        async with self._turns.turn():
             return int(await self._call(_current_version, self._conn))
 
     async def migrate(self, migrations: Sequence[Migration] | None = None) -> list[int]:
         """Apply the migrations this database lacks; answers the versions applied."""
         chosen = load_migrations("sqlite") if migrations is None else migrations
-        async with self._lock:
+        async with self._turns.turn():
             return await self._call(_migrate, self._conn, chosen)
 
 
