@@ -777,3 +777,38 @@ async def test_listeners_share_one_connection_and_background_work_leaves_request
     assert order[0] in backgrounds
     assert order[1] == "request 1"
     assert sorted(name for name in order if name != "request 1") == backgrounds
+
+
+@pytest.mark.postgres
+async def test_listeners_leaving_at_once_undo_their_listen_one_at_a_time(
+    postgres_url: str,
+) -> None:
+    """Eight listeners on the one listening connection, cancelled together (a stopping
+    engine), three rounds: each UNLISTEN waits for the one before it on that connection, none
+    fails, the connection goes back to the pool, and a listener after them still hears its
+    channel."""
+    with trio.fail_after(TIMEOUT):
+        async with open_postgres(postgres_url, max_size=3) as store:
+
+            async def listen_until_cancelled(
+                channel: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+            ) -> None:
+                async with store.listen(channel, lambda: None):
+                    task_status.started()
+                    await trio.sleep_forever()
+
+            for _ in range(3):
+                async with trio.open_nursery() as nursery:
+                    for index in range(8):
+                        await nursery.start(listen_until_cancelled, f"leaving-{index}")
+                    nursery.cancel_scope.cancel()
+            heard = trio.Event()
+            async with store.listen("after", heard.set):
+                async with store.transaction() as tx:
+                    await tx.notify("after")
+                await heard.wait()
+            # The listening connection went back: the whole pool serves transactions.
+            async with store.transaction() as one, store.transaction() as two:
+                async with store.transaction() as three:
+                    for tx in (one, two, three):
+                        assert await tx.fetchval("SELECT 1") == 1

@@ -38,6 +38,12 @@ _MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"ledgerport.migrate").diges
 _CLEANUP_TIMEOUT = 5.0
 
 
+def _terminate(conn: Any) -> None:
+    """Close ``conn``'s socket at once; nothing to do if it is closed or back in the pool."""
+    with contextlib.suppress(asyncpg.InterfaceError):
+        conn.terminate()
+
+
 def _channel(name: str) -> str:
     """The PostgreSQL channel of a store channel: prefixed, since the database may be shared."""
     return f"ledgerport_{name}"
@@ -116,6 +122,7 @@ class PostgresStore:
         engine's loops are."""
         self._listen_lock = trio.Lock()
         self._listen_conn: Any = None
+        self._listen_broken = False
         self._listeners = 0
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -202,50 +209,65 @@ class PostgresStore:
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:
         """LISTEN for the context, on the store's one listening connection (taken from the
         pool by the first listener, given back by the last): asyncpg calls back on the
-        process's loop, inside trio, so the listener runs there."""
+        process's loop, inside trio, so the listener runs there.
+
+        A connection runs one statement at a time: every LISTEN and UNLISTEN on it goes under
+        one lock. An UNLISTEN that fails or hangs closes the connection (its listeners are
+        gone with it); the others leaving after it have nothing left to undo."""
 
         def on_notification(*_: object) -> None:
             listener()
 
-        conn = await self._start_listening()
+        conn = await self._start_listening(_channel(channel), on_notification)
         try:
-            await self._call(conn.add_listener, _channel(channel), on_notification)
-            try:
-                yield
-            finally:
-                with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
-                    scope.shield = True
-                    try:
-                        await self._call(conn.remove_listener, _channel(channel), on_notification)
-                    except StorageError:
-                        conn.terminate()
-                if scope.cancelled_caught:
-                    conn.terminate()
+            yield
         finally:
-            await self._stop_listening()
+            await self._stop_listening(conn, _channel(channel), on_notification)
 
-    async def _start_listening(self) -> Any:
+    async def _start_listening(self, channel: str, callback: Callable[..., None]) -> Any:
         async with self._listen_lock:
             if self._listen_conn is None:
                 self._listen_conn = await self._call(self._pool.acquire)
+                self._listen_broken = False
+            conn = self._listen_conn
+            try:
+                await self._call(conn.add_listener, channel, callback)
+            except BaseException:
+                if self._listeners == 0:
+                    self._listen_conn = None
+                    await self._let_go(conn)
+                raise
             self._listeners += 1
-            return self._listen_conn
+            return conn
 
-    async def _stop_listening(self) -> None:
+    async def _stop_listening(self, conn: Any, channel: str, callback: Callable[..., None]) -> None:
         with trio.CancelScope(shield=True):
             async with self._listen_lock:
+                if not self._listen_broken:
+                    removed = False
+                    with trio.move_on_after(_CLEANUP_TIMEOUT):
+                        with contextlib.suppress(StorageError):
+                            await self._call(conn.remove_listener, channel, callback)
+                            removed = True
+                    if not removed:
+                        # Failed or hung: closing the connection ends every LISTEN on it.
+                        self._listen_broken = True
+                        _terminate(conn)
                 self._listeners -= 1
                 if self._listeners:
                     return
-                conn, self._listen_conn = self._listen_conn, None
+                self._listen_conn = None
+                await self._let_go(conn)
+
+    async def _let_go(self, conn: Any) -> None:
+        """Give the listening connection back to the pool (closed if that fails or hangs)."""
         with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
-            scope.shield = True
             try:
                 await self._call(self._pool.release, conn)
             except StorageError:
-                conn.terminate()
+                _terminate(conn)
         if scope.cancelled_caught:
-            conn.terminate()
+            _terminate(conn)
 
     async def ping(self) -> None:
         async with self._connection() as conn:
