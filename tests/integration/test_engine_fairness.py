@@ -58,7 +58,9 @@ async def test_an_apps_dead_endpoints_leave_the_engine_room_for_another_app(
             took = trio.current_time() - started
             held = engine.held
             nursery.cancel_scope.cancel()
-    assert held <= 16 + 1, "the flood holds its share, the victim its delivery"
+    # The flood holds its share, past it by at most one delivery for each of its twenty
+    # webhooks (and never twice its share); the victim holds its delivery.
+    assert held <= 2 * 16 + 1
     assert took < 5
     held_back = platform.metrics.fairness_held_back.labels("delivery", "own_cap")._value.get()
     assert held_back > 0

@@ -71,11 +71,32 @@ def test_letting_go_of_a_unit_not_held_is_an_error() -> None:
 
 
 def test_an_apps_webhooks_fill_its_share_and_leave_the_rest_to_others() -> None:
-    book: DeliveryBook[str, str] = DeliveryBook(total=8, per_app=4, per_webhook=3)
-    taken = [book.take("flood", f"hook_{i % 20}") for i in range(100)]
+    book: DeliveryBook[str, str] = DeliveryBook(total=40, per_app=4, per_webhook=3)
+    taken = [book.take("flood", f"hook_{i % 2}") for i in range(100)]
     assert taken.count(None) == 4
     assert book.take("victim", "its_hook") is None
     assert book.held_back[Refusal.OWN_CAP] == 96
+
+
+def test_a_webhook_with_no_backlog_gets_its_free_deliveries_past_its_apps_share() -> None:
+    """So a webhook with no backlog is not held up by its app's other webhooks: the app is
+    past its share by at most the free deliveries of each webhook."""
+    book: DeliveryBook[str, str] = DeliveryBook(
+        total=40, per_app=4, per_webhook=8, per_webhook_free=2
+    )
+    assert [book.take("app", "busy") for _ in range(8)].count(None) == 4
+    assert book.take("app", "quiet") is None
+    assert book.take("app", "quiet") is None
+    assert book.take("app", "quiet") is Refusal.OWN_CAP
+    assert book.apps.held("app") == 6
+
+
+def test_an_app_with_many_quiet_webhooks_holds_at_most_twice_its_share() -> None:
+    book: DeliveryBook[str, str] = DeliveryBook(total=100, per_app=4, per_webhook=8)
+    taken = [book.take("wide", f"hook_{i}") for i in range(50)]
+    assert taken.count(None) == 8
+    assert book.apps.held("wide") == 8
+    assert book.take("victim", "its_hook") is None
 
 
 def test_claim_order_puts_waiting_apps_first_then_those_holding_least() -> None:
@@ -132,10 +153,15 @@ class DeliveryBookMachine(RuleBasedStateMachine):
     """Deliveries handed to actors: (delivery id, app, webhook, fan-out or None)."""
     fan_outs = Bundle("fan_outs")
 
-    @initialize(total=st.integers(1, 12), per_app=st.integers(1, 6), per_webhook=st.integers(1, 4))
-    def start(self, total: int, per_app: int, per_webhook: int) -> None:
+    @initialize(
+        total=st.integers(1, 12),
+        per_app=st.integers(1, 6),
+        per_webhook=st.integers(1, 4),
+        free=st.integers(0, 2),
+    )
+    def start(self, total: int, per_app: int, per_webhook: int, free: int) -> None:
         self.book: DeliveryBook[tuple[str, str, str], tuple[str, str]] = DeliveryBook(
-            total=total, per_app=per_app, per_webhook=per_webhook
+            total=total, per_app=per_app, per_webhook=per_webhook, per_webhook_free=free
         )
         self.serial = 0
         self.held: Counter[tuple[str, str]] = Counter()
@@ -262,7 +288,11 @@ class DeliveryBookMachine(RuleBasedStateMachine):
         assert book.held == sum(self.held.values())
         for app in ("app_a", "app_b", "app_c", "app_d"):
             expected = sum(count for (a, _), count in self.held.items() if a == app)
-            assert book.apps.held(app) == expected <= book.apps.per_tenant
+            holding = sum(1 for (a, _), count in self.held.items() if a == app and count)
+            assert book.apps.held(app) == expected
+            # Past its share by at most the free deliveries of each of its webhooks.
+            assert expected <= book.apps.per_tenant + holding * book.per_webhook_free
+            assert expected <= 2 * book.apps.per_tenant
         for hook in ("h1", "h2", "h3"):
             expected = sum(count for (_, h), count in self.held.items() if h == hook)
             assert book.webhooks.held(hook) == expected <= book.webhooks.cap

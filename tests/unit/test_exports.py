@@ -633,6 +633,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "placeholders",
         "first_per_key",
         "BACKGROUND_AGING",
+        "REQUESTS_PER_BACKGROUND",
         "WriterTurns",
         "FIRST_PER_KEY_MAX",
     },

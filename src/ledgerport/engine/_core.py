@@ -121,9 +121,10 @@ class Shares(Generic[Tenant]):
     def waiting(self) -> tuple[Tenant, ...]:
         return tuple(self._waiting)
 
-    def refusal(self, tenant: Tenant) -> Refusal | None:
-        """Why ``tenant`` may not take a unit now, or None when it may."""
-        if self.tenants.full(tenant):
+    def refusal(self, tenant: Tenant, *, beyond_cap: bool = False) -> Refusal | None:
+        """Why ``tenant`` may not take a unit now, or None when it may (``beyond_cap``: even
+        past its own cap, where the caller allows it)."""
+        if self.tenants.full(tenant) and not beyond_cap:
             return Refusal.OWN_CAP
         if self._in_use >= self.total:
             return Refusal.TOTAL
@@ -131,10 +132,10 @@ class Shares(Generic[Tenant]):
             return Refusal.FAIRNESS
         return None
 
-    def take(self, tenant: Tenant) -> Refusal | None:
+    def take(self, tenant: Tenant, *, beyond_cap: bool = False) -> Refusal | None:
         """Take a unit for ``tenant``; answers why not when it may not (and when the total is
         full, ``tenant`` waits from now on)."""
-        refusal = self.refusal(tenant)
+        refusal = self.refusal(tenant, beyond_cap=beyond_cap)
         if refusal is Refusal.TOTAL:
             self._waiting.setdefault(tenant, None)
         if refusal is not None:
@@ -210,9 +211,13 @@ class Reservation:
 class DeliveryBook(Generic[Ended, Outcome]):
     """The delivery engine's bookkeeping (see the module docstring)."""
 
-    def __init__(self, *, total: int, per_app: int, per_webhook: int) -> None:
+    def __init__(
+        self, *, total: int, per_app: int, per_webhook: int, per_webhook_free: int = 1
+    ) -> None:
         self.apps: Shares[str] = Shares(total=total, per_tenant=per_app)
         self.webhooks: Capped[str] = Capped(per_webhook)
+        self.per_webhook_free = per_webhook_free
+        """Deliveries a webhook holds past its app's share (up to twice the share)."""
         self.held_back: Counter[Refusal] = Counter()
         """Deliveries refused room so far, by why (a webhook at its own cap counts as
         OWN_CAP too: its own backlog)."""
@@ -234,14 +239,24 @@ class DeliveryBook(Generic[Ended, Outcome]):
     def take(self, app_id: str, webhook_id: str) -> Refusal | None:
         """Hold one more delivery of ``webhook_id`` (an app's) when its webhook, its app and
         the engine have room, no other app waits for room first, and the outcomes waiting to
-        be written are not too many (they hold claims back); else why not."""
+        be written are not too many (they hold claims back); else why not.
+
+        A webhook holding fewer than ``per_webhook_free`` deliveries gets one more past its
+        app's cap, while the app holds less than twice its share (never past the engine's
+        total, nor ahead of waiting apps): a webhook with no backlog is not held up by its
+        app's other webhooks' backlog, and an app with many webhooks still leaves the engine
+        room for others."""
         refusal: Refusal | None = None
         if self.webhooks.full(webhook_id):
             refusal = Refusal.OWN_CAP
         elif self.unwritten >= self.apps.total:
             refusal = Refusal.TOTAL
         else:
-            refusal = self.apps.take(app_id)
+            free = (
+                self.webhooks.held(webhook_id) < self.per_webhook_free
+                and self.apps.held(app_id) < 2 * self.apps.per_tenant
+            )
+            refusal = self.apps.take(app_id, beyond_cap=free)
         if refusal is not None:
             self.starved = True
             self.held_back[refusal] += 1

@@ -75,11 +75,10 @@ RECORD_BATCH = 128
 """Attempt outcomes written per transaction at most."""
 HELD_PER_WEBHOOK = 256
 """Deliveries of one webhook held by this engine at once (in its actor's inbox or in flight)."""
-HELD_PER_APP = 256
-"""Deliveries of one app's webhooks held by this engine at once: an app's share. Eight times
-what it may have in flight (IN_FLIGHT_PER_APP): enough to keep its attempts going, and no more
-waiting in inboxes, where their claims would need renewing and their send-time checks
-redoing."""
+HELD_PER_APP = 1024
+"""Deliveries of one app's webhooks held by this engine at once: an app's share, a quarter of
+the whole, so that one app's backlog always leaves room for others (four apps must fill the
+engine before a fifth waits for room, and then for one attempt to end)."""
 HELD_TOTAL = 4096
 """Deliveries held by this engine at once, across apps."""
 IN_FLIGHT_PER_WEBHOOK = 8
@@ -157,7 +156,7 @@ class _SendSlot:
         self._held = False
 
     async def __aenter__(self) -> _SendSlot:
-        await self._slots.acquire()
+        await _take_slot(self._slots)
         self._held = True
         return self
 
@@ -172,6 +171,15 @@ class _SendSlot:
     async def __call__(self, event: str, info: dict[str, object]) -> None:
         if event == _REQUEST_WRITTEN:
             self._let_go()
+
+
+async def _take_slot(slots: trio.Semaphore) -> None:
+    """A slot of ``slots``, without a pass through the scheduler when one is free (``acquire``
+    always yields: twice per attempt, each a wait for a whole pass of a busy loop)."""
+    try:
+        slots.acquire_nowait()
+    except trio.WouldBlock:
+        await slots.acquire()
 
 
 @dataclass(frozen=True)
@@ -220,7 +228,10 @@ class DeliveryEngine:
         self._app_in_flight: dict[str, trio.Semaphore] = {}
         """Each app's attempts in flight, while it has some."""
         self._book: DeliveryBook[_Ended, apps.AttemptOutcome] = DeliveryBook(
-            total=held_total, per_app=held_per_app, per_webhook=held_per_webhook
+            total=held_total,
+            per_app=held_per_app,
+            per_webhook=held_per_webhook,
+            per_webhook_free=1,
         )
         """What the engine holds, for whom, and the outcomes waiting to be written."""
         self._published: dict[Refusal, int] = {}
@@ -630,8 +641,11 @@ class DeliveryEngine:
                 self._in_flight_per_app
             )
         try:
-            async with app_slots:
+            await _take_slot(app_slots)
+            try:
                 outcome = await self._send(actor, plan, delivery)
+            finally:
+                app_slots.release()
         except Exception:
             # A fault here must not take the engine down: the delivery is given back.
             log.exception("delivery engine: attempt of %s", delivery.id)

@@ -110,20 +110,28 @@ BACKGROUND_AGING = 0.05
 """Seconds a background transaction waits behind requests' transactions at most before it
 goes first."""
 
+REQUESTS_PER_BACKGROUND = 3
+"""Requests' transactions that go before a waiting background one at most: while both wait,
+requests get three turns in four and the engine's loops the fourth, so a steady stream of
+short requests delays a delivery by a few milliseconds, not by BACKGROUND_AGING."""
+
 
 class WriterTurns:
     """Whose turn it is to use the one connection: a lock that hands itself to a request's
     transaction (foreground) before a transaction of the engine's loops (background), unless
-    background ones have waited BACKGROUND_AGING seconds; first come, first served within each.
+    background ones have waited BACKGROUND_AGING seconds or REQUESTS_PER_BACKGROUND requests'
+    turns; first come, first served within each.
 
     SQLite has one writer and the store one connection, so every transaction waits for the one
     before it. The engine's loops write in batches (a fan-out, a claim, outcomes), and under a
     tenant's flood they queue several at once: first come, first served, a request behind them
     would wait for all. Requests go first, and a background transaction still gets its turn
-    within BACKGROUND_AGING of a steady stream of requests."""
+    within BACKGROUND_AGING or REQUESTS_PER_BACKGROUND turns of a steady stream of requests."""
 
     def __init__(self) -> None:
         self._busy = False
+        self._passed = 0
+        """Requests' turns handed over while background transactions waited."""
         self._foreground = trio.lowlevel.ParkingLot()
         self._background = trio.lowlevel.ParkingLot()
         self._background_since = 0.0
@@ -139,6 +147,7 @@ class WriterTurns:
         if background:
             if not self._background:
                 self._background_since = trio.current_time()
+                self._passed = 0
             await self._background.park()
         else:
             await self._foreground.park()
@@ -146,10 +155,17 @@ class WriterTurns:
 
     def release(self) -> None:
         waited = trio.current_time() - self._background_since
-        if self._background and (not self._foreground or waited >= BACKGROUND_AGING):
+        if self._background and (
+            not self._foreground
+            or waited >= BACKGROUND_AGING
+            or self._passed >= REQUESTS_PER_BACKGROUND
+        ):
             self._background.unpark()
             self._background_since = trio.current_time()
+            self._passed = 0
         elif self._foreground:
+            if self._background:
+                self._passed += 1
             self._foreground.unpark()
         else:
             self._busy = False
