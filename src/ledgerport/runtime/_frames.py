@@ -13,7 +13,7 @@ only when it names the run going on, and refuses any other (see ``_pool.py``).
 from __future__ import annotations
 
 import struct
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeAlias
 
 import msgpack
@@ -111,6 +111,9 @@ class Done:
 
 Frame: TypeAlias = Ready | Run | Api | ApiResult | Done
 _TYPES: dict[str, type[Frame]] = {kind.op: kind for kind in (Ready, Run, Api, ApiResult, Done)}
+_NAMES: dict[type[Frame], frozenset[str]] = {
+    kind: frozenset(f.name for f in fields(kind)) for kind in _TYPES.values()
+}
 _ANY = object()
 """A field that may hold any msgpack value (an API answer's body)."""
 _FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
@@ -143,7 +146,10 @@ _FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
 
 def encode_frame(frame: Frame) -> bytes:
     """``frame`` on the wire: its length, then its msgpack."""
-    payload: bytes = msgpack.packb({"op": frame.op, **asdict(frame)}, use_bin_type=True)
+    message: dict[str, Any] = {"op": frame.op}
+    for name in _NAMES[type(frame)]:
+        message[name] = getattr(frame, name)
+    payload: bytes = msgpack.packb(message, use_bin_type=True)
     if len(payload) > MAX_FRAME:
         raise FrameError(f"frame of {len(payload)} bytes is over {MAX_FRAME}")
     return _HEADER.pack(len(payload)) + payload
@@ -163,8 +169,8 @@ def decode_frame(payload: bytes) -> Frame:
     if kind is None:
         raise FrameError("a frame must name a known op")
     expected = _FIELD_TYPES[kind]
-    names = {f.name for f in fields(kind)}
-    if set(message) != names:
+    names = _NAMES[kind]
+    if message.keys() != names:
         raise FrameError(f"a {kind.op} frame has the fields {sorted(names)}")
     for name, value in message.items():
         allowed = expected[name]

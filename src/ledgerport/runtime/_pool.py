@@ -135,8 +135,15 @@ class _Worker:
 
     async def send(self, frame: Frame) -> None:
         assert self.process.stdin is not None
-        async with self.send_lock:
-            await self.process.stdin.send_all(encode_frame(frame))
+        data = encode_frame(frame)
+        try:
+            self.send_lock.acquire_nowait()  # the usual case: no answer is being sent
+        except trio.WouldBlock:
+            await self.send_lock.acquire()
+        try:
+            await self.process.stdin.send_all(data)
+        finally:
+            self.send_lock.release()
 
 
 class SandboxPool:
@@ -296,7 +303,10 @@ class SandboxPool:
 
     async def invoke(self, request: RunRequest) -> RunOutcome:
         """Run ``request`` on the next idle worker (waiting for one) and answer its outcome."""
-        worker = await self._idle.receive()
+        try:
+            worker = self._idle.receive_nowait()  # the usual case: a worker is idle
+        except trio.WouldBlock:
+            worker = await self._idle.receive()
         started = time.perf_counter()
         try:
             outcome = await self._invoke_on(worker, request, started)
@@ -338,22 +348,11 @@ class SandboxPool:
                 )
             )
             with trio.move_on_after(self.limits.wall) as deadline:
-                async with trio.open_nursery() as calls:
-                    while True:
-                        frame = await worker.reader.receive()
-                        if frame is None:
-                            break
-                        if isinstance(frame, Api) and frame.run == request.run_id:
-                            calls.start_soon(self._answer, worker, request, frame)
-                        elif isinstance(frame, Done) and frame.run == request.run_id:
-                            done = frame
-                            break
-                        else:
-                            self._refuse(worker, request, frame)
-                            if not isinstance(frame, Api):
-                                break  # no longer a worker of this protocol
-                    # Nothing of the run is answered once it is over.
-                    calls.cancel_scope.cancel()
+                frame = await worker.reader.receive()
+                if isinstance(frame, Done) and frame.run == request.run_id:
+                    done = frame  # the usual case: no call to answer
+                elif frame is not None:
+                    done = await self._serve_calls(worker, request, frame)
         except (FrameError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.warning("sandbox pool: worker %d: %s", worker.process.pid, exc)
             self._kill(worker)
@@ -386,6 +385,27 @@ class SandboxPool:
         if worker.unclean:
             self._kill(worker)
         return await self._died(worker, seconds)
+
+    async def _serve_calls(self, worker: _Worker, request: RunRequest, first: Frame) -> Done | None:
+        """Answer the run's calls, ``first`` the first of its frames, until its Done (None if
+        the worker stopped speaking the protocol or ended)."""
+        done: Done | None = None
+        async with trio.open_nursery() as calls:
+            frame: Frame | None = first
+            while frame is not None:
+                if isinstance(frame, Api) and frame.run == request.run_id:
+                    calls.start_soon(self._answer, worker, request, frame)
+                elif isinstance(frame, Done) and frame.run == request.run_id:
+                    done = frame
+                    break
+                else:
+                    self._refuse(worker, request, frame)
+                    if not isinstance(frame, Api):
+                        break  # no longer a worker of this protocol
+                frame = await worker.reader.receive()
+            # Nothing of the run is answered once it is over.
+            calls.cancel_scope.cancel()
+        return done
 
     def _refuse(self, worker: _Worker, request: RunRequest, frame: Frame) -> None:
         """A frame that is not of the run going on, or not one a worker sends: never answered;

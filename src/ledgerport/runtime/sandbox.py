@@ -382,6 +382,8 @@ class _Isolate:
                 answer = str(await self._until(self.outcome, watch_stuck=True))
             except NeverSettles:
                 answer = str(self.control(f"abandon({json.dumps(NEVER_SETTLES)})"))
+        # Closed by a step of its own: the continuations the handler left run between steps
+        # (V8 runs its microtasks once a step's script is done), and may still make calls.
         while not self.control("close()"):
             self.idle = loop.create_future()
             self.control("waitIdle()")
@@ -580,14 +582,22 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+_cpu_soft_limit: int | None = None
+"""The soft RLIMIT_CPU this process set last."""
+
+
 def _limit_cpu(seconds: float) -> None:
     """From now on, this run may use ``seconds`` of CPU: past them the kernel sends SIGXCPU,
-    whose default action ends the process (the engine reads the signal as the CPU limit)."""
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    spent = used.ru_utime + used.ru_stime
-    soft = math.ceil(spent + seconds)
+    whose default action ends the process (the engine reads the signal as the CPU limit).
+    The limit is in whole seconds of the process's CPU time; it is set again only when that
+    whole second changes (short runs in a row share it)."""
+    global _cpu_soft_limit
+    soft = math.ceil(time.process_time() + seconds)
+    if soft == _cpu_soft_limit:
+        return
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    _cpu_soft_limit = soft
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> Frame | None:
