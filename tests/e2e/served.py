@@ -7,6 +7,7 @@ removed; its output goes to ``workdir/server.log``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import secrets
@@ -19,7 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import httpx
 
 from ledgerport import catalog
@@ -90,6 +93,43 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "LEDGERPORT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+"""A PostgreSQL server that allows creating databases (the tests' and the benchmarks')."""
+
+
+@contextmanager
+def postgres_database(admin_url: str = POSTGRES_ADMIN_URL) -> Iterator[str]:
+    """A fresh PostgreSQL database on ``admin_url``'s server for the block's length (dropped
+    afterwards); answers its URL."""
+    name = f"ledgerport_served_{secrets.token_hex(6)}"
+
+    async def execute(sql: str) -> None:
+        conn = await asyncpg.connect(admin_url, timeout=5)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(execute(f'CREATE DATABASE "{name}"'))
+    try:
+        yield urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
+    finally:
+        asyncio.run(execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
+def store_env(backend: str, workdir: Path) -> Iterator[dict[str, str]]:
+    """The variables of a served instance on ``backend`` (``sqlite``: a file in ``workdir``;
+    ``postgres``: a fresh database), with a root key of its own."""
+    if backend == "sqlite":
+        yield {"LEDGERPORT_DATABASE_URL": f"sqlite:///{workdir}/served.db"}
+        return
+    with postgres_database() as url:
+        yield {"LEDGERPORT_DATABASE_URL": url, "LEDGERPORT_SECRET_KEY": secrets.token_urlsafe(32)}
 
 
 @contextmanager
