@@ -6,6 +6,10 @@ run.
 
 from __future__ import annotations
 
+import contextvars
+import gc
+import weakref
+
 import pytest
 import trio
 import trio.lowlevel
@@ -812,3 +816,35 @@ async def test_listeners_leaving_at_once_undo_their_listen_one_at_a_time(
                 async with store.transaction() as three:
                     for tx in (one, two, three):
                         assert await tx.fetchval("SELECT 1") == 1
+
+
+@pytest.mark.postgres
+async def test_a_call_to_postgres_keeps_nothing_of_the_callers_context(
+    postgres_url: str,
+) -> None:
+    """What a request sets in its context (quart's request and app contexts) is gone once the
+    request is: the asyncio side's tasks and the timers asyncpg starts in them (each query's
+    timeout, which trio_asyncio keeps until its deadline even when cancelled) start from a
+    context of the store's own, and the pool starts no idle timer per release."""
+
+    class Marker:
+        """Stands for a request."""
+
+    caller: contextvars.ContextVar[Marker] = contextvars.ContextVar("caller")
+    refs: list[weakref.ref[Marker]] = []
+
+    async def request_like(store: Store) -> None:
+        marker = Marker()
+        refs.append(weakref.ref(marker))
+        caller.set(marker)
+        for _ in range(20):
+            async with store.transaction() as tx:
+                await tx.fetchval("SELECT 1")
+        await store.ping()
+
+    with trio.fail_after(TIMEOUT):
+        async with open_postgres(postgres_url, max_size=2) as store:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(request_like, store)
+            gc.collect()
+            assert refs[0]() is None, gc.get_referrers(refs[0]())

@@ -9,6 +9,7 @@ wake trio tasks through the same loop.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -36,6 +37,10 @@ _T = TypeVar("_T")
 # Serializes concurrent migrators (two processes starting at once) on one database.
 _MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"ledgerport.migrate").digest()[:7], "big")
 _CLEANUP_TIMEOUT = 5.0
+
+
+async def _awaited(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    return await fn(*args)
 
 
 def _terminate(conn: Any) -> None:
@@ -116,6 +121,9 @@ class PostgresStore:
     def __init__(self, pool: Any, loop: Any, *, max_size: int) -> None:
         self._pool = pool
         self._loop = loop
+        self._context = contextvars.Context()
+        """What the asyncio side's tasks start from: the loop, nothing of a request's."""
+        self._context.run(trio_asyncio.current_loop.set, loop)
         self._background = trio.Semaphore(max(1, (max_size - 1) // 2))
         """The connections background transactions may hold at once: about half the pool,
         after the one that listens, so requests always find connections however busy the
@@ -126,8 +134,21 @@ class PostgresStore:
         self._listeners = 0
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``await fn(*args)`` on the asyncio side, as a task in a context of its own.
+
+        Not the caller's context (what ``aio_as_trio`` would copy): every timer asyncpg
+        starts in the task keeps the task's context, and trio_asyncio keeps a cancelled timer
+        until its deadline (a query's 30-second timeout). With the caller's context, each
+        timer kept the request that made the call (quart's request and app contexts, the
+        ASGI objects, hypercorn's stream) alive that long: memory grew with every request."""
+        coro = _awaited(fn, args)
         try:
-            return await trio_asyncio.aio_as_trio(fn, loop=self._loop)(*args)
+            task = self._loop.create_task(coro, context=self._context.copy())
+        except BaseException:
+            coro.close()
+            raise
+        try:
+            return await trio_asyncio.run_aio_future(task)
         except _DATABASE_ERRORS as exc:
             raise _convert(exc) from exc
         except UnicodeEncodeError as exc:
@@ -338,7 +359,14 @@ async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[Postgr
         raise NoAsyncioLoop("PostgreSQL needs the process's trio_asyncio loop; enter it first")
     try:
         pool = await trio_asyncio.aio_as_trio(asyncpg.create_pool, loop=loop)(
-            url, min_size=1, max_size=max_size, command_timeout=30, reset=_reset
+            url,
+            min_size=1,
+            max_size=max_size,
+            command_timeout=30,
+            reset=_reset,
+            # No timer per release to close a connection idle for five minutes: trio_asyncio
+            # keeps each cancelled one (every acquire cancels one) for those five minutes.
+            max_inactive_connection_lifetime=0,
         )
     except (*_DATABASE_ERRORS, ValueError) as exc:
         raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
