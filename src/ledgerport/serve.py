@@ -61,7 +61,8 @@ async def serve(
     stop: trio.Event | None = None,
 ) -> None:
     """Run the whole service until a signal (or ``stop``) asks it to end."""
-    stop = stop or trio.Event()
+    if stop is None:
+        stop = trio.Event()
     async with trio_asyncio.open_loop(), open_store(config.database) as store:
         boot = await bootstrap(store, config, clock=clock)
         if boot.new_admin_token is not None:
