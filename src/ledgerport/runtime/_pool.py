@@ -303,6 +303,8 @@ class SandboxPool:
 
     async def invoke(self, request: RunRequest) -> RunOutcome:
         """Run ``request`` on the next idle worker (waiting for one) and answer its outcome."""
+        # A caller already cancelled takes no worker (a run cancelled under way costs it).
+        await trio.lowlevel.checkpoint_if_cancelled()
         try:
             worker = self._idle.receive_nowait()  # the usual case: a worker is idle
         except trio.WouldBlock:
