@@ -42,10 +42,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.e2e.served import postgres_database
 
 from ledgerport import catalog
 
@@ -75,29 +77,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _postgres_database() -> Iterator[str]:
-    name = f"ledgerport_bench_{secrets.token_hex(6)}"
-
-    async def execute(sql: str) -> None:
-        conn = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=5)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(execute(f'CREATE DATABASE "{name}"'))
-    try:
-        yield urlunsplit(urlsplit(POSTGRES_ADMIN_URL)._replace(path=f"/{name}"))
-    finally:
-        asyncio.run(execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-@contextmanager
 def _server(backend: str) -> Iterator[str]:
     """A served instance on ``backend``; answers its base URL."""
     with tempfile.TemporaryDirectory(prefix="ledgerport-bench-") as directory:
         database = (
-            _postgres_database()
+            postgres_database(POSTGRES_ADMIN_URL)
             if backend == "postgres"
             else _nothing(f"sqlite:///{directory}/b.db")
         )
