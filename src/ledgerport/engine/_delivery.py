@@ -39,16 +39,18 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 import httpx
 import trio
 
 from ledgerport import apps, books
 from ledgerport.ids import new_id
+from ledgerport.ops import Metrics
 from ledgerport.platform import Platform
 from ledgerport.storage import FIRST_PER_KEY_MAX, StorageError, Transaction
 
-from ._core import DeliveryBook, FanOut, Refusal, Verdict
+from ._core import Capped, DeliveryBook, FanOut, Refusal, Verdict
 from ._retry import next_attempt_at
 from ._signing import signature_header
 from ._transport import delivery_client, verifying_context
@@ -173,6 +175,29 @@ class _SendSlot:
             self._let_go()
 
 
+def publish_fairness(
+    metrics: Metrics,
+    kind: Literal["delivery", "run"],
+    held_back: Counter[Refusal],
+    published: dict[Refusal, int],
+    apps: Capped[str],
+    *,
+    waiting: int | None = None,
+) -> None:
+    """An engine's fairness figures to the metrics: what its book held back since ``published``
+    (updated), the busiest app's share, the apps holding some and, for the delivery engine,
+    the apps waiting for room."""
+    for refusal, count in held_back.items():
+        added = count - published.get(refusal, 0)
+        if added:
+            metrics.fairness_held_back.labels(kind, refusal.value).inc(added)
+            published[refusal] = count
+    metrics.fairness_busiest_share.labels(kind).set(apps.busiest() / apps.cap)
+    metrics.fairness_tenants_holding.labels(kind).set(apps.holders())
+    if waiting is not None:
+        metrics.fairness_tenants_waiting.labels(kind).set(waiting)
+
+
 async def _take_slot(slots: trio.Semaphore) -> None:
     """A slot of ``slots``, without a pass through the scheduler when one is free (``acquire``
     always yields: twice per attempt, each a wait for a whole pass of a busy loop)."""
@@ -266,18 +291,15 @@ class DeliveryEngine:
 
     def _publish_fairness(self) -> None:
         """The book's counts of deliveries held back, and its shares in use, to the metrics."""
-        metrics = self._platform.metrics
-        for refusal, count in self._book.held_back.items():
-            added = count - self._published.get(refusal, 0)
-            if added:
-                metrics.fairness_held_back.labels("delivery", refusal.value).inc(added)
-                self._published[refusal] = count
         apps_share = self._book.apps
-        metrics.fairness_busiest_share.labels("delivery").set(
-            apps_share.tenants.busiest() / apps_share.per_tenant
+        publish_fairness(
+            self._platform.metrics,
+            "delivery",
+            self._book.held_back,
+            self._published,
+            apps_share.tenants,
+            waiting=len(apps_share.waiting),
         )
-        metrics.fairness_tenants_holding.labels("delivery").set(apps_share.tenants.holders())
-        metrics.fairness_tenants_waiting.labels("delivery").set(len(apps_share.waiting))
 
     # --- the loops -----------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from ledgerport.runtime import (
 from ledgerport.storage import StorageError
 
 from ._core import DueRuns, Refusal, RunBook
-from ._delivery import POLL, _Wakeup
+from ._delivery import POLL, _Wakeup, publish_fairness
 from ._retry import next_attempt_at
 
 log = logging.getLogger("ledgerport.engine.functions")
@@ -159,15 +159,9 @@ class FunctionRunner:
         return min(self._poll, max(self._next_due - self._platform.now(), 0.0) + 0.001)
 
     def _publish_fairness(self) -> None:
-        metrics = self._platform.metrics
-        for refusal, count in self._book.held_back.items():
-            added = count - self._published.get(refusal, 0)
-            if added:
-                metrics.fairness_held_back.labels("run", refusal.value).inc(added)
-                self._published[refusal] = count
-        apps_busy = self._book.apps
-        metrics.fairness_busiest_share.labels("run").set(apps_busy.busiest() / apps_busy.cap)
-        metrics.fairness_tenants_holding.labels("run").set(apps_busy.holders())
+        publish_fairness(
+            self._platform.metrics, "run", self._book.held_back, self._published, self._book.apps
+        )
 
     async def _gauge_loop(self) -> None:
         while True:
