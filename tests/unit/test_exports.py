@@ -667,6 +667,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "SandboxPool",
         "WorkerStartFailed",
         "no_api",
+        "recheck",
     },
 }
 

@@ -32,7 +32,7 @@ from ledgerport.runtime import (
     RunOutcome,
     RunRequest,
     SandboxPool,
-    bounded,
+    recheck,
 )
 from ledgerport.storage import StorageError
 
@@ -327,15 +327,7 @@ class FunctionRunner:
         attempts = run.attempts + 1
         p.metrics.function_run_seconds.observe(outcome.seconds)
         # Checked once more before anything is stored: nothing of the guest's is believed.
-        kept = bounded(
-            self.pool.limits,
-            ok=outcome.ok,
-            result=outcome.result,
-            logs=outcome.logs,
-            error=outcome.error,
-            limit=outcome.limit,
-            stack=outcome.stack,
-        )
+        kept = recheck(self.pool.limits, outcome)
         status: apps.RunStatus
         due: float | None = None
         if kept.ok:

@@ -22,6 +22,7 @@ from ._limits import Bounded as Bounded
 from ._limits import RunLimits as RunLimits
 from ._limits import bounded as bounded
 from ._limits import clean_text as clean_text
+from ._limits import recheck as recheck
 from ._pool import ApiAnswer as ApiAnswer
 from ._pool import ApiCall as ApiCall
 from ._pool import DataApi as DataApi

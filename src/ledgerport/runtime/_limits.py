@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Protocol
 
 ERROR_MAX = 4096
 """Characters of a run's error message kept (a longer one is cut, with an ellipsis)."""
@@ -101,6 +102,37 @@ def bounded(
         error=_cut(error, ERROR_MAX),
         limit=limit,
         stack=_cut(stack, STACK_MAX),
+    )
+
+
+class Reported(Protocol):
+    """An outcome as something reported it: a worker's Done, a pool's RunOutcome."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def result(self) -> str | None: ...
+    @property
+    def logs(self) -> list[str]: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def limit(self) -> str | None: ...
+    @property
+    def stack(self) -> str | None: ...
+
+
+def recheck(limits: RunLimits, reported: Reported) -> Bounded:
+    """:func:`bounded` of what ``reported`` holds: the check made again where an outcome is
+    received (the pool's of a Done, the engine's of a RunOutcome)."""
+    return bounded(
+        limits,
+        ok=reported.ok,
+        result=reported.result,
+        logs=reported.logs,
+        error=reported.error,
+        limit=reported.limit,
+        stack=reported.stack,
     )
 
 

@@ -9,7 +9,7 @@ A run is sealed here too: the pool answers an ``Api`` frame only when it names t
 and only while that run goes on; any other frame (another run's, or one a worker never sends) is
 refused, logged and counted, never answered, and the worker is recycled before it serves anyone
 else, as is a worker that reports it saw something outside its run act. The outcome a worker
-reports is checked against the run's limits again (``_limits.bounded``) before it goes further.
+reports is checked against the run's limits again (``_limits.recheck``) before it goes further.
 
 The pool enforces the run's wall time: past it, the worker is killed (which also stops a handler
 that keeps V8's microtask queue busy after returning). A worker that dies during a run ends that
@@ -48,7 +48,7 @@ from ._frames import (
     WorkerStartFailed,
     encode_frame,
 )
-from ._limits import RunLimits, bounded
+from ._limits import RunLimits, recheck
 
 log = logging.getLogger("ledgerport.runtime.pool")
 
@@ -362,15 +362,7 @@ class SandboxPool:
         if done is not None:
             if not done.clean:
                 worker.unclean = True
-            checked = bounded(
-                self.limits,
-                ok=done.ok,
-                result=done.result,
-                logs=done.logs,
-                error=done.error,
-                limit=done.limit,
-                stack=done.stack,
-            )
+            checked = recheck(self.limits, done)
             return RunOutcome(
                 ok=checked.ok,
                 result=checked.result,
