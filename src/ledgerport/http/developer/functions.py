@@ -95,23 +95,10 @@ class Run(TypedDict):
 
 
 @with_config(ConfigDict(extra="forbid"))
-class RunDetail(TypedDict):
+class RunDetail(Run):
     """A run whole: every log line, its result, what it ran on and, when the handler threw an
     Error, its stack (``logsTruncated`` and ``resultTruncated`` are false)."""
 
-    id: str
-    eventId: str | None
-    type: EventName
-    status: RunStatus
-    attempts: int
-    version: int | None
-    durationMs: float | None
-    logs: list[str]
-    error: str | None
-    result: Any
-    createdAt: str
-    logsTruncated: bool
-    resultTruncated: bool
     event: Any
     stack: str | None
 
