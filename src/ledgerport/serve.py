@@ -4,8 +4,10 @@ and HTTP under one nursery.
 Start order: the process's one asyncio loop (asyncpg runs on it), storage (migrated), bootstrap
 (the Platform), the engine's workers, the sandbox pool (its workers warm) and the function
 runner, then HTTP last, so no request arrives before the rest can
-take its work. SIGINT/SIGTERM stop intake, then give in-flight work a bounded grace before
-cancelling it. A crashing child cancels its siblings and the process exits non-zero.
+take its work. SIGINT/SIGTERM stop intake (new connections, new claims), then give what is in
+flight (requests, webhook attempts, function runs) a bounded grace to end and be recorded before
+cancelling the rest, whose claims are given back. A crashing child cancels its siblings and the
+process exits non-zero.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from ledgerport.clock import Clock
 from ledgerport.config import Config
-from ledgerport.engine import DeliveryEngine, FunctionRunner, Scheduler
+from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
 from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app, in_process_api
 from ledgerport.platform import bootstrap
 from ledgerport.runtime import RunLimits
@@ -79,14 +81,19 @@ async def serve(
             trio.open_nursery() as nursery,
         ):
             nursery.start_soon(_watch_signals, stop)
+            node = Node(platform)
+            await nursery.start(node.run)
             await nursery.start(Scheduler(platform).run)
-            await nursery.start(DeliveryEngine(platform).run)
+            engine = DeliveryEngine(platform, holder=node.id)
+            await nursery.start(engine.run)
+            runner: FunctionRunner | None = None
             if config.function_workers:
                 runner = FunctionRunner(
                     platform,
                     workers=config.function_workers,
                     limits=RunLimits(wall=config.function_wall_limit),
                     api=api,
+                    holder=node.id,
                 )
                 await nursery.start(runner.run)
             http_done = trio.Event()
@@ -103,9 +110,23 @@ async def serve(
             if on_ready is not None:
                 on_ready(binds)
             await stop.wait()
-            # Intake stops (hypercorn closes its listeners); in-flight work gets the grace period.
-            nursery.cancel_scope.deadline = trio.current_time() + config.shutdown_grace + 1.0
-            await _drained(tracker, http_done)
+            # Intake stops (hypercorn closes its listeners, the engine and the runner take no
+            # more work); what is in flight gets the grace period to end and be recorded.
+            deadline = trio.current_time() + config.shutdown_grace
+            nursery.cancel_scope.deadline = deadline + 1.0
+            with trio.move_on_at(deadline) as grace:
+                async with trio.open_nursery() as draining:
+                    draining.start_soon(_drained, tracker, http_done)
+                    draining.start_soon(engine.drain)
+                    if runner is not None:
+                        draining.start_soon(runner.drain)
+            if grace.cancelled_caught:
+                log.warning(
+                    "shutdown grace (%gs) ran out: cancelling what is still in flight",
+                    config.shutdown_grace,
+                )
+            else:
+                log.info("in-flight work finished: stopping")
             nursery.cancel_scope.cancel()
 
 

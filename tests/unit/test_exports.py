@@ -33,6 +33,11 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "uninstall",
     },
     "ledgerport.apps": {
+        "NODE_KEY_PREFIX",
+        "TakenOver",
+        "register_node",
+        "remove_node",
+        "take_over",
         "RatingNotAllowed",
         "REVIEW_MAX_LENGTH",
         "LiveListing",
@@ -577,6 +582,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     "ledgerport.engine": {
         "Capped",
         "DeliveryBook",
+        "Node",
         "DueRuns",
         "Refusal",
         "RunBook",

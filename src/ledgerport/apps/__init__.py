@@ -166,6 +166,11 @@ from ._listings import review_revision as review_revision
 from ._listings import save_listing as save_listing
 from ._listings import submit_listing as submit_listing
 from ._module_source import CompiledModule as CompiledModule
+from ._nodes import NODE_KEY_PREFIX as NODE_KEY_PREFIX
+from ._nodes import TakenOver as TakenOver
+from ._nodes import register_node as register_node
+from ._nodes import remove_node as remove_node
+from ._nodes import take_over as take_over
 from ._ratings import REVIEW_MAX_LENGTH as REVIEW_MAX_LENGTH
 from ._ratings import LiveListing as LiveListing
 from ._ratings import Rating as Rating

@@ -1,6 +1,6 @@
 """The engine: the workers that own everything after a commit: the delivery engine (dispatcher,
-claimer, one actor per webhook, recorder), the hosted-function runner and the scheduler.
-Started by ``ledgerport.serve``."""
+claimer, one actor per webhook, recorder), the hosted-function runner, the scheduler, and the
+node they claim under. Started by ``ledgerport.serve``."""
 
 from ._core import Capped as Capped
 from ._core import DeliveryBook as DeliveryBook
@@ -12,6 +12,7 @@ from ._core import Verdict as Verdict
 from ._core import half_share as half_share
 from ._delivery import DeliveryEngine as DeliveryEngine
 from ._functions import FunctionRunner as FunctionRunner
+from ._node import Node as Node
 from ._retry import next_attempt_at as next_attempt_at
 from ._scheduler import Scheduler as Scheduler
 from ._signing import signature as signature

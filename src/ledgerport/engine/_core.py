@@ -340,7 +340,9 @@ class DeliveryBook(Generic[Ended, Outcome]):
         return fan_out is not None and fan_out.ended and not fan_out.committed
 
     def forget_unmade(self, delivery_id: str) -> None:
-        del self._fan_outs[delivery_id]
+        """``delivery_id`` will not be attempted here (its fan-out did not commit, or the
+        engine gives it back unattempted)."""
+        self._fan_outs.pop(delivery_id, None)
 
     def attempt_ended(self, delivery_id: str, ended: Ended) -> Verdict:
         """The verdict on an attempt's outcome; WAIT keeps ``ended`` until its fan-out ends

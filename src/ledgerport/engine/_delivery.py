@@ -237,6 +237,7 @@ class DeliveryEngine:
         held_per_app: int = HELD_PER_APP,
         held_total: int = HELD_TOTAL,
         record_linger: float = RECORD_LINGER,
+        holder: str | None = None,
     ) -> None:
         self._platform = platform
         self._resolver = resolver
@@ -246,7 +247,8 @@ class DeliveryEngine:
         self._in_flight = in_flight
         self._held_per_webhook = held_per_webhook
         self._record_linger = record_linger
-        self.lease = new_id("engine")
+        self.lease = holder or new_id("engine")
+        """What this engine's claims hold their lease by: its node's id (``Node``)."""
         self._actors: dict[str, _Actor] = {}
         self._sending = trio.Semaphore(SENDING_AT_ONCE)
         self._in_flight_per_app = in_flight_per_app
@@ -281,6 +283,10 @@ class DeliveryEngine:
         self._record_now = _Wakeup()
         self._settled = trio.Event()
         self._nursery: trio.Nursery | None = None
+        self._draining = False
+        """Asked to stop (:meth:`drain`): no new work is taken, no attempt starts."""
+        self._intake_done: trio.Event | None = None
+        """Set when the dispatch and claim loops have ended (None: they never ran)."""
 
     # --- capacity ------------------------------------------------------------------------------
 
@@ -312,8 +318,7 @@ class DeliveryEngine:
             self.running(),
         ):
             assert self._nursery is not None
-            self._nursery.start_soon(self._dispatch_loop)
-            self._nursery.start_soon(self._claim_loop)
+            self._nursery.start_soon(self._intake)
             self._nursery.start_soon(self._renew_loop)
             self._nursery.start_soon(self._gauge_loop)
             task_status.started()
@@ -324,19 +329,45 @@ class DeliveryEngine:
         self._dispatch_wake.set()
         self._claim_wake.set()
 
+    async def _intake(self) -> None:
+        """The dispatch and claim loops, until the engine drains."""
+        self._intake_done = done = trio.Event()
+        try:
+            async with trio.open_nursery() as loops:
+                loops.start_soon(self._dispatch_loop)
+                loops.start_soon(self._claim_loop)
+        finally:
+            done.set()
+
+    async def drain(self) -> None:
+        """Stop taking work and let what was started end: a fan-out or a claim under way
+        finishes, no attempt starts any more (what waits in an inbox is given back), and this
+        returns once every attempt in flight has ended and its outcome is written. Leaving
+        :meth:`running` then gives back the claims still held. A graceful stop calls it,
+        within its grace period."""
+        self._draining = True
+        self._dispatch_wake.set()
+        self._claim_wake.set()
+        for actor in list(self._actors.values()):
+            self._give_back_inbox(actor)
+        if self._intake_done is not None:
+            await self._intake_done.wait()
+        await self.settle()
+
     async def _dispatch_loop(self) -> None:
-        while True:
+        while not self._draining:
             # First what was committed before the engine started (or while it slept).
             self._dispatch_more = True
-            while self._dispatch_more:
+            while self._dispatch_more and not self._draining:
                 if not await self._guarded(self.dispatch_once):
                     break
-            await self._dispatch_wake.wait(self._poll)
+            if not self._draining:
+                await self._dispatch_wake.wait(self._poll)
 
     async def _claim_loop(self) -> None:
-        while True:
+        while not self._draining:
             claimed = await self._guarded(self.claim_once)
-            if claimed < CLAIM_BATCH:
+            if claimed < CLAIM_BATCH and not self._draining:
                 # Until the earliest delivery an app with room has due, or until room is let
                 # go (which wakes the loop) for apps held back now.
                 await self._claim_wake.wait(self._until_next_due())
@@ -519,10 +550,31 @@ class DeliveryEngine:
             self._nursery.start_soon(self._run_actor, actor)
         if event_at is not None:
             self._event_at[delivery.id] = event_at
+        if self._draining:
+            self._give_back(delivery)
+            return
         if self._launch_now(actor, delivery, planned):
             return
         # Never blocks: the inbox holds as many as may be reserved for one webhook.
         actor.send.send_nowait(delivery)
+
+    def _give_back(self, delivery: apps.ClaimedDelivery) -> None:
+        """Let go of a delivery the engine will not attempt (it is draining): its room here;
+        its claim is given back when the engine leaves ``running``."""
+        self._book.forget_unmade(delivery.id)
+        self._event_at.pop(delivery.id, None)
+        self._planned.pop(delivery.id, None)
+        if self._book.let_go(delivery.app_id, delivery.webhook_id):
+            self._claim_wake.set()
+        self._settle_check()
+
+    def _give_back_inbox(self, actor: _Actor) -> None:
+        while True:
+            try:
+                delivery = actor.receive.receive_nowait()
+            except trio.WouldBlock:
+                return
+            self._give_back(delivery)
 
     def _launch_now(self, actor: _Actor, delivery: apps.ClaimedDelivery, planned: _Planned) -> bool:
         """Start the attempt of ``delivery`` here, without a pass through the inbox, when its
@@ -564,6 +616,11 @@ class DeliveryEngine:
                             break
                         continue
                     await actor.slots.acquire()
+                    if self._draining:
+                        actor.slots.release()
+                        self._give_back(first)
+                        self._give_back_inbox(actor)
+                        continue
                     batch = [first]
                     while True:
                         try:
@@ -614,6 +671,10 @@ class DeliveryEngine:
                 for delivery in stale:
                     plans[delivery.id] = _Planned(fresh, now, generation)
         for delivery in batch:
+            if self._draining:
+                actor.slots.release()
+                self._give_back(delivery)
+                continue
             planned = plans[delivery.id]
             assert planned is not None
             plan = planned.plan

@@ -65,6 +65,7 @@ class FunctionRunner:
         api: DataApi | None = None,
         poll: float = POLL,
         runs_per_worker: int = 1000,
+        holder: str | None = None,
     ) -> None:
         self._platform = platform
         self.pool = SandboxPool(
@@ -76,7 +77,8 @@ class FunctionRunner:
         )
         self._api = api
         self._poll = poll
-        self.lease = new_id("runner")
+        self.lease = holder or new_id("runner")
+        """What this runner's claims hold their lease by: its node's id (``Node``)."""
         self._tokens: dict[str, str] = {}
         """The token of each run going on, by run id."""
         self._book = RunBook(workers)
@@ -88,6 +90,10 @@ class FunctionRunner:
         self._idle = trio.Event()
         self._idle.set()
         self._nursery: trio.Nursery | None = None
+        self._draining = False
+        """Asked to stop (:meth:`drain`): no run is claimed any more."""
+        self._claiming = trio.Lock()
+        """Held by a claim under way (a drain waits for it)."""
 
     async def _call(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
         """The pool's way to the data API: with the token of the run going on, which exists
@@ -142,10 +148,23 @@ class FunctionRunner:
         """Wait until no run is going on here."""
         await self._idle.wait()
 
+    async def drain(self) -> None:
+        """Claim no more runs and wait for those going on to end and be recorded (a graceful
+        stop calls it, within its grace period; a run still going on when that ends is
+        cancelled and given back, its attempt not counted)."""
+        self._draining = True
+        self._wake.set()
+        async with self._claiming:
+            pass  # a claim under way has started its runs
+        await self.settle()
+
     async def _claim_loop(self) -> None:
-        while True:
+        while not self._draining:
             try:
-                await self.claim_once()
+                async with self._claiming:
+                    if self._draining:
+                        return
+                    await self.claim_once()
                 wait = self._until_next_due()
             except StorageError as exc:
                 log.warning("function runner: %s", exc)

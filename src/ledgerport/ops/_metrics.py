@@ -138,6 +138,19 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.claims_taken_over = Counter(
+            "ledgerport_claims_taken_over_total",
+            "Deliveries and hosted-function runs a dead node held, given back to the queue by"
+            " this process, by kind (delivery, run).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.nodes_taken_over = Counter(
+            "ledgerport_nodes_taken_over_total",
+            "Dead nodes (serving processes) whose claims this process gave back to the queue.",
+            registry=self.registry,
+        )
+
         self.function_runs = Counter(
             "ledgerport_function_runs_total",
             "Hosted-function runs ended, by outcome (succeeded, failed, retrying: the platform"

@@ -220,6 +220,34 @@ class Store(Protocol):
         connection that listens is lost, go missing: listeners also look for work on a timer."""
         ...
 
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may serve this database at the same time (PostgreSQL), or
+        this one owns it (SQLite: one serving process per file)."""
+        ...
+
+    @property
+    def holding(self) -> frozenset[str]:
+        """The keys this process holds (:meth:`hold`)."""
+        ...
+
+    async def hold(self, key: str) -> bool:
+        """Mark this process alive under ``key`` until :meth:`let_go` or the process's end;
+        answers whether the mark was made now (the first time, or again after it was lost).
+
+        On PostgreSQL the mark is a session advisory lock on ``hashtextextended(key, 0)``
+        (the key space of :meth:`Transaction.serialize`) on a connection of its own, with TCP
+        keepalives: the server drops it the moment the process dies (within seconds when its
+        host does), and another process's ``pg_try_advisory_xact_lock`` on the key then
+        succeeds. Called again, it takes the marks again if that connection was lost (raises
+        StorageUnavailable if it cannot yet). On SQLite it only names the key: the process
+        owns the database."""
+        ...
+
+    async def let_go(self, key: str) -> None:
+        """End the mark of ``key`` (its process stays)."""
+        ...
+
     async def ping(self) -> None:
         """Raise StorageUnavailable unless the database answers a trivial query."""
         ...

@@ -37,6 +37,13 @@ _T = TypeVar("_T")
 # Serializes concurrent migrators (two processes starting at once) on one database.
 _MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"ledgerport.migrate").digest()[:7], "big")
 _CLEANUP_TIMEOUT = 5.0
+_KEEPALIVES = {
+    "tcp_keepalives_idle": "2",
+    "tcp_keepalives_interval": "1",
+    "tcp_keepalives_count": "3",
+}
+"""The server probes an idle connection after 2 s and drops it after 3 unanswered probes a
+second apart: a host that vanished loses its marks (``PostgresStore.hold``) within about 5 s."""
 
 
 async def _awaited(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -118,9 +125,12 @@ class PostgresStore:
 
     kind: Literal["postgresql"] = "postgresql"
 
-    def __init__(self, pool: Any, loop: Any, *, max_size: int) -> None:
+    shared = True
+
+    def __init__(self, pool: Any, loop: Any, *, max_size: int, url: str = "") -> None:
         self._pool = pool
         self._loop = loop
+        self._url = url
         self._context = contextvars.Context()
         """What the asyncio side's tasks start from: the loop, nothing of a request's."""
         self._context.run(trio_asyncio.current_loop.set, loop)
@@ -132,6 +142,10 @@ class PostgresStore:
         self._listen_conn: Any = None
         self._listen_broken = False
         self._listeners = 0
+        self._hold_lock = trio.Lock()
+        self._hold_conn: Any = None
+        """The connection of this process's marks (:meth:`hold`), outside the pool."""
+        self._held: set[str] = set()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``await fn(*args)`` on the asyncio side, as a task in a context of its own.
@@ -290,6 +304,74 @@ class PostgresStore:
         if scope.cancelled_caught:
             _terminate(conn)
 
+    @property
+    def holding(self) -> frozenset[str]:
+        return frozenset(self._held)
+
+    async def hold(self, key: str) -> bool:
+        async with self._hold_lock:
+            conn = self._hold_conn
+            if conn is not None and not conn.is_closed() and key in self._held:
+                return False
+            if conn is None or conn.is_closed():
+                if conn is not None:
+                    _terminate(conn)
+                self._hold_conn = None
+                conn = await self._call(self._connect_alone)
+                self._hold_conn = conn
+                keys = self._held | {key}
+            else:
+                keys = {key}
+            for each in sorted(keys):
+                taken = await self._call(
+                    conn.fetchval,
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                    each,
+                )
+                if not taken:
+                    # Another process is taking over what the lost mark held: try again later.
+                    self._held.discard(each)
+                    raise StorageUnavailable(f"postgresql: the mark {each!r} is held elsewhere")
+                self._held.add(each)
+            return True
+
+    async def let_go(self, key: str) -> None:
+        with trio.CancelScope(shield=True):
+            async with self._hold_lock:
+                if key not in self._held:
+                    return
+                self._held.discard(key)
+                conn = self._hold_conn
+                if conn is None or conn.is_closed():
+                    return
+                if not self._held:
+                    # Closing the connection ends its marks.
+                    self._hold_conn = None
+                    with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+                        with contextlib.suppress(StorageError):
+                            await self._call(conn.close)
+                    if scope.cancelled_caught:
+                        _terminate(conn)
+                    return
+                with trio.move_on_after(_CLEANUP_TIMEOUT):
+                    with contextlib.suppress(StorageError):
+                        await self._call(
+                            conn.fetchval,
+                            "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                            key,
+                        )
+                        return
+                _terminate(conn)  # failed or hung: the marks go with the connection
+
+    async def _connect_alone(self) -> Any:
+        """A connection of its own (asyncio side) whose server notices a dead host quickly."""
+        return await asyncpg.connect(self._url, server_settings=_KEEPALIVES)
+
+    def _close_marks(self) -> None:
+        if self._hold_conn is not None:
+            _terminate(self._hold_conn)
+            self._hold_conn = None
+
     async def ping(self) -> None:
         async with self._connection() as conn:
             await self._call(conn.fetchval, "SELECT 1")
@@ -370,9 +452,11 @@ async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[Postgr
         )
     except (*_DATABASE_ERRORS, ValueError) as exc:
         raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
+    store = PostgresStore(pool, loop, max_size=max_size, url=url)
     try:
-        yield PostgresStore(pool, loop, max_size=max_size)
+        yield store
     finally:
+        store._close_marks()
         with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
             scope.shield = True
             await trio_asyncio.aio_as_trio(pool.close, loop=loop)()

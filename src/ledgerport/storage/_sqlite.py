@@ -183,12 +183,27 @@ class SqliteStore:
     """A SQLite database file; open it with :func:`open_sqlite`."""
 
     kind: Literal["sqlite"] = "sqlite"
+    shared = False
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._limiter = trio.CapacityLimiter(1)
         self._turns = WriterTurns()
         self._listeners = Listeners()
+        self._held: set[str] = set()
+
+    @property
+    def holding(self) -> frozenset[str]:
+        return frozenset(self._held)
+
+    async def hold(self, key: str) -> bool:
+        if key in self._held:
+            return False
+        self._held.add(key)
+        return True
+
+    async def let_go(self, key: str) -> None:
+        self._held.discard(key)
 
     @asynccontextmanager
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:
