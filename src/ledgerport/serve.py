@@ -22,12 +22,14 @@ import trio
 import trio_asyncio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
+from quart_trio import QuartTrio
 
 from ledgerport.clock import Clock
 from ledgerport.config import Config
 from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
 from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app, in_process_api
-from ledgerport.platform import bootstrap
+from ledgerport.ops import timing_collections
+from ledgerport.platform import Platform, bootstrap
 from ledgerport.runtime import RunLimits
 from ledgerport.storage import open_store
 
@@ -76,58 +78,71 @@ async def serve(
             )
         platform = boot.platform
         app = create_app(platform)
-        async with (
-            in_process_api(app, config.base_url) as api,
-            trio.open_nursery() as nursery,
-        ):
-            nursery.start_soon(_watch_signals, stop)
-            node = Node(platform)
-            await nursery.start(node.run)
-            await nursery.start(Scheduler(platform).run)
-            engine = DeliveryEngine(platform, holder=node.id)
-            await nursery.start(engine.run)
-            runner: FunctionRunner | None = None
-            if config.function_workers:
-                runner = FunctionRunner(
-                    platform,
-                    workers=config.function_workers,
-                    limits=RunLimits(wall=config.function_wall_limit),
-                    api=api,
-                    holder=node.id,
-                )
-                await nursery.start(runner.run)
-            http_done = trio.Event()
-            tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
-            binds = await nursery.start(
-                _serve_http, tracker, _hypercorn_config(config), stop, http_done
+        with timing_collections(platform.metrics):
+            await _supervise(config, platform, app, stop, on_ready)
+
+
+async def _supervise(
+    config: Config,
+    platform: Platform,
+    app: QuartTrio,
+    stop: trio.Event,
+    on_ready: Callable[[list[str]], None] | None,
+) -> None:
+    """The engine's workers, the pool and HTTP under one nursery, until ``stop``; then the
+    drain within the grace period, and the rest cancelled."""
+    async with (
+        in_process_api(app, config.base_url) as api,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(_watch_signals, stop)
+        node = Node(platform)
+        await nursery.start(node.run)
+        await nursery.start(Scheduler(platform).run)
+        engine = DeliveryEngine(platform, holder=node.id)
+        await nursery.start(engine.run)
+        runner: FunctionRunner | None = None
+        if config.function_workers:
+            runner = FunctionRunner(
+                platform,
+                workers=config.function_workers,
+                limits=RunLimits(wall=config.function_wall_limit),
+                api=api,
+                holder=node.id,
             )
-            # What start-up built (modules, routes, the application) lives as long as the
-            # process: kept out of the collector's full passes, which would otherwise walk it
-            # every time and pause every request for tens of milliseconds.
-            gc.collect()
-            gc.freeze()
-            log.info("serving on %s (database: %s)", ", ".join(binds), config.database.redacted())
-            if on_ready is not None:
-                on_ready(binds)
-            await stop.wait()
-            # Intake stops (hypercorn closes its listeners, the engine and the runner take no
-            # more work); what is in flight gets the grace period to end and be recorded.
-            deadline = trio.current_time() + config.shutdown_grace
-            nursery.cancel_scope.deadline = deadline + 1.0
-            with trio.move_on_at(deadline) as grace:
-                async with trio.open_nursery() as draining:
-                    draining.start_soon(_drained, tracker, http_done)
-                    draining.start_soon(engine.drain)
-                    if runner is not None:
-                        draining.start_soon(runner.drain)
-            if grace.cancelled_caught:
-                log.warning(
-                    "shutdown grace (%gs) ran out: cancelling what is still in flight",
-                    config.shutdown_grace,
-                )
-            else:
-                log.info("in-flight work finished: stopping")
-            nursery.cancel_scope.cancel()
+            await nursery.start(runner.run)
+        http_done = trio.Event()
+        tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
+        binds = await nursery.start(
+            _serve_http, tracker, _hypercorn_config(config), stop, http_done
+        )
+        # What start-up built (modules, routes, the application) lives as long as the
+        # process: kept out of the collector's full passes, which would otherwise walk it
+        # every time and pause every request for tens of milliseconds.
+        gc.collect()
+        gc.freeze()
+        log.info("serving on %s (database: %s)", ", ".join(binds), config.database.redacted())
+        if on_ready is not None:
+            on_ready(binds)
+        await stop.wait()
+        # Intake stops (hypercorn closes its listeners, the engine and the runner take no
+        # more work); what is in flight gets the grace period to end and be recorded.
+        deadline = trio.current_time() + config.shutdown_grace
+        nursery.cancel_scope.deadline = deadline + 1.0
+        with trio.move_on_at(deadline) as grace:
+            async with trio.open_nursery() as draining:
+                draining.start_soon(_drained, tracker, http_done)
+                draining.start_soon(engine.drain)
+                if runner is not None:
+                    draining.start_soon(runner.drain)
+        if grace.cancelled_caught:
+            log.warning(
+                "shutdown grace (%gs) ran out: cancelling what is still in flight",
+                config.shutdown_grace,
+            )
+        else:
+            log.info("in-flight work finished: stopping")
+        nursery.cancel_scope.cancel()
 
 
 async def _drained(tracker: RequestTracker, http_done: trio.Event) -> None:

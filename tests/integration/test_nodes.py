@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from ledgerport import apps
-from ledgerport.engine import FunctionRunner, Node
+from ledgerport.engine import UNRECORDED_MAX, FunctionRunner, Node
 from ledgerport.http import in_process_api
 from ledgerport.platform import Platform
 from ledgerport.runtime import RunLimits
@@ -217,7 +217,8 @@ async def test_a_lost_mark_is_taken_again(store: Store) -> None:
         async with store.transaction() as tx:
             held = await tx.fetchval(
                 "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND pid <> pg_backend_pid()"
+                " AND pid <> pg_backend_pid() AND database ="
+                " (SELECT oid FROM pg_database WHERE datname = current_database())"
             )
         await store.let_go("node:a")
         await store.let_go("node:b")
@@ -284,3 +285,41 @@ async def test_a_draining_runner_lets_its_run_finish_and_claims_no_more(
         async with store.transaction() as tx:
             rows = await tx.fetch("SELECT status, attempts FROM function_runs ORDER BY status")
     assert [(row["status"], row["attempts"]) for row in rows] == [("queued", 0), ("succeeded", 1)]
+
+
+# --- what a crash can send twice ----------------------------------------------------------------
+
+
+async def test_answered_attempts_wait_for_their_outcomes_to_be_written_beyond_a_bound(
+    platform: Platform, client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    """With the database held (a slow disk, a lock), the engine sends no more than
+    UNRECORDED_MAX attempts whose outcome it has not written: a crash then sends at most
+    those, and the attempts in flight, twice. Once the database answers, the rest goes out."""
+    events = UNRECORDED_MAX * 2
+    written: list[int] = []
+    release = trio.Event()
+
+    async def hold_the_database(task_status: trio.TaskStatus[None]) -> None:
+        async with store.transaction() as tx:
+            rows = await tx.fetch(f"SELECT status FROM webhook_deliveries{tx.row_lock}")
+            written.append(sum(row["status"] == "delivered" for row in rows))
+            task_status.started()
+            await release.wait()
+
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, ["customer.created"]) as hook:
+            for _ in range(events):
+                await hook.api.customer()
+            async with engine_for(platform, in_flight=1) as engine, trio.open_nursery() as n:
+                await engine.dispatch_once()
+                await n.start(hold_the_database)
+                # Every outcome not written by then counts against the bound.
+                await hook.receiver.wait_for(written[0] + UNRECORDED_MAX)
+                await trio.sleep(0.5)  # room for any attempt past the bound to arrive
+                sent_while_held = len(hook.receiver.received)
+                release.set()
+                await hook.receiver.wait_for(events)
+                await engine.settle()
+    assert sent_while_held <= written[0] + UNRECORDED_MAX + 1
+    assert len({r.headers["x-webhook-id"] for r in hook.receiver.received}) == events

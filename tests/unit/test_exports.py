@@ -583,6 +583,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "Capped",
         "DeliveryBook",
         "Node",
+        "UNRECORDED_MAX",
         "DueRuns",
         "Refusal",
         "RunBook",
@@ -609,6 +610,8 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "use_platform",
     },
     "ledgerport.ops": {
+        "CollectorTimer",
+        "timing_collections",
         "HTTP_METHODS",
         "Metrics",
         "OTHER",

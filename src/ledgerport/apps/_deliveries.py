@@ -662,7 +662,11 @@ class AttemptOutcome:
 
 async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -> None:
     """Record attempt outcomes; an outcome whose claim no longer holds the lease (it expired
-    and another process took the delivery over) changes nothing."""
+    and another process took the delivery over) changes nothing.
+
+    Rows are written in the order of their ids, the order :func:`renew_claims` locks them in:
+    two transactions of an engine over the same claims wait for each other, never deadlock."""
+    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
     await tx.executemany(
         "UPDATE webhook_deliveries SET status = $1, attempts = $2, response_code = $3,"
         " last_error = $4, updated_at = $5, next_attempt_at = $6,"
@@ -692,7 +696,8 @@ async def renew_claims(tx: Transaction, *, lease: str, until: float, limit: int)
     return await tx.execute(
         "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id IN"
         " (SELECT id FROM webhook_deliveries WHERE lease = $2"
-        " AND status IN ('queued', 'retrying') AND next_attempt_at < $1 LIMIT $3)",
+        " AND status IN ('queued', 'retrying') AND next_attempt_at < $1"
+        f" ORDER BY id LIMIT $3{tx.row_lock})",
         until,
         lease,
         limit,

@@ -10,6 +10,7 @@ from ._core import RunBook as RunBook
 from ._core import Shares as Shares
 from ._core import Verdict as Verdict
 from ._core import half_share as half_share
+from ._delivery import UNRECORDED_MAX as UNRECORDED_MAX
 from ._delivery import DeliveryEngine as DeliveryEngine
 from ._functions import FunctionRunner as FunctionRunner
 from ._node import Node as Node

@@ -75,6 +75,14 @@ way of a fan-out waiting for the database (on SQLite, the one writer). An engine
 settle, or stopping, writes at once."""
 RECORD_BATCH = 128
 """Attempt outcomes written per transaction at most."""
+RECORD_SOON = 16
+"""Outcomes waiting that end the recorder's linger at once: a batch this big is worth its
+transaction now."""
+UNRECORDED_MAX = 32
+"""Answered attempts whose outcome is not written yet, at most: beyond it, attempts wait for
+the recorder before they send. What a crash can send twice is the attempts in flight and these;
+a database slower than the receivers slows the sending instead of piling answers up in
+memory."""
 HELD_PER_WEBHOOK = 256
 """Deliveries of one webhook held by this engine at once (in its actor's inbox or in flight)."""
 HELD_PER_APP = 1024
@@ -281,6 +289,8 @@ class DeliveryEngine:
         self._claim_wake = _Wakeup()
         self._record_wake = _Wakeup()
         self._record_now = _Wakeup()
+        self._recorded = trio.Event()
+        """Set (and replaced) each time a recording transaction ends."""
         self._settled = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._draining = False
@@ -726,6 +736,9 @@ class DeliveryEngine:
         try:
             await _take_slot(app_slots)
             try:
+                while self._book.unwritten >= UNRECORDED_MAX:
+                    self._record_now.set()
+                    await self._recorded.wait()
                 outcome = await self._send(actor, plan, delivery)
             finally:
                 app_slots.release()
@@ -871,6 +884,8 @@ class DeliveryEngine:
             self._platform.metrics.deliveries.labels(outcome.status, delivery.type).inc()
             self._book.add_outcome(delivery.app_id, delivery.webhook_id, outcome)
             self._record_wake.set()
+            if self._book.outcomes_waiting >= RECORD_SOON:
+                self._record_now.set()
         self._drop(actor, delivery)
 
     def _drop(self, actor: _Actor, delivery: apps.ClaimedDelivery) -> None:
@@ -911,11 +926,18 @@ class DeliveryEngine:
         self._book.outcomes_not_written(batch)
         if batch:
             self._record_wake.set()
+        self._recording_ended()
+
+    def _recording_ended(self) -> None:
+        """Wake the attempts waiting for outcomes to be written (UNRECORDED_MAX)."""
+        self._recorded.set()
+        self._recorded = trio.Event()
 
     def _outcomes_written(self, batch: list[tuple[str, str, apps.AttemptOutcome]]) -> None:
         self._book.outcomes_written(batch)
         if self._book.starved or any(outcome.next_attempt_at is not None for *_, outcome in batch):
             self._claim_wake.set()  # room again, or a next due time that may be sooner
+        self._recording_ended()
         self._settle_check()
 
     def _settle_check(self) -> None:

@@ -1,5 +1,8 @@
-"""Operations: metrics, logging with redaction and escaped control characters."""
+"""Operations: metrics, the collector's pauses, logging with redaction and escaped control
+characters."""
 
+from ._collector import CollectorTimer as CollectorTimer
+from ._collector import timing_collections as timing_collections
 from ._logging import RedactingFilter as RedactingFilter
 from ._logging import configure_logging as configure_logging
 from ._logging import escape_controls as escape_controls

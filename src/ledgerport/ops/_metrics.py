@@ -138,6 +138,14 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.gc_pause = Histogram(
+            "ledgerport_gc_pause_seconds",
+            "Pauses of Python's garbage collector (the whole process waits), by generation"
+            " (2: a full collection).",
+            ["generation"],
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+        )
         self.claims_taken_over = Counter(
             "ledgerport_claims_taken_over_total",
             "Deliveries and hosted-function runs a dead node held, given back to the queue by"
