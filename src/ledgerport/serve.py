@@ -12,6 +12,7 @@ process exits non-zero.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import signal
@@ -31,7 +32,7 @@ from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_a
 from ledgerport.ops import timing_collections
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.runtime import RunLimits
-from ledgerport.storage import open_store
+from ledgerport.storage import open_store, serving
 
 log = logging.getLogger("ledgerport.supervisor")
 
@@ -67,6 +68,18 @@ async def serve(
     """Run the whole service until a signal (or ``stop``) asks it to end."""
     if stop is None:
         stop = trio.Event()
+    with contextlib.ExitStack() as owned:
+        if config.database.kind == "sqlite":
+            owned.enter_context(serving(config.database.path))
+        await _serve_store(config, clock, on_ready, stop)
+
+
+async def _serve_store(
+    config: Config,
+    clock: Clock | None,
+    on_ready: Callable[[list[str]], None] | None,
+    stop: trio.Event,
+) -> None:
     async with trio_asyncio.open_loop(), open_store(config.database) as store:
         boot = await bootstrap(store, config, clock=clock)
         if boot.new_admin_token is not None:

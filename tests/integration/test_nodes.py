@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from ledgerport.engine import UNRECORDED_MAX, FunctionRunner, Node
 from ledgerport.http import in_process_api
 from ledgerport.platform import Platform
 from ledgerport.runtime import RunLimits
-from ledgerport.storage import StorageUnavailable, Store, open_postgres
+from ledgerport.storage import StorageUnavailable, Store, open_postgres, serving
 
 from ..receiver import Answer
 from .data_api import owner_api
@@ -323,3 +324,15 @@ async def test_answered_attempts_wait_for_their_outcomes_to_be_written_beyond_a_
                 await engine.settle()
     assert sent_while_held <= written[0] + UNRECORDED_MAX + 1
     assert len({r.headers["x-webhook-id"] for r in hook.receiver.received}) == events
+
+
+def test_a_second_process_cannot_serve_the_same_sqlite_file(tmp_path: Path) -> None:
+    """A starting node on SQLite takes over every claim but its own: a second serving
+    process on the same file is refused, with a reason, not let in to send twice."""
+    path = str(tmp_path / "ledgerport.db")
+    with serving(path):
+        with pytest.raises(StorageUnavailable, match="another process serves"):
+            with serving(path):
+                pass  # pragma: no cover - refused
+    with serving(path):
+        pass  # free again once the first stopped

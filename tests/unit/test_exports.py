@@ -623,6 +623,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "redact",
     },
     "ledgerport.storage": {
+        "serving",
         "BadValue",
         "Conflict",
         "Migration",

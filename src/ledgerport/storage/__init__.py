@@ -22,3 +22,4 @@ from ._sqlite import REQUESTS_PER_BACKGROUND as REQUESTS_PER_BACKGROUND
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import WriterTurns as WriterTurns
 from ._sqlite import open_sqlite as open_sqlite
+from ._sqlite import serving as serving

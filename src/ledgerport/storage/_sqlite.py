@@ -8,11 +8,12 @@ along with its first statement.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal, TypeVar
 
 import trio
@@ -340,3 +341,26 @@ async def open_sqlite(path: str) -> AsyncIterator[SqliteStore]:
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(conn.close)
+
+
+@contextmanager
+def serving(path: str) -> Iterator[None]:
+    """This process serves the SQLite file at ``path`` for the context: an exclusive ``flock``
+    on the file (SQLite's own locks are POSIX record locks, which it does not touch). One
+    process serves a SQLite file (a starting node takes over every claim but its own); a second
+    one is refused with StorageUnavailable instead of sending deliveries twice."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StorageUnavailable(f"sqlite: cannot open {path}: {exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StorageUnavailable(
+                f"sqlite: another process serves {path} (a SQLite file has one serving process;"
+                " several need PostgreSQL)"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
