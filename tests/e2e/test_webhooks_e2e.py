@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import signal
 import threading
 import time
@@ -25,8 +24,15 @@ import httpx
 import pytest
 import stripe
 
-from ..stores import POSTGRES_ADMIN_URL, database_url
-from .served import Server, served, start_server, stop, wait_healthy
+from .served import (
+    Server,
+    postgres_database,
+    served,
+    start_server,
+    stop,
+    store_env,
+    wait_healthy,
+)
 
 ADMIN_TOKEN = "lp_admin_e2e-webhooks-token-0123456789abcdef"
 SECRET_KEY = "e2e-webhooks-secret-key-0123456789abcdef012345"
@@ -220,19 +226,7 @@ took over a dead node's claims (SQLite at start, PostgreSQL when the dead node's
 and with room for a loaded machine."""
 
 
-@contextmanager
-def store_for(backend: str, workdir: Path) -> Iterator[dict[str, str]]:
-    """The environment of a served process on ``backend``: SQLite in ``workdir``, or a new
-    PostgreSQL database."""
-    env = {"LEDGERPORT_SECRET_KEY": SECRET_KEY}
-    if backend == "sqlite":
-        yield env
-        return
-    with scratch_database() as url:
-        yield {**env, "LEDGERPORT_DATABASE_URL": url}
-
-
-BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -241,10 +235,10 @@ def test_sigkill_during_a_load_loses_no_delivery(tmp_path: Path, backend: str) -
     # after 20 ms: the process is killed while the load is being delivered.
     hits = Hits(behave=lambda _n: 0.02)
     hits.gate.clear()
-    with receiver(hits) as url, store_for(backend, tmp_path) as store_env:
+    with receiver(hits) as url, store_env(backend, tmp_path) as stored:
         # Attempts held at the gate must not time out meanwhile (that would be a retry an hour
         # on).
-        env = {**store_env, "LEDGERPORT_WEBHOOK_TIMEOUT": str(GATE_TIMEOUT)}
+        env = {**stored, "LEDGERPORT_WEBHOOK_TIMEOUT": str(GATE_TIMEOUT)}
         server = start_server(tmp_path, ADMIN_TOKEN, env)
         try:
             wait_healthy(server)
@@ -290,7 +284,7 @@ def test_a_graceful_stop_under_load_finishes_its_attempts_and_sends_nothing_twic
     0; after a restart everything arrives, each delivery once."""
     hits = Hits(behave=lambda _n: 0.5)
     total = LOAD_WEBHOOKS * 10
-    with receiver(hits) as url, store_for(backend, tmp_path) as env:
+    with receiver(hits) as url, store_env(backend, tmp_path) as env:
         server = start_server(tmp_path, ADMIN_TOKEN, env)
         try:
             wait_healthy(server)
@@ -316,25 +310,6 @@ def test_a_graceful_stop_under_load_finishes_its_attempts_and_sends_nothing_twic
     assert max(counts.values()) == 1, "a delivery was sent twice"
 
 
-@contextmanager
-def scratch_database() -> Iterator[str]:
-    """A new PostgreSQL database for two served processes, dropped afterwards."""
-    name = f"ledgerport_e2e_{secrets.token_hex(6)}"
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=10)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield database_url(name)
-    finally:
-        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
 def _delivered_count(server: Server) -> float:
     text = httpx.get(f"{server.base}/metrics", timeout=HTTP_TIMEOUT, trust_env=False).text
     total = 0.0
@@ -355,7 +330,7 @@ def test_two_processes_on_one_postgresql_database_never_send_a_delivery_twice(
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     total = LOAD_WEBHOOKS * LOAD_BUSINESSES
-    with scratch_database() as url, receiver(hits) as target:
+    with postgres_database() as url, receiver(hits) as target:
         env = {"LEDGERPORT_SECRET_KEY": SECRET_KEY, "LEDGERPORT_DATABASE_URL": url}
         with (
             served(tmp_path / "a", ADMIN_TOKEN, env) as first,
@@ -398,7 +373,7 @@ def test_a_killed_nodes_deliveries_are_taken_over_by_the_other_within_seconds(
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     total = LOAD_WEBHOOKS * 20
-    with scratch_database() as url, receiver(hits) as target:
+    with postgres_database() as url, receiver(hits) as target:
         env = {
             "LEDGERPORT_SECRET_KEY": SECRET_KEY,
             "LEDGERPORT_DATABASE_URL": url,
