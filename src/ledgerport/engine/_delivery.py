@@ -572,11 +572,7 @@ class DeliveryEngine:
         """Let go of a delivery the engine will not attempt (it is draining): its room here;
         its claim is given back when the engine leaves ``running``."""
         self._book.forget_unmade(delivery.id)
-        self._event_at.pop(delivery.id, None)
-        self._planned.pop(delivery.id, None)
-        if self._book.let_go(delivery.app_id, delivery.webhook_id):
-            self._claim_wake.set()
-        self._settle_check()
+        self._let_go(delivery)
 
     def _give_back_inbox(self, actor: _Actor) -> None:
         while True:
@@ -890,9 +886,13 @@ class DeliveryEngine:
 
     def _drop(self, actor: _Actor, delivery: apps.ClaimedDelivery) -> None:
         """Free a delivery's attempt slot and its room."""
+        actor.slots.release()
+        self._let_go(delivery)
+
+    def _let_go(self, delivery: apps.ClaimedDelivery) -> None:
+        """Free a delivery's room and what the engine kept for its attempt."""
         self._event_at.pop(delivery.id, None)
         self._planned.pop(delivery.id, None)
-        actor.slots.release()
         if self._book.let_go(delivery.app_id, delivery.webhook_id):
             self._claim_wake.set()
         self._settle_check()
