@@ -151,7 +151,8 @@ def test_both_backends_have_the_same_migrations() -> None:
 def test_every_migration_splits_into_terminated_statements(kind: str) -> None:
     for migration in load_migrations(kind):
         statements = migration.statements()
-        assert statements, migration.name
+        # A migration with nothing to do on one store keeps the numbering and says why.
+        assert statements or migration.sql.lstrip().startswith("--"), migration.name
         for statement in statements:
             assert statement.endswith(";"), statement
             assert sqlite3.complete_statement(statement)

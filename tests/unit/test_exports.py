@@ -630,6 +630,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "MigrationError",
         "NoAsyncioLoop",
         "PostgresStore",
+        "Reader",
         "Row",
         "SqliteStore",
         "StorageError",

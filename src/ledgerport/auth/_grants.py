@@ -20,7 +20,7 @@ from ledgerport.apps import App, Installation, ordered_scopes
 from ledgerport.books import get_membership
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
-from ledgerport.storage import Row, Transaction
+from ledgerport.storage import Reader, Row, Transaction
 
 from ._errors import InvalidGrant, InvalidRequest, InvalidTarget, OAuthError
 
@@ -56,6 +56,9 @@ class AccessGrant:
     expires_at: float
     pinned_version: str | None = None
     """The app's pinned API version, if any."""
+    permissions: frozenset[str] | None = None
+    """What the consenting user's current role in the business holds, read with the token at
+    each call; None when they are no longer an active member there."""
 
 
 def pkce_matches(verifier: str, challenge: str, method: str) -> bool:
@@ -444,8 +447,25 @@ async def rotate_refresh_token(
 _GRANT_COLUMNS = (
     "f.id AS family_id, f.app_id, a.client_id, a.status AS app_status, f.installation_id,"
     " i.state AS installation_state, f.business_id, f.user_id, f.scopes,"
-    " f.revoked_at AS family_revoked_at, a.pinned_version"
+    " f.revoked_at AS family_revoked_at, a.pinned_version,"
+    " m.active AS member_active, m.role AS member_role, r.permissions AS role_override"
 )
+_GRANT_JOINS = (
+    " JOIN token_families f ON f.id = t.family_id"
+    " JOIN apps a ON a.id = f.app_id JOIN installations i ON i.id = f.installation_id"
+    " LEFT JOIN memberships m ON m.business_id = f.business_id AND m.user_id = f.user_id"
+    " LEFT JOIN role_permissions r ON r.business_id = f.business_id AND r.role = m.role"
+)
+
+
+def _member_permissions(row: Row) -> frozenset[str] | None:
+    """What the member's role holds (its override in the business, else the catalog's
+    default), or None for no active member."""
+    if row["member_role"] is None or not row["member_active"]:
+        return None
+    if row["role_override"] is None:
+        return catalog.ROLE_DEFAULTS[row["member_role"]]
+    return frozenset(json.loads(row["role_override"]))
 
 
 def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
@@ -466,20 +486,20 @@ def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
         scopes=frozenset(json.loads(row["scopes"])),
         expires_at=expires_at,
         pinned_version=row["pinned_version"],
+        permissions=_member_permissions(row),
     )
 
 
 async def _live_grant(
-    tx: Transaction, keyring: Keyring, *, now: float, token: str, table: str
+    reader: Reader, keyring: Keyring, *, now: float, token: str, table: str
 ) -> AccessGrant | None:
     """The live grant behind a token of ``table`` (access_tokens or refresh_tokens): known,
-    unexpired, unrevoked, not yet used (refresh), its app and installation ACTIVE."""
+    unexpired, unrevoked, not yet used (refresh), its app and installation ACTIVE; with the
+    user's standing in the business, read in the same statement."""
     used = "t.used_at" if table == "refresh_tokens" else "NULL AS used_at"
-    row = await tx.fetchrow(
+    row = await reader.fetchrow(
         f"SELECT t.revoked_at, {used}, t.expires_at, {_GRANT_COLUMNS}"
-        f" FROM {table} t JOIN token_families f ON f.id = t.family_id"
-        " JOIN apps a ON a.id = f.app_id JOIN installations i ON i.id = f.installation_id"
-        " WHERE t.token_hash = $1",
+        f" FROM {table} t{_GRANT_JOINS} WHERE t.token_hash = $1",
         keyring.hash_token(token),
     )
     if row is None or now >= row["expires_at"] or row["used_at"] is not None:
@@ -488,10 +508,12 @@ async def _live_grant(
 
 
 async def resolve_access_token(
-    tx: Transaction, keyring: Keyring, *, now: float, token: str
+    reader: Reader, keyring: Keyring, *, now: float, token: str
 ) -> AccessGrant | None:
-    """The live grant behind a bearer token, or None (unknown, expired, revoked, app stopped)."""
-    return await _live_grant(tx, keyring, now=now, token=token, table="access_tokens")
+    """The live grant behind a bearer token, or None (unknown, expired, revoked, app stopped).
+
+    One statement: outside a transaction (``Store.autocommit``) it is one round trip."""
+    return await _live_grant(reader, keyring, now=now, token=token, table="access_tokens")
 
 
 async def _resolve_refresh_token(

@@ -188,6 +188,10 @@ class StoreRateLimiter:
     async def _count(self, budgets: Sequence[Budget], *, always: bool) -> Verdict:
         now = self._clock.now()
         keys = self._keys(budgets)
+        if self._store.kind == "postgresql":
+            verdict = await self._count_in_postgres(budgets, keys, now, always=always)
+            await self._sweep(now)
+            return verdict
         async with self._store.transaction() as tx:
             counts = self._counts(budgets, keys, await self._lock_rows(tx, keys), now)
             refused = None if always else refusal(counts, budgets)
@@ -205,6 +209,35 @@ class StoreRateLimiter:
         if refused is not None:
             return refused
         return Verdict(None, 0, tuple(count.standing() for count in counts))
+
+    async def _count_in_postgres(
+        self,
+        budgets: Sequence[Budget],
+        keys: Sequence[tuple[str, str]],
+        now: float,
+        *,
+        always: bool,
+    ) -> Verdict:
+        """The same counting in one statement (``ledgerport_count_limits``, migration 0017):
+        one round trip instead of a transaction's four."""
+        answer = await self._store.autocommit.fetchval(
+            "SELECT ledgerport_count_limits($1, $2, $3, $4, $5, $6, $7)",
+            "hit" if always else "take",
+            now,
+            LIMIT_BUCKETS,
+            [name for name, _ in keys],
+            [key for _, key in keys],
+            [b.limit.limit for b in budgets],
+            [float(b.limit.window_seconds) for b in budgets],
+        )
+        refused, wait = int(answer[0]), int(answer[1])
+        standings = tuple(
+            Standing(b.limit.limit, int(answer[2 + 2 * i]), int(answer[3 + 2 * i]))
+            for i, b in enumerate(budgets)
+        )
+        if refused:
+            return Verdict(budgets[refused - 1].limit, wait, standings)
+        return Verdict(None, 0, standings)
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._count(budgets, always=False)

@@ -5,6 +5,7 @@ from ._interface import BadValue as BadValue
 from ._interface import Conflict as Conflict
 from ._interface import Migration as Migration
 from ._interface import MigrationError as MigrationError
+from ._interface import Reader as Reader
 from ._interface import Row as Row
 from ._interface import StorageError as StorageError
 from ._interface import StorageUnavailable as StorageUnavailable

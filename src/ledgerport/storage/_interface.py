@@ -48,14 +48,16 @@ class Migration:
     sql: str
 
     def statements(self) -> list[str]:
-        """The file split into single statements (SQLite executes one at a time)."""
+        """The file split into single statements (SQLite executes one at a time); a ``$$``-quoted
+        body stays whole."""
         result: list[str] = []
         pending = ""
         for line in self.sql.splitlines(keepends=True):
             if not pending and (not line.strip() or line.lstrip().startswith("--")):
                 continue
             pending += line
-            if sqlite3.complete_statement(pending):
+            # A PostgreSQL function's body is quoted between $$ marks: its semicolons end nothing.
+            if pending.count("$$") % 2 == 0 and sqlite3.complete_statement(pending):
                 result.append(pending.strip())
                 pending = ""
         if pending.strip():
@@ -63,7 +65,18 @@ class Migration:
         return result
 
 
-class Transaction(Protocol):
+class Reader(Protocol):
+    """What reads: a :class:`Transaction`, or :attr:`Store.autocommit` for a lookup that needs
+    no transaction around it."""
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
+
+    async def fetchval(self, sql: str, *args: Any) -> Any: ...
+
+
+class Transaction(Reader, Protocol):
     """One open transaction: everything done through it commits together or not at all."""
 
     @property
@@ -109,12 +122,6 @@ class Transaction(Protocol):
         makes them wait on each other); SQLite has nothing to do, its write transaction holds
         the whole database. Taking a key again in the same transaction is free."""
         ...
-
-    async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
-
-    async def fetchrow(self, sql: str, *args: Any) -> Row | None: ...
-
-    async def fetchval(self, sql: str, *args: Any) -> Any: ...
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
@@ -212,6 +219,14 @@ class Store(Protocol):
         """A transaction; ``background`` marks one of the engine's loops rather than one a
         request waits for. Where the database has one writer (SQLite), a request's transaction
         goes before background ones waiting with it (see ``_sqlite.WriterTurns``)."""
+        ...
+
+    @property
+    def autocommit(self) -> Reader:
+        """Statements each run alone, as their own transaction: one round trip on PostgreSQL
+        (no BEGIN or COMMIT), one turn on SQLite. For a single statement that needs nothing
+        else to commit with it: a lookup, or one that does its whole work itself (the
+        PostgreSQL rate-limit function)."""
         ...
 
     def listen(self, channel: str, listener: Listener) -> AbstractAsyncContextManager[None]:

@@ -120,6 +120,25 @@ class _PostgresTransaction:
         return await self._store._call(self._conn.fetchval, sql, *args)
 
 
+class _Autocommit:
+    """Statements each on a pooled connection of their own, outside any transaction: asyncpg's
+    pool acquires, runs and releases on the asyncio side, one crossing from trio."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        records = await self._store._call(self._store._pool.fetch, sql, *args)
+        return [dict(r) for r in records]
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        record = await self._store._call(self._store._pool.fetchrow, sql, *args)
+        return None if record is None else dict(record)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self._store._call(self._store._pool.fetchval, sql, *args)
+
+
 class PostgresStore:
     """A PostgreSQL database; open it with :func:`open_postgres`."""
 
@@ -146,6 +165,7 @@ class PostgresStore:
         self._hold_conn: Any = None
         """The connection of this process's marks (:meth:`hold`), outside the pool."""
         self._held: set[str] = set()
+        self.autocommit = _Autocommit(self)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``await fn(*args)`` on the asyncio side, as a task in a context of its own.

@@ -48,6 +48,15 @@ def _convert(exc: sqlite3.Error) -> Exception:
     return StorageUnavailable(f"sqlite: {exc}")
 
 
+def _fetch(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[Row]:
+    return [dict(r) for r in conn.execute(_translate(sql), args).fetchall()]
+
+
+def _fetchrow(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> Row | None:
+    row = conn.execute(_translate(sql), args).fetchone()
+    return None if row is None else dict(row)
+
+
 class _SqliteTransaction:
     kind: Literal["sqlite"] = "sqlite"
     row_lock = ""
@@ -90,17 +99,10 @@ class _SqliteTransaction:
         pass  # the write transaction already holds the whole database
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        def run() -> list[Row]:
-            return [dict(r) for r in self._store._conn.execute(_translate(sql), args).fetchall()]
-
-        return await self._call(run)
+        return await self._call(_fetch, self._store._conn, sql, args)
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
-        def run() -> Row | None:
-            row = self._store._conn.execute(_translate(sql), args).fetchone()
-            return None if row is None else dict(row)
-
-        return await self._call(run)
+        return await self._call(_fetchrow, self._store._conn, sql, args)
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         row = await self.fetchrow(sql, *args)
@@ -180,6 +182,26 @@ class WriterTurns:
             self.release()
 
 
+class _Autocommit:
+    """Statements each in their own turn on the one connection, outside any transaction: one
+    hop to the worker thread, no BEGIN or COMMIT."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        async with self._store._turns.turn():
+            return await self._store._call(_fetch, self._store._conn, sql, args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        async with self._store._turns.turn():
+            return await self._store._call(_fetchrow, self._store._conn, sql, args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        row = await self.fetchrow(sql, *args)
+        return None if row is None else next(iter(row.values()))
+
+
 class SqliteStore:
     """A SQLite database file; open it with :func:`open_sqlite`."""
 
@@ -192,6 +214,7 @@ class SqliteStore:
         self._turns = WriterTurns()
         self._listeners = Listeners()
         self._held: set[str] = set()
+        self.autocommit = _Autocommit(self)
 
     @property
     def holding(self) -> frozenset[str]:

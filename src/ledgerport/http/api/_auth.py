@@ -6,7 +6,7 @@ from quart import g, request
 
 from ledgerport import auth, catalog
 
-from .._context import client_ip, platform, unit_of_work
+from .._context import client_ip, platform
 from .._openapi import Header
 
 RATE_LIMIT_HEADERS = (
@@ -30,10 +30,10 @@ async def authenticate_bearer() -> auth.AccessGrant:
     across businesses together (refused by one, it uses up neither), and every answer from
     there on says what is left of the first (the RateLimit-* headers).
 
-    The token is looked up in a short transaction of its own and the limits are taken outside
-    any: a shared limiter on PostgreSQL uses a connection of its own, which a call holding its
-    transaction open would wait for while holding one, and a refused or failed call must still
-    count.
+    The token (with the user's standing in the business) is looked up in one statement outside
+    any transaction, and the limits are taken outside any: a shared limiter on PostgreSQL uses
+    a connection of its own, which a call holding its transaction open would wait for while
+    holding one, and a refused or failed call must still count.
     """
     p = platform()
     verdict = await p.limiter.take(auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),)))
@@ -43,8 +43,9 @@ async def authenticate_bearer() -> auth.AccessGrant:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise auth.InvalidAccessToken("A bearer access token is required")
-    async with unit_of_work() as tx:
-        grant = await auth.resolve_access_token(tx, p.keyring, now=p.now(), token=token.strip())
+    grant = await auth.resolve_access_token(
+        p.store.autocommit, p.keyring, now=p.now(), token=token.strip()
+    )
     if grant is None:
         raise auth.InvalidAccessToken("The access token is expired, revoked or malformed")
     verdict = await p.limiter.take(

@@ -159,8 +159,8 @@ def data_route(
             version = apps.resolve_api_version(requested, grant.pinned_version, today=_today())
             g.response_headers = {SERVICE_VERSION: version.name}
             extra = {"data": _body(body, raw)} if body is not None else {}
+            auth.check_call(grant, scope=scope, permission=permission)
             async with unit_of_work() as tx:
-                await auth.check_call(tx, grant, scope=scope, permission=permission)
                 if key is not None:
                     stored = await apps.claim_idempotency_key(
                         tx,

@@ -372,7 +372,7 @@ async def convert_quote(tx: Any, call: Call, record_id: str) -> books.Document:
     """Turn an accepted quote into a draft invoice of its customer, currency and lines (needs
     invoices:write too; counted against the plan's ceiling); answers the invoice; emits
     invoice.created and quote.converted."""
-    await auth.check_call(tx, call.grant, scope="invoices:write")
+    auth.check_call(call.grant, scope="invoices:write")
     _, invoice = await books.convert_quote(
         tx, now=call.now, business_id=call.business_id, quote_id=record_id
     )

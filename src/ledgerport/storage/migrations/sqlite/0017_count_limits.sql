@@ -1,0 +1,2 @@
+-- PostgreSQL's 0017 adds the function its shared rate-limit counters take and hit through;
+-- SQLite counts a process's limits in memory and has nothing to add.
