@@ -55,7 +55,7 @@ from ledgerport.clock import SystemClock
 from ledgerport.config import load
 from ledgerport.engine import DeliveryEngine, signature_header
 from ledgerport.platform import Platform, bootstrap
-from ledgerport.storage import Store, Transaction, open_postgres, open_sqlite
+from ledgerport.storage import Store, Transaction, open_asyncio_loop, open_postgres, open_sqlite
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LEDGERPORT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -287,7 +287,7 @@ async def run_backend(backend: str, n: int, webhooks: int) -> None:
 
 
 async def main(backends: list[str], n: int, webhooks: int) -> None:
-    async with trio_asyncio.open_loop():
+    async with open_asyncio_loop():
         for backend in backends:
             with trio.fail_after(RUN_TIMEOUT * 2):
                 await run_backend(backend, n, webhooks)

@@ -54,7 +54,7 @@ from ledgerport.clock import FrozenClock
 from ledgerport.config import load
 from ledgerport.http import create_app
 from ledgerport.platform import Platform, bootstrap
-from ledgerport.storage import StorageUnavailable, Store, open_postgres
+from ledgerport.storage import StorageUnavailable, Store, open_asyncio_loop, open_postgres
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LEDGERPORT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -298,7 +298,7 @@ def main() -> None:
 
     async def run() -> None:
         # One asyncio loop for the process, as ledgerport serve has: asyncpg and Redis run on it.
-        async with trio_asyncio.open_loop():
+        async with open_asyncio_loop():
             report(await measure(args.n), args.n)
 
     trio.run(run)

@@ -53,7 +53,7 @@ from ledgerport.clock import FrozenClock
 from ledgerport.config import load
 from ledgerport.http import create_app
 from ledgerport.platform import Platform, bootstrap
-from ledgerport.storage import Store, open_postgres, open_sqlite
+from ledgerport.storage import Store, open_asyncio_loop, open_postgres, open_sqlite
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LEDGERPORT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -395,7 +395,7 @@ def main() -> None:
 
     async def run() -> None:
         # One asyncio loop for the process, as ledgerport serve has: asyncpg runs on it.
-        async with trio_asyncio.open_loop():
+        async with open_asyncio_loop():
             for backend in backends:
                 report(backend, await measure(backend, args.n), args.n)
 

@@ -17,7 +17,7 @@ from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
 from ledgerport.http import create_app, use_platform
 from ledgerport.platform import Platform
-from ledgerport.storage import Store
+from ledgerport.storage import Store, open_asyncio_loop
 
 from .platforms import build_platform
 from .stores import (
@@ -75,7 +75,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 async def asyncio_loop() -> AsyncIterator[trio_asyncio.TrioEventLoop]:
     """The test's one asyncio loop, as ``ledgerport serve`` enters one at its top: asyncpg runs
     on it. pytest-trio shares one context between fixtures and the test, so all see it."""
-    async with trio_asyncio.open_loop() as loop:
+    async with open_asyncio_loop() as loop:
         yield loop
 
 

@@ -8,12 +8,11 @@ import sys
 from collections.abc import Sequence
 
 import trio
-import trio_asyncio
 
 from ledgerport import __version__
 from ledgerport.config import Config, ConfigError, load
 from ledgerport.ops import configure_logging
-from ledgerport.storage import StorageError, open_store
+from ledgerport.storage import StorageError, open_asyncio_loop, open_store
 
 log = logging.getLogger("ledgerport")
 
@@ -38,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _migrate(config: Config) -> None:
-    async with trio_asyncio.open_loop(), open_store(config.database, migrate=False) as store:
+    async with open_asyncio_loop(), open_store(config.database, migrate=False) as store:
         applied = await store.migrate()
         version = await store.schema_version()
     if applied:

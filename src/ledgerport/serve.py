@@ -20,7 +20,6 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import trio
-import trio_asyncio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 from quart_trio import QuartTrio
@@ -32,7 +31,7 @@ from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_a
 from ledgerport.ops import timing_collections
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.runtime import RunLimits
-from ledgerport.storage import open_store, serving
+from ledgerport.storage import open_asyncio_loop, open_store, serving
 
 log = logging.getLogger("ledgerport.supervisor")
 
@@ -80,7 +79,7 @@ async def _serve_store(
     on_ready: Callable[[list[str]], None] | None,
     stop: trio.Event,
 ) -> None:
-    async with trio_asyncio.open_loop(), open_store(config.database) as store:
+    async with open_asyncio_loop(), open_store(config.database) as store:
         boot = await bootstrap(store, config, clock=clock)
         if boot.new_admin_token is not None:
             print(  # noqa: T201 - shown once, on purpose, to the operator's terminal

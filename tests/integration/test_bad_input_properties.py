@@ -16,12 +16,12 @@ from urllib.parse import quote
 
 import pytest
 import trio
-import trio_asyncio
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ledgerport.clock import FrozenClock
 from ledgerport.http import create_app
+from ledgerport.storage import open_asyncio_loop
 
 from ..conftest import ADMIN_TOKEN, SECRET_KEY
 from ..platforms import build_platform
@@ -170,7 +170,7 @@ ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 async def _client(backend: str) -> AsyncIterator[Any]:
     """A served application over a store of its own: each example starts afresh (function
     fixtures would outlive the example's trio run)."""
-    async with trio_asyncio.open_loop(), open_test_store(backend) as store:
+    async with open_asyncio_loop(), open_test_store(backend) as store:
         platform = await build_platform(
             store,
             FrozenClock(),

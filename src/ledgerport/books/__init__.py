@@ -62,6 +62,7 @@ from ._purchasing import update_purchase as update_purchase
 from ._purchasing import update_purchase_return as update_purchase_return
 from ._records import Document as Document
 from ._records import get_record as get_record
+from ._records import list_record_texts as list_record_texts
 from ._records import list_records as list_records
 from ._records import record_exists as record_exists
 from ._tenancy import Business as Business

@@ -209,6 +209,14 @@ async def list_records(
 ) -> tuple[list[Document], str | None]:
     """A page of the business's live records of ``kind``, oldest first, and the cursor of the
     next page (None on the last). Keyset paging on (business, kind, seq)."""
+    texts, next_cursor = await list_record_texts(tx, business_id, kind, limit=limit, after=after)
+    return [json.loads(text) for text in texts], next_cursor
+
+
+async def list_record_texts(
+    tx: Transaction, business_id: str, kind: str, *, limit: int, after: str | None
+) -> tuple[list[str], str | None]:
+    """:func:`list_records`, each record as its stored JSON text (to answer as it is)."""
     after_seq = decode_cursor(after) if after else 0
     rows = await tx.fetch(
         "SELECT seq, data FROM records WHERE business_id = $1 AND kind = $2 AND seq > $3"
@@ -220,4 +228,4 @@ async def list_records(
     )
     page = rows[:limit]
     next_cursor = f"c{page[-1]['seq']}" if len(rows) > limit else None
-    return [_document(row) for row in page], next_cursor
+    return [row["data"] for row in page], next_cursor

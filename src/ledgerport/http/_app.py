@@ -18,6 +18,7 @@ from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
 from ._errors import OAUTH, page_shape, register_error_handlers
 from ._input import CheckedRequest, refuse_nul_in_url
+from ._json import answer_with_orjson
 from ._openapi import provider_for
 from ._pages import PROBLEM_TITLE
 from .api import RecordIdConverter
@@ -76,8 +77,8 @@ def create_app(platform: Platform) -> QuartTrio:
         },
         openapi_provider_class=provider_for(error_shapes),
     )
-    # After QuartSchema, which installs its own JSON provider: answers keep their field order.
-    app.json.sort_keys = False  # type: ignore[attr-defined]
+    # After QuartSchema, which installs its own JSON provider.
+    answer_with_orjson(app)
     register_error_handlers(app, error_shapes)
     app.url_map.converters["record"] = RecordIdConverter
     for blueprint in (

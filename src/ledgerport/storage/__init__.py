@@ -13,6 +13,8 @@ from ._interface import Store as Store
 from ._interface import Transaction as Transaction
 from ._interface import first_per_key as first_per_key
 from ._interface import placeholders as placeholders
+from ._loop import READY_PER_TURN as READY_PER_TURN
+from ._loop import open_asyncio_loop as open_asyncio_loop
 from ._migrations import load_migrations as load_migrations
 from ._open import open_store as open_store
 from ._postgres import NoAsyncioLoop as NoAsyncioLoop

@@ -79,12 +79,26 @@ class _PostgresTransaction:
     json_object = "json_build_object"
     json_array_agg = "json_agg"
 
-    def __init__(self, store: PostgresStore, conn: Any) -> None:
+    def __init__(self, store: PostgresStore) -> None:
         self._store = store
-        self._conn = conn
+        self._conn: Any = None
+        """The pool's connection, taken with the first statement (None until then)."""
         self._serialized: set[str] = set()
         self._notified: set[str] = set()
         self._queues = CommitQueues()
+
+    async def _begin_then(self, method: str, args: tuple[Any, ...]) -> Any:
+        """Asyncio side: take a connection, BEGIN, and run the first statement, all in one
+        crossing from trio. The connection is the unit's as soon as it is taken, so whatever
+        interrupts what follows, the unit's end rolls back and gives it back."""
+        self._conn = await self._store._pool.acquire()
+        await self._conn.execute("BEGIN")
+        return await getattr(self._conn, method)(*args)
+
+    async def _run(self, method: str, *args: Any) -> Any:
+        if self._conn is None:
+            return await self._store._call(self._begin_then, method, args)
+        return await self._store._call(getattr(self._conn, method), *args)
 
     async def notify(self, channel: str) -> None:
         if channel not in self._notified:
@@ -96,12 +110,12 @@ class _PostgresTransaction:
         return self._queues.queue(name, flush)
 
     async def execute(self, sql: str, *args: Any) -> int:
-        status: str = await self._store._call(self._conn.execute, sql, *args)
+        status: str = await self._run("execute", sql, *args)
         tail = status.rsplit(" ", 1)[-1]
         return int(tail) if tail.isdigit() else 0
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._store._call(self._conn.executemany, sql, rows)
+        await self._run("executemany", sql, rows)
 
     async def serialize(self, key: str) -> None:
         if key not in self._serialized:
@@ -109,15 +123,15 @@ class _PostgresTransaction:
             self._serialized.add(key)
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        records = await self._store._call(self._conn.fetch, sql, *args)
+        records = await self._run("fetch", sql, *args)
         return [dict(r) for r in records]
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
-        record = await self._store._call(self._conn.fetchrow, sql, *args)
+        record = await self._run("fetchrow", sql, *args)
         return None if record is None else dict(record)
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
-        return await self._store._call(self._conn.fetchval, sql, *args)
+        return await self._run("fetchval", sql, *args)
 
 
 class _Autocommit:
@@ -204,23 +218,11 @@ class PostgresStore:
             if scope.cancelled_caught:
                 conn.terminate()
 
-    async def _begin(self) -> tuple[Any, Any]:
-        """A connection of the pool with a transaction started on it (asyncio side: one
-        crossing from trio for both)."""
-        conn = await self._pool.acquire()
-        try:
-            tx = conn.transaction()
-            await tx.start()
-        except BaseException:
-            await self._pool.release(conn)
-            raise
-        return conn, tx
-
-    async def _end(self, conn: Any, tx: Any, commit: bool) -> None:
+    async def _end(self, conn: Any, commit: bool) -> None:
         """Commit or roll back, then give the connection back (asyncio side, one crossing). A
         connection whose rollback failed is closed: nothing else could end its transaction."""
         try:
-            await (tx.commit() if commit else tx.rollback())
+            await conn.execute("COMMIT" if commit else "ROLLBACK")
         except BaseException:
             if not commit:
                 conn.terminate()
@@ -239,26 +241,25 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[_PostgresTransaction]:
-        # Shielded: a cancellation while BEGIN is under way would leave the transaction
-        # started on the connection with no rollback to end it. It is delivered at the next
-        # checkpoint instead, inside the block below, which rolls back.
-        with trio.CancelScope(shield=True):
-            conn, tx = await self._call(self._begin)
-        unit = _PostgresTransaction(self, conn)
+        """A unit whose connection and BEGIN come with its first statement (one crossing, not
+        two), so a unit that runs nothing costs nothing."""
+        unit = _PostgresTransaction(self)
         try:
             yield unit
             await unit._queues.flush(unit)
         except BaseException:
-            with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
-                scope.shield = True
-                with contextlib.suppress(StorageError):
-                    await self._call(self._end, conn, tx, False)
-            if scope.cancelled_caught:
-                # The rollback hangs: closing the socket ends it (and the transaction with it).
-                conn.terminate()
+            if unit._conn is not None:
+                with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
+                    scope.shield = True
+                    with contextlib.suppress(StorageError):
+                        await self._call(self._end, unit._conn, False)
+                if scope.cancelled_caught:
+                    # The rollback hangs: closing the socket ends it (and the transaction).
+                    unit._conn.terminate()
             raise
         else:
-            await self._call(self._end, conn, tx, True)
+            if unit._conn is not None:
+                await self._call(self._end, unit._conn, True)
 
     @asynccontextmanager
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:

@@ -16,6 +16,7 @@ from werkzeug.routing import BaseConverter
 
 from ledgerport import books, catalog
 
+from .._json import stored
 from .._openapi import Param, Reply, json_reply, operation
 from ._auth import RATE_LIMIT_HEADERS
 from ._blueprint import blueprint
@@ -146,10 +147,10 @@ def reads(kind: str, path: str) -> None:
     @data_route(scope)
     async def list_all(tx: Any, call: Call) -> dict[str, Any]:
         limit, after = page_params(request.args)
-        data, next_cursor = await books.list_records(
+        texts, next_cursor = await books.list_record_texts(
             tx, call.business_id, kind, limit=limit, after=after
         )
-        return {"data": data, "next": next_cursor}
+        return {"data": [stored(text) for text in texts], "next": next_cursor}
 
     @operation(
         json_reply(200, Record, f"The {label}", *ANSWER_HEADERS),
