@@ -93,15 +93,26 @@ async def _insert_events(tx: Transaction, rows: list[Any]) -> None:
     """The transaction's queued events, inserted at its commit (see the module's docstring)."""
     for business_id in sorted({row[1] or "" for row in rows}):
         await tx.serialize(f"events:{business_id}")
-    await tx.executemany(
-        "INSERT INTO events (id, business_id, app_id, type, api_version, data, created_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        rows,
-    )
-    # The dispatcher's marks, drawn in the same order (see EVENTS_CHANNEL).
-    await tx.executemany(
-        "INSERT INTO event_dispatch (event_id) VALUES ($1)", [(r[0],) for r in rows]
-    )
+    if tx.kind == "postgresql":
+        # One statement: the events, then the dispatcher's marks in the events' order.
+        await tx.execute(
+            "WITH added AS (INSERT INTO events"
+            " (id, business_id, app_id, type, api_version, data, created_at)"
+            " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
+            " $5::text[], $6::text[], $7::float8[]) RETURNING id, seq)"
+            " INSERT INTO event_dispatch (event_id) SELECT id FROM added ORDER BY seq",
+            *map(list, zip(*rows, strict=True)),
+        )
+    else:
+        await tx.executemany(
+            "INSERT INTO events (id, business_id, app_id, type, api_version, data, created_at)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            rows,
+        )
+        # The dispatcher's marks, drawn in the same order (see EVENTS_CHANNEL).
+        await tx.executemany(
+            "INSERT INTO event_dispatch (event_id) VALUES ($1)", [(r[0],) for r in rows]
+        )
     await tx.notify(EVENTS_CHANNEL)
 
 

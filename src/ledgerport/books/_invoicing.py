@@ -24,7 +24,7 @@ from ledgerport import catalog
 from ledgerport.errors import InvalidInput
 from ledgerport.storage import Transaction
 
-from ._errors import InvoiceCeilingReached, RecordInWrongState
+from ._errors import InvoiceCeilingReached, RecordInWrongState, RecordNotFound
 from ._events import record_event
 from ._money import ZERO, amount, currency_or_default, decimal_problem, priced_lines
 from ._records import (
@@ -32,9 +32,11 @@ from ._records import (
     delete_record,
     due_records,
     get_record,
+    insert_numbered_records,
     insert_record,
     iso,
     iso_date,
+    live_record_ids,
     save_record,
     set_due_watch,
 )
@@ -75,31 +77,42 @@ def _cents(value: Decimal) -> int:
 
 
 async def _count_against_ceiling(
-    tx: Transaction, *, now: float, business_id: str, total: Decimal
-) -> None:
-    """Count a new invoice in the business's calendar year, refusing it past the plan's
-    ceiling. One conditional write first, so concurrent invoices cannot both slip under it."""
+    tx: Transaction, *, now: float, business_id: str, totals: Sequence[Decimal]
+) -> tuple[int, InvoiceCeilingReached] | None:
+    """Count new invoices in the business's calendar year: one conditional write for all of
+    them, so concurrent invoices cannot slip under the plan's ceiling together. Answers the
+    first of them (by position) past the ceiling with its refusal, as they would have met it
+    one by one, or None; the caller rolls back on a refusal."""
     business = await get_business(tx, business_id)
     year = datetime.fromtimestamp(now, UTC).year
+    cents = [_cents(total) for total in totals]
     row = await tx.fetchrow(
         "INSERT INTO invoice_years (business_id, year, invoices, turnover_cents)"
-        " VALUES ($1, $2, 1, $3) ON CONFLICT (business_id, year) DO UPDATE SET"
-        " invoices = invoice_years.invoices + 1,"
+        " VALUES ($1, $2, $3, $4) ON CONFLICT (business_id, year) DO UPDATE SET"
+        " invoices = invoice_years.invoices + excluded.invoices,"
         " turnover_cents = invoice_years.turnover_cents + excluded.turnover_cents"
         " RETURNING invoices, turnover_cents",
         business_id,
         year,
-        _cents(total),
+        len(cents),
+        sum(cents),
     )
     assert row is not None
     free = business.plan == "free"
     limit = business.invoice_limit
     if limit is None and free:
         limit = catalog.FREE_PLAN_YEARLY_INVOICES
-    if limit is not None and row["invoices"] > limit:
-        raise InvoiceCeilingReached(business.plan, "count")
-    if free and row["turnover_cents"] > _cents(Decimal(catalog.FREE_PLAN_YEARLY_TURNOVER)):
-        raise InvoiceCeilingReached(business.plan, "turnover cap")
+    cap = _cents(Decimal(catalog.FREE_PLAN_YEARLY_TURNOVER))
+    count = int(row["invoices"]) - len(cents)
+    turnover = int(row["turnover_cents"]) - sum(cents)
+    for position, each in enumerate(cents):
+        count += 1
+        turnover += each
+        if limit is not None and count > limit:
+            return position, InvoiceCeilingReached(business.plan, "count")
+        if free and turnover > cap:
+            return position, InvoiceCeilingReached(business.plan, "turnover cap")
+    return None
 
 
 async def _party(tx: Transaction, business_id: str, kind: str, party_id: str) -> None:
@@ -135,41 +148,97 @@ async def create_invoice(
     issue_date: str | None = None,
     due_date: str | None = None,
 ) -> Document:
-    priced, total = priced_lines(lines)
-    check_dates(issueDate=issue_date, dueDate=due_date)
-    await _party(tx, business_id, "customer", customer_id)
-    await _count_against_ceiling(tx, now=now, business_id=business_id, total=total)
-    invoice = await insert_record(
-        tx,
-        now=now,
-        business_id=business_id,
-        kind="invoice",
-        numbered=True,
-        fields={
-            "status": "draft",
-            "customerId": customer_id,
-            "currency": currency_or_default(currency),
-            "total": amount(total),
-            "amountDue": amount(total),
-            "issueDate": issue_date or iso_date(now),
-            "dueDate": due_date,
-            "lines": priced,
-        },
-    )
-    await record_event(tx, now=now, type="invoice.created", data=invoice, business_id=business_id)
+    fields = {
+        "customer_id": customer_id,
+        "lines": lines,
+        "currency": currency,
+        "issue_date": issue_date,
+        "due_date": due_date,
+    }
+    (invoice,) = await _create_invoices(tx, now=now, business_id=business_id, invoices=[fields])
     return invoice
 
 
 async def bulk_import_invoices(
     tx: Transaction, *, now: float, business_id: str, invoices: Sequence[Mapping[str, Any]]
 ) -> list[Document]:
-    """Create every invoice or none: the first refusal ends the caller's transaction."""
-    created = []
-    for index, fields in enumerate(invoices):
+    """Create every invoice or none: the first refusal ends the caller's transaction. Its input
+    problems are named by the invoice's position (``invoices.3.lines.0.quantity``)."""
+    return await _create_invoices(
+        tx, now=now, business_id=business_id, invoices=invoices, where="invoices."
+    )
+
+
+def _draft(
+    now: float,
+    customer_id: str,
+    lines: Sequence[Line],
+    currency: str | None = None,
+    issue_date: str | None = None,
+    due_date: str | None = None,
+) -> tuple[dict[str, Any], Decimal]:
+    """A new invoice's fields, priced, and its total; InvalidInput names what is wrong."""
+    priced, total = priced_lines(lines)
+    check_dates(issueDate=issue_date, dueDate=due_date)
+    fields = {
+        "status": "draft",
+        "customerId": customer_id,
+        "currency": currency_or_default(currency),
+        "total": amount(total),
+        "amountDue": amount(total),
+        "issueDate": issue_date or iso_date(now),
+        "dueDate": due_date,
+        "lines": priced,
+    }
+    return fields, total
+
+
+async def _create_invoices(
+    tx: Transaction,
+    *,
+    now: float,
+    business_id: str,
+    invoices: Sequence[Mapping[str, Any]],
+    where: str | None = None,
+) -> list[Document]:
+    """Create draft invoices, numbered in order, each with ``invoice.created``, as set
+    operations: a statement per table whatever their number (customers, the year's counter,
+    the numbers, the records, their events).
+
+    Refused as the invoices made one by one would be: by the first (in order) that meets a
+    problem, and for that invoice its input first, then its customer, then the plan's ceiling.
+    The refusal leaves the caller's transaction to roll back everything written before it.
+    ``where`` prefixes an input problem with the invoice's position (``invoices.``)."""
+    drafts: list[tuple[dict[str, Any], Decimal]] = []
+    refusals: list[tuple[int, int, Exception]] = []
+    for position, given in enumerate(invoices):
         try:
-            created.append(await create_invoice(tx, now=now, business_id=business_id, **fields))
+            drafts.append(_draft(now, **given))
         except InvalidInput as problem:
-            raise InvalidInput([f"invoices.{index}.{m}" for m in problem.messages]) from problem
+            if where is not None:
+                problem = InvalidInput([f"{where}{position}.{m}" for m in problem.messages])
+            refusals.append((position, 0, problem))
+            break
+    customers = [fields["customerId"] for fields, _ in drafts]
+    live = await live_record_ids(tx, business_id, "customer", customers)
+    missing = next((i for i, c in enumerate(customers) if c not in live), None)
+    if missing is not None:
+        refusals.append((missing, 1, RecordNotFound("customer", customers[missing])))
+    if drafts:
+        ceiling = await _count_against_ceiling(
+            tx, now=now, business_id=business_id, totals=[total for _, total in drafts]
+        )
+        if ceiling is not None:
+            refusals.append((ceiling[0], 2, ceiling[1]))
+    if refusals:
+        raise min(refusals, key=lambda refusal: refusal[:2])[2]
+    created = await insert_numbered_records(
+        tx, now=now, business_id=business_id, kind="invoice", fields=[f for f, _ in drafts]
+    )
+    for invoice in created:
+        await record_event(
+            tx, now=now, type="invoice.created", data=invoice, business_id=business_id
+        )
     return created
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ledgerport import catalog
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
-from ledgerport.storage import Row, Transaction
+from ledgerport.storage import Row, Transaction, placeholders
 
 from ._errors import RecordNotFound
 
@@ -46,19 +46,22 @@ def _dumps(data: Mapping[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-async def next_number(tx: Transaction, business_id: str, kind: str) -> str:
-    """The business's next number of a numbered kind (``INV-0007``): one conditional write, so
-    two documents created at once never share a number."""
+async def next_numbers(tx: Transaction, business_id: str, kind: str, count: int = 1) -> list[str]:
+    """The business's next ``count`` numbers of a numbered kind (``INV-0007``): one conditional
+    write, so two documents created at once never share a number."""
     prefix = catalog.RECORD_KINDS[kind].number_prefix
     assert prefix is not None, kind
-    last = await tx.fetchval(
-        "INSERT INTO record_numbers (business_id, kind, last) VALUES ($1, $2, 1)"
-        " ON CONFLICT (business_id, kind) DO UPDATE SET last = record_numbers.last + 1"
-        " RETURNING last",
-        business_id,
-        kind,
+    last = int(
+        await tx.fetchval(
+            "INSERT INTO record_numbers (business_id, kind, last) VALUES ($1, $2, $3)"
+            " ON CONFLICT (business_id, kind) DO UPDATE SET last = record_numbers.last + $3"
+            " RETURNING last",
+            business_id,
+            kind,
+            count,
+        )
     )
-    return f"{prefix}-{int(last):0{catalog.NUMBER_DIGITS}d}"
+    return [f"{prefix}-{n:0{catalog.NUMBER_DIGITS}d}" for n in range(last - count + 1, last + 1)]
 
 
 async def insert_record(
@@ -74,23 +77,93 @@ async def insert_record(
     """Store a new record whose answer is its id (and number), then ``fields``, then
     ``createdAt``; answers that document. ``unique`` is a value no other record of the kind in
     the business may have (an account's code): storage.Conflict when one has."""
-    document: Document = {"id": new_id(catalog.RECORD_KINDS[kind].id_prefix)}
-    number = await next_number(tx, business_id, kind) if numbered else unique
     if numbered:
+        (document,) = await insert_numbered_records(
+            tx, now=now, business_id=business_id, kind=kind, fields=[fields]
+        )
+        return document
+    document = _new_document(kind, None, fields, now)
+    await _insert_documents(tx, now, business_id, kind, [(unique, document)])
+    return document
+
+
+async def insert_numbered_records(
+    tx: Transaction,
+    *,
+    now: float,
+    business_id: str,
+    kind: str,
+    fields: Sequence[Mapping[str, Any]],
+) -> list[Document]:
+    """:func:`insert_record` of several numbered records, numbered in order, as two statements
+    whatever their number (their numbers, then the rows)."""
+    numbers = await next_numbers(tx, business_id, kind, len(fields))
+    documents = [
+        _new_document(kind, number, each, now) for number, each in zip(numbers, fields, strict=True)
+    ]
+    await _insert_documents(tx, now, business_id, kind, list(zip(numbers, documents, strict=True)))
+    return documents
+
+
+def _new_document(kind: str, number: str | None, fields: Mapping[str, Any], now: float) -> Document:
+    document: Document = {"id": new_id(catalog.RECORD_KINDS[kind].id_prefix)}
+    if number is not None:
         document["number"] = number
     document.update(fields)
     document["createdAt"] = iso(now)
-    await tx.execute(
+    return document
+
+
+async def _insert_documents(
+    tx: Transaction,
+    now: float,
+    business_id: str,
+    kind: str,
+    documents: Sequence[tuple[str | None, Document]],
+) -> None:
+    """Insert (number or unique value, document) pairs: one statement on PostgreSQL."""
+    if len(documents) > 1 and tx.kind == "postgresql":
+        await tx.execute(
+            "INSERT INTO records (id, business_id, kind, number, data, created_at, updated_at)"
+            " SELECT id, $1, $2, number, data, $3, $3 FROM unnest($4::text[], $5::text[],"
+            " $6::text[]) WITH ORDINALITY AS d(id, number, data, position) ORDER BY position",
+            business_id,
+            kind,
+            now,
+            [document["id"] for _, document in documents],
+            [number for number, _ in documents],
+            [_dumps(document) for _, document in documents],
+        )
+        return
+    insert = (
         "INSERT INTO records (id, business_id, kind, number, data, created_at, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $6)",
-        document["id"],
+        " VALUES ($1, $2, $3, $4, $5, $6, $6)"
+    )
+    rows = [
+        (document["id"], business_id, kind, number, _dumps(document), now)
+        for number, document in documents
+    ]
+    if len(rows) == 1:
+        await tx.execute(insert, *rows[0])
+    else:
+        await tx.executemany(insert, rows)
+
+
+async def live_record_ids(
+    tx: Transaction, business_id: str, kind: str, record_ids: Iterable[str]
+) -> set[str]:
+    """Which of ``record_ids`` are live records of ``kind`` in the business (one statement)."""
+    wanted = sorted(set(record_ids))
+    if not wanted:
+        return set()
+    rows = await tx.fetch(
+        "SELECT id FROM records WHERE business_id = $1 AND kind = $2 AND deleted_at IS NULL"
+        f" AND id IN ({placeholders(len(wanted), 3)})",
         business_id,
         kind,
-        number,
-        _dumps(document),
-        now,
+        *wanted,
     )
-    return document
+    return {row["id"] for row in rows}
 
 
 async def find_record(

@@ -61,6 +61,11 @@ def _channel(name: str) -> str:
     return f"ledgerport_{name}"
 
 
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (standard_conforming_strings, PostgreSQL's default)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _convert(exc: BaseException) -> StorageError:
     if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
         return Conflict(str(exc))
@@ -85,6 +90,8 @@ class _PostgresTransaction:
         """The pool's connection, taken with the first statement (None until then)."""
         self._serialized: set[str] = set()
         self._notified: set[str] = set()
+        self._notices: list[str] = []
+        """The channels to notify with the COMMIT, in the same round trip."""
         self._queues = CommitQueues()
 
     async def _begin_then(self, method: str, args: tuple[Any, ...]) -> Any:
@@ -101,10 +108,11 @@ class _PostgresTransaction:
         return await self._store._call(getattr(self._conn, method), *args)
 
     async def notify(self, channel: str) -> None:
+        # PostgreSQL delivers it to every listening connection when the transaction commits:
+        # it is sent with the COMMIT, in the same round trip.
         if channel not in self._notified:
-            # PostgreSQL delivers it to every listening connection when the transaction commits.
-            await self.execute("SELECT pg_notify($1, '')", _channel(channel))
             self._notified.add(channel)
+            self._notices.append(_channel(channel))
 
     def queue(self, name: str, flush: Flush) -> list[Any]:
         return self._queues.queue(name, flush)
@@ -218,11 +226,18 @@ class PostgresStore:
             if scope.cancelled_caught:
                 conn.terminate()
 
-    async def _end(self, conn: Any, commit: bool) -> None:
-        """Commit or roll back, then give the connection back (asyncio side, one crossing). A
-        connection whose rollback failed is closed: nothing else could end its transaction."""
+    async def _end(self, conn: Any, commit: bool, notices: Sequence[str] = ()) -> None:
+        """Commit (with the unit's notifications, one simple query) or roll back, then give the
+        connection back (asyncio side, one crossing). A connection whose rollback failed is
+        closed: nothing else could end its transaction."""
         try:
-            await conn.execute("COMMIT" if commit else "ROLLBACK")
+            if commit:
+                await conn.execute(
+                    "".join(f"SELECT pg_notify({_literal(name)}, '');" for name in notices)
+                    + "COMMIT"
+                )
+            else:
+                await conn.execute("ROLLBACK")
         except BaseException:
             if not commit:
                 conn.terminate()
@@ -258,8 +273,10 @@ class PostgresStore:
                     unit._conn.terminate()
             raise
         else:
+            if unit._conn is None and unit._notices:
+                await unit.execute("SELECT 1")  # notifications alone still need a commit
             if unit._conn is not None:
-                await self._call(self._end, unit._conn, True)
+                await self._call(self._end, unit._conn, True, unit._notices)
 
     @asynccontextmanager
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:
