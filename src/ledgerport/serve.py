@@ -27,7 +27,14 @@ from quart_trio import QuartTrio
 from ledgerport.clock import Clock
 from ledgerport.config import Config
 from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
-from ledgerport.http import AccessLog, ConnectionGuard, RequestTracker, create_app, in_process_api
+from ledgerport.http import (
+    AccessLog,
+    ConnectionGuard,
+    RequestTracker,
+    create_app,
+    in_process_api,
+    prepare_document,
+)
 from ledgerport.ops import timing_collections
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.runtime import RunLimits
@@ -94,6 +101,15 @@ async def _serve_store(
             await _supervise(config, platform, app, stop, on_ready)
 
 
+async def _prepare_document(app: QuartTrio) -> None:
+    """The OpenAPI document, built in a worker thread as the server starts. A failure is
+    logged and left to the first request for the document (its 500), never the process's end."""
+    try:
+        await prepare_document(app)
+    except Exception:
+        log.exception("building the OpenAPI document failed")
+
+
 async def _supervise(
     config: Config,
     platform: Platform,
@@ -128,6 +144,7 @@ async def _supervise(
         binds = await nursery.start(
             _serve_http, tracker, _hypercorn_config(config), stop, http_done
         )
+        nursery.start_soon(_prepare_document, app)
         # What start-up built (modules, routes, the application) lives as long as the
         # process: kept out of the collector's full passes, which would otherwise walk it
         # every time and pause every request for tens of milliseconds.

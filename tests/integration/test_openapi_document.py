@@ -14,10 +14,14 @@ generated requests rarely reach (token grants, registration, the consent pages).
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import jsonschema_rs
 import pytest
+import trio
+
+from ledgerport.http import prepare_document
 
 from .oauth_helpers import (
     REDIRECT_URI,
@@ -420,3 +424,34 @@ async def test_pages_answers_match_the_document(
     await contract.check(
         "GET", "/bridge/static/{filename}", await client.get("/bridge/static/nothing.js")
     )
+
+
+async def test_the_document_is_built_off_the_event_loop(app: Any, client: Any) -> None:
+    """Building the document takes seconds: it happens in a worker thread, once, while the event
+    loop goes on serving (the loop's longest stall stays far below the build's length), and
+    later requests answer the same bytes at once."""
+    app.extensions["QUART_SCHEMA"].openapi_provider._built = None  # as a new process has it
+    gaps: list[float] = []
+    built = trio.Event()
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while not built.is_set():
+            await trio.sleep(0.005)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tick)
+            started = time.monotonic()
+            await prepare_document(app)
+            took = time.monotonic() - started
+            built.set()
+        first = await client.get("/openapi.json")
+        again = await client.get("/openapi.json")
+    assert first.status_code == again.status_code == 200
+    assert await first.get_data() == await again.get_data()
+    assert len(gaps) >= 10, (took, gaps)
+    assert max(gaps) < took / 3, (took, max(gaps))

@@ -1,6 +1,7 @@
 """HTTP front: OAuth, data API, console, operator API and pages on quart-trio."""
 
 from ._app import create_app as create_app
+from ._app import prepare_document as prepare_document
 from ._app import use_platform as use_platform
 from ._drain import RequestTracker as RequestTracker
 from ._errors import ANSWERS as ANSWERS

@@ -19,7 +19,7 @@ from ._context import platform as current_platform
 from ._errors import OAUTH, page_shape, register_error_handlers
 from ._input import CheckedRequest, refuse_nul_in_url
 from ._json import answer_with_orjson
-from ._openapi import provider_for
+from ._openapi import provider_for, serve_document
 from ._pages import PROBLEM_TITLE
 from .api import RecordIdConverter
 from .api import blueprint as api_blueprint
@@ -42,6 +42,15 @@ def use_platform(app: QuartTrio, platform: Platform) -> None:
     for key in [key for key in app.extensions if key.startswith(APP_STATE_PREFIX)]:
         del app.extensions[key]
     app.extensions[PLATFORM_KEY] = platform
+
+
+PREPARE_DOCUMENT = "ledgerport.prepare_document"
+
+
+async def prepare_document(app: QuartTrio) -> None:
+    """Build the OpenAPI document in a worker thread (seconds of work), so the first
+    ``GET /openapi.json`` finds it ready and no request waits on the event loop for it."""
+    await app.extensions[PREPARE_DOCUMENT]()
 
 
 def create_app(platform: Platform) -> QuartTrio:
@@ -77,8 +86,9 @@ def create_app(platform: Platform) -> QuartTrio:
         },
         openapi_provider_class=provider_for(error_shapes),
     )
-    # After QuartSchema, which installs its own JSON provider.
+    # After QuartSchema, which installs its own JSON provider and the document's route.
     answer_with_orjson(app)
+    app.extensions[PREPARE_DOCUMENT] = serve_document(app)
     register_error_handlers(app, error_shapes)
     app.url_map.converters["record"] = RecordIdConverter
     for blueprint in (

@@ -21,16 +21,17 @@ error shapes and messages stay as they are.
 
 from __future__ import annotations
 
-import copy
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from typing import Annotated, Any, Literal, NotRequired, TypeVar
 
+import orjson
+import trio
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
-from quart import Blueprint
-from quart_schema import OpenAPIProvider, RequestSchemaValidationError
+from quart import Blueprint, Quart, Response
+from quart_schema import OpenAPIProvider, RequestSchemaValidationError, hide
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.exceptions import (
     BadRequest,
@@ -348,17 +349,24 @@ class DocumentProvider(OpenAPIProvider):
     :func:`operation` declaration and the error shape of its blueprint."""
 
     error_shapes: Mapping[str, ErrorShape] = {}
-    _built: tuple[int, dict[str, Any]] | None = None
+    _built: tuple[int, bytes] | None = None
 
     def schema(self) -> dict[str, Any]:
-        """The document, built once per set of routes (building it takes seconds); a copy, so
-        no caller changes the kept one."""
+        """The document, built once per set of routes (building it takes seconds); a copy of
+        its own for each caller."""
+        document: dict[str, Any] = orjson.loads(self.document_bytes())
+        return document
+
+    def document_bytes(self) -> bytes:
+        """The document as the JSON ``/openapi.json`` answers, kept as bytes only (one object
+        for the collector to walk, not thousands). Blocking for seconds the first time: call
+        it off the event loop (:func:`serve_document`)."""
         rules = sum(1 for _ in self._app.url_map.iter_rules())
         if self._built is None or self._built[0] != rules:
             document = super().schema()
             _state_nul_refusal(document)
-            self._built = (rules, document)
-        return copy.deepcopy(self._built[1])
+            self._built = (rules, orjson.dumps(document))
+        return self._built[1]
 
     def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
         paths, components = super().build_paths(rule)
@@ -508,3 +516,24 @@ def _state_nul_refusal(document: dict[str, Any]) -> None:
 def provider_for(shapes: Mapping[str, ErrorShape]) -> type[OpenAPIProvider]:
     """The document provider of an application whose blueprints answer errors in ``shapes``."""
     return type("ApplicationDocumentProvider", (DocumentProvider,), {"error_shapes": shapes})
+
+
+def serve_document(app: Quart) -> Callable[[], Awaitable[None]]:
+    """Answer ``/openapi.json`` with the document's bytes, built in a worker thread the first
+    time (one build at a time) so no request waits on the event loop for it; answers the
+    coroutine function that builds it, for the server to run at start."""
+    extension = app.extensions["QUART_SCHEMA"]
+    provider: DocumentProvider = extension.openapi_provider
+    building = trio.Lock()
+
+    async def prepare() -> None:
+        async with building:
+            await trio.to_thread.run_sync(provider.document_bytes)
+
+    @hide
+    async def openapi() -> Response:
+        await prepare()
+        return Response(provider.document_bytes(), mimetype="application/json")
+
+    app.view_functions["openapi"] = openapi
+    return prepare

@@ -1,0 +1,307 @@
+"""The request path of a served process: token requests against ``/healthz``, and the pipeline
+from a bulk import to signed deliveries against a bare httpx client, in one run per store.
+
+Usage::
+
+    .venv/bin/python bench/request_path.py [--backend sqlite|postgres|both] [--n N]
+        [--rounds R] [--invoices I]
+
+For each store a ``ledgerport serve`` process starts (tests/e2e/served.py: SQLite in a
+temporary directory, PostgreSQL in a scratch database dropped afterwards), with loopback as a
+trusted proxy (``LEDGERPORT_TRUSTED_PROXIES``) so each request can come from its own client
+address (``X-Forwarded-For``, 256 of them), and ``LEDGERPORT_RATE_LIMIT_FACTOR=1000``: every
+limit is still counted, as in production, and none refuses. Sixteen tenants (an app installed in
+a business each) are provisioned through the operator API, one per worker.
+
+1. **Tokens** (16 requests in flight, ``--n`` requests of each, ``--rounds`` rounds, the four
+   kinds one after another in each round so the machine's load falls on all alike):
+
+   - ``healthz``: ``GET /healthz`` (one statement, no authentication): the baseline;
+   - ``introspection``: ``POST /oauth/introspect`` of the worker's access token, with the
+     app's client credentials;
+   - ``refresh``: ``grant_type=refresh_token``, each worker presenting the refresh token its
+     previous call returned (rotation);
+   - ``exchange``: RFC 8693 token exchange of a session token, created beforehand (outside the
+     timing, as an embedded app gets one from the host page).
+
+   Each figure is requests a second and the ratio to the same round's ``healthz``.
+
+2. **Pipeline**: one tenant with one webhook subscribed to ``invoice.created`` (the engine
+   sends up to 8 attempts to it at once) and a receiver on loopback answering 200 at once;
+   ``--invoices`` invoices go through ``POST /invoices/bulk-import``, 200 a request, one request
+   after another. Measured from the first import request to the receipt of the last delivery:
+   deliveries a second, against a bare httpx client (8 one-connection clients, the engine's
+   shape) posting as many signed bodies of the same size to the same receiver in the same run;
+   the ingest rate (invoices a second until the last import is answered); the drain (last
+   receipt after the last import answer); and each event's time from its commit (its
+   ``created_at``) to its receipt, p50 and p99.
+
+Targets (issue: the request path): introspection >= 0.8x, refresh >= 0.6x; the pipeline
+>= 0.7x of the bare client on both stores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import secrets
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._load import (
+    Sink,
+    Tenant,
+    add_webhook,
+    answer,
+    client,
+    create_customer,
+    import_invoices,
+    nodes,
+    percentile,
+    provision_tenant,
+    query,
+    refresh,
+    say,
+    session_token,
+    sink,
+    until_signalled,
+)
+from tests.e2e.served import store_env
+
+from ledgerport.engine import signature_header
+
+SCOPES = ["invoices:read", "invoices:write", "customers:read", "customers:write"]
+TENANTS = 16
+IN_FLIGHT = 16
+ADDRESSES = 256
+PER_IMPORT = 200
+BARE_CLIENTS = 8
+"""One-connection clients of the bare baseline: the engine's attempts in flight per webhook."""
+TIMEOUT = 600
+
+
+def _address(i: int) -> dict[str, str]:
+    return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
+
+
+async def _rate(n: int, send: Callable[[int, int], Awaitable[httpx.Response]]) -> float:
+    """Requests a second of ``n`` calls ``send(worker, i)`` with IN_FLIGHT in flight; every
+    answer must be a success."""
+    counter = itertools.count()
+
+    async def worker(index: int) -> None:
+        while (i := next(counter)) < n:
+            answer(await send(index, i))
+
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for index in range(IN_FLIGHT):
+            nursery.start_soon(worker, index)
+    return n / (time.perf_counter() - started)
+
+
+async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int) -> None:
+    refresh_tokens = [tenant.refresh_token for tenant in tenants]
+    table: dict[str, list[float]] = {}
+    async with client(base) as http:
+
+        async def healthz(worker: int, i: int) -> httpx.Response:
+            return await http.get("/healthz", headers=_address(i))
+
+        async def introspect(worker: int, i: int) -> httpx.Response:
+            tenant = tenants[worker]
+            return await http.post(
+                "/oauth/introspect",
+                data={"token": tenant.access_token},
+                headers={"Authorization": tenant.basic, **_address(i)},
+            )
+
+        async def rotate(worker: int, i: int) -> httpx.Response:
+            response = await refresh(http, tenants[worker], refresh_tokens[worker])
+            refresh_tokens[worker] = answer(response)["refresh_token"]
+            return response
+
+        sessions: list[list[str]] = [[] for _ in tenants]
+
+        async def exchange(worker: int, i: int) -> httpx.Response:
+            tenant = tenants[worker]
+            return await http.post(
+                "/oauth/token",
+                data={
+                    "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+                    "subject_token": sessions[worker].pop(),
+                    "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+                },
+                headers={"Authorization": tenant.basic, **_address(i)},
+            )
+
+        async def make_sessions(count: int) -> None:
+            async def one(worker: int, i: int) -> httpx.Response:
+                response = await session_token(http, tenants[worker])
+                sessions[worker].append(answer(response)["sessionToken"])
+                return response
+
+            await _rate(count, one)
+
+        for warm in (healthz, introspect):
+            await _rate(IN_FLIGHT * 4, warm)
+        for _ in range(rounds):
+            for kind, send in (
+                ("healthz", healthz),
+                ("introspection", introspect),
+                ("refresh", rotate),
+                ("exchange", exchange),
+            ):
+                if kind == "exchange":
+                    # Workers take requests as they come: give each enough session tokens.
+                    await make_sessions(n + IN_FLIGHT * IN_FLIGHT)
+                table.setdefault(kind, []).append(await _rate(n, send))
+    say(f"   {'request':<14} " + " ".join(f"{'round ' + str(r + 1):>18}" for r in range(rounds)))
+    for kind, rates in table.items():
+        cells = [
+            f"{rate:7.0f}/s {rate / table['healthz'][r]:6.2f}x" for r, rate in enumerate(rates)
+        ]
+        say(f"   {kind:<14} " + " ".join(f"{cell:>18}" for cell in cells))
+
+
+async def bare(receiver: Sink, n: int, size: int) -> float:
+    """Deliveries a second of BARE_CLIENTS one-connection clients posting ``n`` signed bodies
+    of ``size`` bytes to ``receiver``."""
+    secret = "whsec_" + secrets.token_urlsafe(32)
+    body = json.dumps({"id": "evt_bench", "type": "invoice.created", "pad": ""}).encode()
+    body = body[:-2] + b"x" * max(0, size - len(body)) + b'"}'
+    remaining = list(range(n))
+
+    async def post_some(http: httpx.AsyncClient) -> None:
+        async with http:
+            while remaining:
+                index = remaining.pop()
+                headers = {
+                    "Content-Type": "application/json",
+                    "X-Webhook-Id": f"bare_{index}",
+                    "X-Webhook-Signature": signature_header([secret], int(time.time()), body),
+                }
+                response = await http.post(f"{receiver.base}/bare", content=body, headers=headers)
+                assert response.status_code == 200
+
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(BARE_CLIENTS):
+            http = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=1), trust_env=False, timeout=10
+            )
+            nursery.start_soon(post_some, http)
+    return n / (time.perf_counter() - started)
+
+
+def _commit_times(database_url: str) -> dict[str, float]:
+    """Event id to its ``created_at`` (the server's clock, Unix seconds)."""
+    sql = "SELECT id, created_at FROM events WHERE type = 'invoice.created'"
+    if database_url.startswith("sqlite:"):
+        with sqlite3.connect(database_url.removeprefix("sqlite:///")) as conn:
+            return {row[0]: float(row[1]) for row in conn.execute(sql)}
+    return {row["id"]: float(row["created_at"]) for row in query(database_url, sql)}
+
+
+async def pipeline(base: str, tenant: Tenant, database_url: str, invoices: int) -> None:
+    async with sink() as receiver, client(base) as http:
+        await add_webhook(http, tenant, f"{receiver.base}/hook", ["invoice.created"])
+        customer = await create_customer(http, tenant, "Pipeline customer")
+        wall_offset = time.time() - time.monotonic()
+        started = time.monotonic()
+        left = invoices
+        while left:
+            answer(await import_invoices(http, tenant, customer, min(PER_IMPORT, left)))
+            left -= min(PER_IMPORT, left)
+        imported = time.monotonic()
+        done = await receiver.wait(lambda: len(receiver.first_ok) >= invoices, within=TIMEOUT)
+        if not done:
+            raise RuntimeError(f"{len(receiver.first_ok)} of {invoices} deliveries arrived")
+        last = max(receiver.first_ok.values())
+        commits = await trio.to_thread.run_sync(_commit_times, database_url)
+        latencies = [
+            arrival.at + wall_offset - commits[arrival.event_id]
+            for arrival in receiver.arrivals
+            if arrival.event_id in commits
+        ]
+        size = len(json.dumps({"id": "evt_", "type": "invoice.created", "data": {}})) + 420
+        baseline = await bare(receiver, invoices, size)
+    rate = invoices / (last - started)
+    say(
+        f"   {invoices} invoices: ingest {invoices / (imported - started):.0f} invoices/s,"
+        f" pipeline {rate:.0f} deliveries/s, bare {baseline:.0f}/s: {rate / baseline:.2f}x;"
+        f" drain {last - imported:.2f} s after the last import answer;"
+        f" commit to receipt p50 {statistics.median(latencies) * 1000:.0f} ms,"
+        f" p99 {percentile(latencies, 0.99) * 1000:.0f} ms"
+    )
+
+
+async def run_backend(backend: str, args: argparse.Namespace) -> None:
+    say(f"\n== {backend}: {args.n} requests of each kind, {IN_FLIGHT} in flight")
+    with (
+        tempfile.TemporaryDirectory(prefix="ledgerport-request-path-") as directory,
+        store_env(backend, Path(directory)) as store,
+        nodes(
+            Path(directory),
+            store
+            | {
+                "LEDGERPORT_FUNCTION_WORKERS": "0",
+                "LEDGERPORT_RATE_LIMIT_FACTOR": "1000",
+                "LEDGERPORT_TRUSTED_PROXIES": "127.0.0.1/32",
+                "LEDGERPORT_PASSWORD_HASHING": "fast",
+            },
+        ) as served,
+    ):
+        node = await served.start("bench")
+        async with client(node.base) as http:
+            tenants = [
+                await provision_tenant(http, SCOPES, f"Tenant {index}") for index in range(TENANTS)
+            ]
+        await tokens(node.base, tenants, args.n, args.rounds)
+        await pipeline(node.base, tenants[0], store["LEDGERPORT_DATABASE_URL"], args.invoices)
+        problems = served.problems()
+    if problems:
+        say(f"   server.log: {len(problems)} error lines, the first: {problems[0][:300]}")
+
+
+async def main(args: argparse.Namespace) -> int:
+    for backend in ["sqlite", "postgres"] if args.backend == "both" else [args.backend]:
+        with trio.fail_after(TIMEOUT):
+            await run_backend(backend, args)
+    return 0
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=" ".join((__doc__ or "").split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--n", type=int, default=2000, help="requests of each kind a round")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the four kinds")
+    parser.add_argument("--invoices", type=int, default=3000, help="invoices of the pipeline")
+    args = parser.parse_args()
+    if not 100 <= args.n <= 20000:
+        parser.error("--n must be 100..20000")
+    if not 1 <= args.rounds <= 10:
+        parser.error("--rounds must be 1..10")
+    if not 200 <= args.invoices <= 30000:
+        parser.error("--invoices must be 200..30000")
+    return args
+
+
+if __name__ == "__main__":
+    arguments = parse()
+    sys.exit(trio.run(until_signalled, functools.partial(main, arguments)))
