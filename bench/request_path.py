@@ -43,6 +43,7 @@ Targets (issue: the request path): introspection >= 0.8x, refresh >= 0.6x; the p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import json
@@ -90,6 +91,7 @@ PER_IMPORT = 200
 BARE_CLIENTS = 8
 """One-connection clients of the bare baseline: the engine's attempts in flight per webhook."""
 TIMEOUT = 600
+KINDS = ("healthz", "introspection", "refresh", "exchange")
 
 
 def _address(i: int) -> dict[str, str]:
@@ -112,7 +114,7 @@ async def _rate(n: int, send: Callable[[int, int], Awaitable[httpx.Response]]) -
     return n / (time.perf_counter() - started)
 
 
-async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int) -> None:
+async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int, kinds: list[str]) -> None:
     refresh_tokens = [tenant.refresh_token for tenant in tenants]
     table: dict[str, list[float]] = {}
     async with client(base) as http:
@@ -164,6 +166,8 @@ async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int) -> None:
                 ("refresh", rotate),
                 ("exchange", exchange),
             ):
+                if kind not in kinds:
+                    continue
                 if kind == "exchange":
                     # Workers take requests as they come: give each enough session tokens.
                     await make_sessions(n + IN_FLIGHT * IN_FLIGHT)
@@ -250,11 +254,28 @@ async def pipeline(base: str, tenant: Tenant, database_url: str, invoices: int) 
 
 async def run_backend(backend: str, args: argparse.Namespace) -> None:
     say(f"\n== {backend}: {args.n} requests of each kind, {IN_FLIGHT} in flight")
+    # A scratch PostgreSQL database is made and dropped with asyncio.run, which no trio task
+    # may call: the store's context is entered and left in a worker thread.
+    stack = contextlib.ExitStack()
+    try:
+        directory = stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="ledgerport-request-path-")
+        )
+        store = await trio.to_thread.run_sync(
+            stack.enter_context, store_env(backend, Path(directory))
+        )
+        await _run_served(backend, args, Path(directory), store)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(stack.close)
+
+
+async def _run_served(
+    backend: str, args: argparse.Namespace, directory: Path, store: dict[str, str]
+) -> None:
     with (
-        tempfile.TemporaryDirectory(prefix="ledgerport-request-path-") as directory,
-        store_env(backend, Path(directory)) as store,
         nodes(
-            Path(directory),
+            directory,
             store
             | {
                 "LEDGERPORT_FUNCTION_WORKERS": "0",
@@ -269,8 +290,11 @@ async def run_backend(backend: str, args: argparse.Namespace) -> None:
             tenants = [
                 await provision_tenant(http, SCOPES, f"Tenant {index}") for index in range(TENANTS)
             ]
-        await tokens(node.base, tenants, args.n, args.rounds)
-        await pipeline(node.base, tenants[0], store["LEDGERPORT_DATABASE_URL"], args.invoices)
+            importer = await provision_tenant(http, SCOPES, "Importer")
+        await tokens(node.base, tenants, args.n, args.rounds, args.kinds)
+        if args.no_pipeline:
+            return
+        await pipeline(node.base, importer, store["LEDGERPORT_DATABASE_URL"], args.invoices)
         problems = served.problems()
     if problems:
         say(f"   server.log: {len(problems)} error lines, the first: {problems[0][:300]}")
@@ -292,7 +316,16 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--n", type=int, default=2000, help="requests of each kind a round")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the four kinds")
     parser.add_argument("--invoices", type=int, default=3000, help="invoices of the pipeline")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=KINDS,
+        default=list(KINDS),
+        help="the token requests to measure (healthz, the baseline, always)",
+    )
+    parser.add_argument("--no-pipeline", action="store_true", help="leave the pipeline out")
     args = parser.parse_args()
+    args.kinds = sorted({"healthz", *args.kinds}, key=KINDS.index)
     if not 100 <= args.n <= 20000:
         parser.error("--n must be 100..20000")
     if not 1 <= args.rounds <= 10:

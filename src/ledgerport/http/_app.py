@@ -18,7 +18,7 @@ from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
 from ._errors import OAUTH, page_shape, register_error_handlers
 from ._input import CheckedRequest, refuse_nul_in_url
-from ._json import answer_with_orjson
+from ._json import answer_with_orjson, skip_conversion_of_plain_answers
 from ._openapi import provider_for, serve_document
 from ._pages import PROBLEM_TITLE
 from .api import RecordIdConverter
@@ -88,6 +88,7 @@ def create_app(platform: Platform) -> QuartTrio:
     )
     # After QuartSchema, which installs its own JSON provider and the document's route.
     answer_with_orjson(app)
+    skip_conversion_of_plain_answers(app)
     app.extensions[PREPARE_DOCUMENT] = serve_document(app)
     register_error_handlers(app, error_shapes)
     app.url_map.converters["record"] = RecordIdConverter
