@@ -116,6 +116,8 @@ async def _rate(n: int, send: Callable[[int, int], Awaitable[httpx.Response]]) -
 
 async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int, kinds: list[str]) -> None:
     refresh_tokens = [tenant.refresh_token for tenant in tenants]
+    access_tokens = [tenant.access_token for tenant in tenants]
+    """Each worker's live pair: a refresh revokes the access token issued with the old one."""
     table: dict[str, list[float]] = {}
     async with client(base) as http:
 
@@ -126,13 +128,17 @@ async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int, kinds: l
             tenant = tenants[worker]
             return await http.post(
                 "/oauth/introspect",
-                data={"token": tenant.access_token},
+                data={"token": access_tokens[worker]},
                 headers={"Authorization": tenant.basic, **_address(i)},
             )
 
         async def rotate(worker: int, i: int) -> httpx.Response:
             response = await refresh(http, tenants[worker], refresh_tokens[worker])
-            refresh_tokens[worker] = answer(response)["refresh_token"]
+            pair = answer(response)
+            refresh_tokens[worker], access_tokens[worker] = (
+                pair["refresh_token"],
+                pair["access_token"],
+            )
             return response
 
         sessions: list[list[str]] = [[] for _ in tenants]

@@ -19,7 +19,7 @@ from ledgerport.books import (
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
-from ledgerport.storage import Row, Transaction
+from ledgerport.storage import Reader, Row, Transaction
 
 from ._errors import (
     AppNotActive,
@@ -205,8 +205,8 @@ async def apps_developed_by(tx: Transaction, user_id: str) -> list[App]:
     return [App.from_row(row) for row in rows]
 
 
-async def find_app_by_client_id(tx: Transaction, client_id: str) -> App | None:
-    row = await tx.fetchrow("SELECT * FROM apps WHERE client_id = $1", client_id)
+async def find_app_by_client_id(reader: Reader, client_id: str) -> App | None:
+    row = await reader.fetchrow("SELECT * FROM apps WHERE client_id = $1", client_id)
     return None if row is None else App.from_row(row)
 
 

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from ledgerport.apps import App, find_app_by_client_id
 from ledgerport.keys import Keyring
-from ledgerport.storage import Transaction
+from ledgerport.storage import Reader
 
 from ._errors import InvalidClient, InvalidRequest
 
@@ -62,7 +62,7 @@ def parse_credentials(
 
 
 async def authenticate_client(
-    tx: Transaction,
+    reader: Reader,
     keyring: Keyring,
     credentials: ClientCredentials,
     *,
@@ -76,7 +76,7 @@ async def authenticate_client(
     basic = credentials.basic
     if not credentials.client_id:
         raise InvalidClient("client_id is missing", basic=basic)
-    app = await find_app_by_client_id(tx, credentials.client_id)
+    app = await find_app_by_client_id(reader, credentials.client_id)
     if app is None:
         raise InvalidClient("unknown client", basic=basic)
     if credentials.secret is not None:

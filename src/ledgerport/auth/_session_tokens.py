@@ -15,6 +15,7 @@ Private keys are stored encrypted under the root key.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import Sequence
@@ -208,6 +209,14 @@ async def issue_session_token(
     return SessionToken(token, expires_at)
 
 
+@functools.lru_cache(maxsize=16)
+def _public_key(jwk: str) -> ec.EllipticCurvePublicKey | None:
+    """The key object of a public JWK (JSON text): loaded once, kept for the next tokens (a
+    handful of keys are live at a time)."""
+    public_key = ECAlgorithm.from_jwk(jwk)
+    return public_key if isinstance(public_key, ec.EllipticCurvePublicKey) else None
+
+
 def _verified_claims(token: str, keys: Sequence[SigningKey]) -> dict[str, Any] | None:
     """The token's claims when its signature verifies under the key its kid names."""
     try:
@@ -220,8 +229,8 @@ def _verified_claims(token: str, keys: Sequence[SigningKey]) -> dict[str, Any] |
     key = next((k for k in keys if k.kid == kid), None)
     if key is None:
         return None
-    public_key = ECAlgorithm.from_jwk(key.public_jwk)
-    if not isinstance(public_key, ec.EllipticCurvePublicKey):
+    public_key = _public_key(json.dumps(key.public_jwk, sort_keys=True))
+    if public_key is None:
         return None
     try:
         claims = jwt.decode(

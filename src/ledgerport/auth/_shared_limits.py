@@ -24,7 +24,7 @@ from typing import Any
 from ledgerport import catalog
 from ledgerport.clock import Clock
 from ledgerport.keys import Keyring
-from ledgerport.storage import Store, Transaction
+from ledgerport.storage import Reader, Store, Transaction
 
 from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds
 
@@ -154,11 +154,11 @@ class StoreRateLimiter:
         )
         return {(row["budget"], row["key"]): row["state"] for row in rows}
 
-    async def _read_rows(self, tx: Transaction, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
+    async def _read_rows(self, reader: Reader, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
         where = " OR ".join(
             f"(budget = ${2 * i + 1} AND key = ${2 * i + 2})" for i in range(len(keys))
         )
-        rows = await tx.fetch(
+        rows = await reader.fetch(
             f"SELECT budget, key, state FROM rate_limits WHERE {where}",
             *[part for pair in keys for part in pair],
         )
@@ -245,9 +245,8 @@ class StoreRateLimiter:
     async def retry_after(self, *budgets: Budget) -> int | None:
         now = self._clock.now()
         keys = self._keys(budgets)
-        async with self._store.transaction() as tx:
-            counts = self._counts(budgets, keys, await self._read_rows(tx, keys), now)
-        verdict = refusal(counts, budgets)
+        rows = await self._read_rows(self._store.autocommit, keys)
+        verdict = refusal(self._counts(budgets, keys, rows, now), budgets)
         return None if verdict is None else verdict.retry_after
 
     async def hit(self, *budgets: Budget) -> None:
@@ -259,12 +258,11 @@ class StoreRateLimiter:
 
     async def locked_for(self, rule: LockoutRule, key: tuple[str, ...]) -> int | None:
         now = self._clock.now()
-        async with self._store.transaction() as tx:
-            state = await tx.fetchval(
-                "SELECT state FROM rate_limits WHERE budget = $1 AND key = $2",
-                rule.name,
-                self._key(rule.name, key),
-            )
+        state = await self._store.autocommit.fetchval(
+            "SELECT state FROM rate_limits WHERE budget = $1 AND key = $2",
+            rule.name,
+            self._key(rule.name, key),
+        )
         return self._log(rule, state, now).locked_for()
 
     async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:

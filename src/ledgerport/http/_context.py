@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from quart import current_app, request
 
@@ -45,7 +46,14 @@ def client_ip() -> str:
     proxies = platform().config.trusted_proxies
     if not proxies:
         return remote
-    forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",")]
+    return _nearest_untrusted(remote, request.headers.get("X-Forwarded-For", ""), proxies)
+
+
+@functools.lru_cache(maxsize=4096)
+def _nearest_untrusted(remote: str, header: str, proxies: tuple[Any, ...]) -> str:
+    """The client of a request from ``remote`` with ``X-Forwarded-For: header`` (kept for the
+    next request from the same address and proxy chain: parsing addresses is not free)."""
+    forwarded = [part.strip() for part in header.split(",")]
     chain = [hop for hop in forwarded if hop] + [remote]
     # Walk from the nearest hop back while the hop is a trusted proxy.
     for hop in reversed(chain):

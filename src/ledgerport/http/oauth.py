@@ -326,10 +326,9 @@ async def authenticated_client(
     await g.check_lock(endpoint, ip, credentials.client_id)
     p = platform()
     try:
-        async with unit_of_work() as tx:
-            app = await auth.authenticate_client(
-                tx, p.keyring, credentials, allow_inactive=allow_inactive
-            )
+        app = await auth.authenticate_client(
+            p.store.autocommit, p.keyring, credentials, allow_inactive=allow_inactive
+        )
     except auth.InvalidClient:
         await g.failed_authentication(endpoint, ip, credentials.client_id)
         raise
