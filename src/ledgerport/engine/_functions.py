@@ -46,6 +46,8 @@ RUN_RETRY_DELAYS = (0.0, 1.0, 10.0)
 """The schedule of a run the platform failed, read as the webhook retry delays are
 (``next_attempt_at``): the first attempt at once, the second 1 s and the third 10 s after the
 failure before it; the third failure is final."""
+MAX_NOTES = 20
+"""What the platform adds to one run's log at most."""
 LEASE_MARGIN = 60.0
 """Seconds a claim outlasts the run's wall limit (time to start it and to record it)."""
 
@@ -81,6 +83,13 @@ class FunctionRunner:
         """What this runner's claims hold their lease by: its node's id (``Node``)."""
         self._tokens: dict[str, str] = {}
         """The token of each run going on, by run id."""
+        self._deadlines: dict[str, float] = {}
+        """When each run going on reaches its wall limit (trio's clock), by run id."""
+        self._notes: dict[str, list[str]] = {}
+        """What the platform tells a run's log (a rate-limited call), by run id."""
+        self._held_back: dict[str, float] = {}
+        """Runs whose call was refused for a rate limit they could not wait out: the
+        Retry-After, after which a failed run goes again."""
         self._book = RunBook(workers)
         """The busy workers per app and per business, and the fair choice of due runs."""
         self._published: dict[Refusal, int] = {}
@@ -97,7 +106,39 @@ class FunctionRunner:
 
     async def _call(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
         """The pool's way to the data API: with the token of the run going on, which exists
-        only until the run has ended."""
+        only until the run has ended.
+
+        A call refused for a rate limit (429) waits for the budget when its Retry-After ends
+        within the run's wall limit, then goes again; otherwise the handler gets the 429, and
+        should the run then fail it goes again after the Retry-After as a platform failure
+        (:meth:`_ended`). Either way the run's log says so."""
+        answer = await self._call_once(request, call)
+        while answer.status == 429 and answer.retry_after is not None:
+            deadline = self._deadlines.get(request.run_id, 0.0)
+            if trio.current_time() + answer.retry_after >= deadline:
+                self._held_back[request.run_id] = answer.retry_after
+                self._note(
+                    request.run_id,
+                    f"context.api {call.method} {call.path}: 429, the app's rate limit; its"
+                    f" Retry-After ({answer.retry_after:g} s) ends past the run's wall limit:"
+                    " answered to the handler, and a failed run goes again after it",
+                )
+                return answer
+            self._note(
+                request.run_id,
+                f"context.api {call.method} {call.path}: 429, the app's rate limit; waited"
+                f" {answer.retry_after:g} s for its budget and called again",
+            )
+            await trio.sleep(answer.retry_after)
+            answer = await self._call_once(request, call)
+        return answer
+
+    def _note(self, run_id: str, note: str) -> None:
+        notes = self._notes.setdefault(run_id, [])
+        if len(notes) < MAX_NOTES:
+            notes.append(f"[ledgerport] {note}")
+
+    async def _call_once(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
         token = self._tokens.get(request.run_id)
         if token is None or self._api is None:
             return ApiAnswer(
@@ -273,6 +314,7 @@ class FunctionRunner:
             if isinstance(plan, str):
                 await self._record(run, self._unrun(run, plan), None)
                 return
+            self._deadlines[run.id] = trio.current_time() + self.pool.limits.wall
             try:
                 outcome = await self.pool.invoke(
                     RunRequest(run.id, f"{run.function_id}:{plan.version}", plan.script, run.body)
@@ -284,11 +326,14 @@ class FunctionRunner:
                 raise
             finally:
                 self._tokens.pop(run.id, None)
+                self._deadlines.pop(run.id, None)
             await self._record(run, self._ended(run, plan.version, outcome), family_id)
         except StorageError as exc:
             # Unrecorded: the claim runs out and the run goes again.
             log.warning("function runner: run %s: %s", run.id, exc)
         finally:
+            self._notes.pop(run.id, None)
+            self._held_back.pop(run.id, None)
             self._book.ended(_tenant(run))
             if not self._book.busy:
                 self._idle.set()
@@ -349,11 +394,15 @@ class FunctionRunner:
         kept = recheck(self.pool.limits, outcome)
         status: apps.RunStatus
         due: float | None = None
+        held_back = self._held_back.get(run.id)
         if kept.ok:
             status = "succeeded"
         else:
-            if outcome.platform_failure:  # a throwing handler is not tried again
+            # A throwing handler is not tried again, unless a rate limit refused its call.
+            if outcome.platform_failure or held_back is not None:
                 due = next_attempt_at(attempts, now, RUN_RETRY_DELAYS)
+            if due is not None and held_back is not None:
+                due = max(due, now + held_back)
             status = "retrying" if due is not None else "failed"
         return apps.RunEnded(
             run_id=run.id,
@@ -362,7 +411,7 @@ class FunctionRunner:
             attempts=attempts,
             version=version,
             duration_ms=round(outcome.seconds * 1000, 3),
-            logs=kept.logs,
+            logs=[*kept.logs, *self._notes.get(run.id, ())],
             error=kept.error,
             stack=kept.stack,
             result=kept.result,

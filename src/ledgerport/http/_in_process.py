@@ -60,6 +60,11 @@ def _routes_to_data_api(adapter: MapAdapter, path: str, method: str) -> bool:
     return str(endpoint).rpartition(".")[0] == api_blueprint.name
 
 
+def _seconds(value: str | None) -> float | None:
+    """A Retry-After of whole seconds (what the data API sends), else None."""
+    return float(value) if value is not None and value.isdigit() else None
+
+
 def _caller(client: httpx.AsyncClient, app: Quart, host: str) -> DataApi:
     async def call(token: str, api_call: ApiCall) -> ApiAnswer:
         path = api_call.path
@@ -80,6 +85,8 @@ def _caller(client: httpx.AsyncClient, app: Quart, host: str) -> DataApi:
             answer = response.json() if response.content else None
         except json.JSONDecodeError:
             answer = response.text
-        return ApiAnswer(response.status_code, answer)
+        return ApiAnswer(
+            response.status_code, answer, _seconds(response.headers.get("Retry-After"))
+        )
 
     return call

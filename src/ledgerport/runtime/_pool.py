@@ -108,6 +108,8 @@ class ApiAnswer:
     status: int
     body: Any
     """The answer's JSON, parsed."""
+    retry_after: float | None = None
+    """A refusal's Retry-After (seconds), when it said one."""
 
 
 RunApi = Callable[[RunRequest, ApiCall], Awaitable[ApiAnswer]]
