@@ -21,6 +21,11 @@ class ConfigError(Exception):
     """A configuration value cannot be used."""
 
 
+class AddressUnavailable(ConfigError):
+    """The listen address cannot be taken (in use, not this host's, not allowed): the start
+    stops with one line naming it, before anything is created."""
+
+
 @dataclass(frozen=True)
 class DatabaseURL:
     kind: Literal["sqlite", "postgresql"]

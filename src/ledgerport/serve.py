@@ -17,15 +17,17 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import trio
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
+from hypercorn.config import Sockets
+from hypercorn.trio.run import worker_serve
+from hypercorn.utils import wrap_app
 from quart_trio import QuartTrio
 
 from ledgerport.clock import Clock
-from ledgerport.config import Config
+from ledgerport.config import AddressUnavailable, Config
 from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
 from ledgerport.http import (
     AccessLog,
@@ -75,9 +77,31 @@ async def serve(
     if stop is None:
         stop = trio.Event()
     with contextlib.ExitStack() as owned:
+        # The address first: a start that cannot listen creates nothing (no database, no
+        # admin token used up).
+        sockets = owned.enter_context(_listening(config))
         if config.database.kind == "sqlite":
             owned.enter_context(serving(config.database.path))
-        await _serve_store(config, clock, on_ready, stop)
+        await _serve_store(config, clock, on_ready, stop, sockets)
+
+
+@contextlib.contextmanager
+def _listening(config: Config) -> Iterator[Sockets]:
+    """The sockets of ``config``'s address, bound (listening comes when HTTP starts), closed
+    when the block ends."""
+    hc = _hypercorn_config(config)
+    try:
+        sockets = hc.create_sockets()
+    except OSError as exc:
+        raise AddressUnavailable(
+            f"cannot listen on {hc.bind[0]}: {exc.strerror or exc};"
+            " choose another address with --bind or LEDGERPORT_BIND"
+        ) from exc
+    try:
+        yield sockets
+    finally:
+        for sock in (*sockets.secure_sockets, *sockets.insecure_sockets, *sockets.quic_sockets):
+            sock.close()
 
 
 async def _serve_store(
@@ -85,6 +109,7 @@ async def _serve_store(
     clock: Clock | None,
     on_ready: Callable[[list[str]], None] | None,
     stop: trio.Event,
+    sockets: Sockets,
 ) -> None:
     async with open_asyncio_loop(), open_store(config.database) as store:
         boot = await bootstrap(store, config, clock=clock)
@@ -98,7 +123,7 @@ async def _serve_store(
         platform = boot.platform
         app = create_app(platform)
         with timing_collections(platform.metrics):
-            await _supervise(config, platform, app, stop, on_ready)
+            await _supervise(config, platform, app, stop, on_ready, sockets)
 
 
 async def _prepare_document(app: QuartTrio) -> None:
@@ -116,6 +141,7 @@ async def _supervise(
     app: QuartTrio,
     stop: trio.Event,
     on_ready: Callable[[list[str]], None] | None,
+    sockets: Sockets,
 ) -> None:
     """The engine's workers, the pool and HTTP under one nursery, until ``stop``; then the
     drain within the grace period, and the rest cancelled."""
@@ -142,7 +168,7 @@ async def _supervise(
         http_done = trio.Event()
         tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
         binds = await nursery.start(
-            _serve_http, tracker, _hypercorn_config(config), stop, http_done
+            _serve_http, tracker, _hypercorn_config(config), sockets, stop, http_done
         )
         nursery.start_soon(_prepare_document, app)
         # What start-up built (modules, routes, the application) lives as long as the
@@ -194,12 +220,23 @@ async def _drained(tracker: RequestTracker, http_done: trio.Event) -> None:
 async def _serve_http(
     app: RequestTracker,
     hc: HypercornConfig,
+    sockets: Sockets,
     stop: trio.Event,
     done: trio.Event,
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """hypercorn's ``serve`` on the sockets bound at start (:func:`_listening`), which listen
+    from now on."""
+    for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
+        sock.listen(hc.backlog)
     try:
-        await hypercorn_serve(app, hc, shutdown_trigger=stop.wait, task_status=task_status)
+        await worker_serve(
+            wrap_app(app, hc.wsgi_max_body_size, "asgi"),
+            hc,
+            sockets=sockets,
+            shutdown_trigger=stop.wait,
+            task_status=task_status,
+        )
     finally:
         done.set()

@@ -665,15 +665,25 @@ def test_unreachable_postgres_is_reported_in_one_line(run: Run) -> None:
     assert_no_traceback(result.stderr)
 
 
-def test_port_in_use_exits_nonzero_without_hanging(run: Run) -> None:
+def test_a_port_in_use_stops_the_start_in_one_line_before_anything_is_made(
+    run: Run, tmp_path: Path
+) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         result = run({"LEDGERPORT_BIND": f"127.0.0.1:{port}"}, timeout=30)
 
-    assert result.returncode != 0
-    assert "Address already in use" in result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert f"127.0.0.1:{port}" in lines[0]
+    assert "Address already in use" in lines[0]
+    assert "LEDGERPORT_BIND" in lines[0]
+    assert_no_traceback(result.stderr + result.stdout)
+    # Nothing made: no database, and no admin token generated (and so used up).
+    assert "generated admin token" not in result.stdout
+    assert not (tmp_path / "ledgerport.db").exists()
 
 
 def test_migrate_creates_the_default_database_and_exits(run: Run, tmp_path: Path) -> None:
