@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load(bind=getattr(args, "bind", None))
     except ConfigError as exc:
         return _configuration_error(exc)
+    configure_logging(format=config.log_format)
     try:
         if args.command == "migrate":
             trio.run(_migrate, config)

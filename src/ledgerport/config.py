@@ -69,6 +69,9 @@ class Config:
         default_factory=tuple
     )
     shutdown_grace: float = 10.0
+    log_format: Literal["text", "json"] = "text"
+    """How log lines are written (LEDGERPORT_LOG_FORMAT): ``text``, or ``json``, an object a
+    line for log shippers."""
     function_workers: int = 2
     """Sandbox worker processes the hosted-function pool keeps warm
     (LEDGERPORT_FUNCTION_WORKERS, 0 to run no functions in this process)."""
@@ -185,6 +188,15 @@ def _parse_delays(value: str) -> tuple[int, ...]:
             f"{catalog.WEBHOOK_MAX_ATTEMPTS} non-negative delays, got {value!r}"
         )
     return delays
+
+
+def _parse_log_format(value: str) -> Literal["text", "json"]:
+    chosen = value.strip().lower()
+    if chosen == "text":
+        return "text"
+    if chosen == "json":
+        return "json"
+    raise ConfigError(f"LEDGERPORT_LOG_FORMAT: expected text or json, got {value!r}")
 
 
 def _parse_positive(value: str, name: str) -> float:
@@ -314,6 +326,7 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         shutdown_grace=_parse_positive(
             env.get("LEDGERPORT_SHUTDOWN_GRACE", "10"), "LEDGERPORT_SHUTDOWN_GRACE"
         ),
+        log_format=_parse_log_format(env.get("LEDGERPORT_LOG_FORMAT", "text")),
         function_workers=_parse_workers(env.get("LEDGERPORT_FUNCTION_WORKERS", "2")),
         function_wall_limit=_parse_positive(
             env.get("LEDGERPORT_FUNCTION_WALL_LIMIT", "10"), "LEDGERPORT_FUNCTION_WALL_LIMIT"

@@ -628,6 +628,7 @@ def test_connection_of_a_drained_request_is_closed_promptly(launch: Launch) -> N
         ("LEDGERPORT_WEBHOOK_TIMEOUT", "0"),
         ("LEDGERPORT_WEBHOOK_RETRY_DELAYS", "1,2,3"),
         ("LEDGERPORT_TRUSTED_PROXIES", "not-an-address"),
+        ("LEDGERPORT_LOG_FORMAT", "xml"),
     ],
 )
 def test_bad_configuration_exits_2_with_one_line(

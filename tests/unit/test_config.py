@@ -32,6 +32,14 @@ def test_defaults_match_the_contract() -> None:
     assert config.webhook_retry_delays == DEFAULT_RETRY_DELAYS
     assert config.webhook_timeout == 10
     assert config.trusted_proxies == ()
+    assert config.log_format == "text"
+
+
+@pytest.mark.parametrize(
+    ("value", "chosen"), [("text", "text"), ("json", "json"), (" JSON ", "json")]
+)
+def test_the_log_format_is_text_or_json(value: str, chosen: str) -> None:
+    assert load({"LEDGERPORT_LOG_FORMAT": value}).log_format == chosen
 
 
 def test_default_retry_schedule_is_the_catalogs() -> None:
@@ -225,6 +233,7 @@ def test_redacted_masks_a_password_in_the_query() -> None:
             "LEDGERPORT_WEBHOOK_RETRY_DELAYS", "0;60;300;1800;7200;21600", id="delays-separator"
         ),
         pytest.param("LEDGERPORT_WEBHOOK_RETRY_DELAYS", "", id="delays-empty"),
+        pytest.param("LEDGERPORT_LOG_FORMAT", "xml", id="log-format-xml"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "0", id="timeout-zero"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "-1", id="timeout-negative"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "ten", id="timeout-word"),

@@ -617,6 +617,8 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "HTTP_METHODS",
         "Metrics",
         "OTHER",
+        "QUIET_LOGGERS",
+        "JsonFormatter",
         "RedactingFilter",
         "closed_label",
         "configure_logging",

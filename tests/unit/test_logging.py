@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -10,7 +11,13 @@ from typing import Any
 import pytest
 
 from ledgerport.http import AccessLog
-from ledgerport.ops import RedactingFilter, escape_controls, loggable
+from ledgerport.ops import (
+    QUIET_LOGGERS,
+    RedactingFilter,
+    configure_logging,
+    escape_controls,
+    loggable,
+)
 
 FORGED = "1999-12-31 23:59:59,999 CRITICAL ledgerport.supervisor: forged"
 CONTROLS = [chr(code) for code in (*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)]
@@ -160,3 +167,56 @@ async def test_a_request_without_an_answer_is_logged_once_with_no_status(
 
     [record] = caplog.records
     assert record.getMessage().endswith('"GET /gone 1.1" - - "-" "curl"')
+
+
+@pytest.fixture
+def configured() -> Iterator[io.StringIO]:
+    """The process's logging as ``configure_logging`` sets it, written to a buffer; the root
+    logger and the quiet loggers' levels are put back afterwards."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, {n: logging.getLogger(n).level for n in QUIET_LOGGERS})
+    buffer = io.StringIO()
+    yield buffer
+    root.handlers[:], root.level = saved[0], saved[1]
+    for name, level in saved[2].items():
+        logging.getLogger(name).setLevel(level)
+
+
+def _configure(buffer: io.StringIO, format: str) -> None:
+    configure_logging(format=format)
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(buffer)
+
+
+def test_json_lines_are_one_object_each_and_redacted(configured: io.StringIO) -> None:
+    _configure(configured, "json")
+    log = logging.getLogger("ledgerport.test")
+    log.info("token lp_at_abcdefghijklmnop for %s", "a\nb")
+    try:
+        raise ValueError("boom with lp_rt_abcdefghijklmnop")
+    except ValueError:
+        log.exception("failed")
+
+    lines = configured.getvalue().splitlines()
+    assert len(lines) == 2
+    first, second = (json.loads(line) for line in lines)
+    assert first["level"] == "INFO"
+    assert first["logger"] == "ledgerport.test"
+    assert first["message"] == "token lp_at_[REDACTED] for a\\nb"
+    assert first["time"].endswith("+00:00")
+    assert second["message"] == "failed"
+    assert "ValueError" in second["exception"]
+    assert "lp_rt_abcdefghijklmnop" not in second["exception"]
+
+
+@pytest.mark.parametrize("format", ["text", "json"])
+def test_libraries_tell_warnings_only(configured: io.StringIO, format: str) -> None:
+    _configure(configured, format)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).info("HTTP Request: POST https://hooks.example/?key=secret")
+    logging.getLogger("httpx").warning("a warning still shows")
+
+    text = configured.getvalue()
+    assert "hooks.example" not in text
+    assert "a warning still shows" in text

@@ -7,9 +7,11 @@ otherwise split its record or forge a line that looks like the service's own.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
+from datetime import UTC, datetime
 
 _PATTERNS = (
     # ledgerport's own prefixed tokens and webhook secrets
@@ -111,10 +113,40 @@ def _exception_messages(error: BaseException) -> set[str]:
     return messages
 
 
-def configure_logging(level: int = logging.INFO) -> None:
+QUIET_LOGGERS = ("httpx", "httpcore", "hpack", "asyncio", "trio_asyncio")
+"""Libraries whose INFO lines are not the service's to tell: httpx alone logged a line for every
+webhook attempt, with its whole target URL (whose query may hold a receiver's secret)."""
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, and
+    ``exception`` with the traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, str] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line["exception"] = record.exc_text
+        return json.dumps(line, ensure_ascii=False)
+
+
+def configure_logging(level: int = logging.INFO, *, format: str = "text") -> None:
+    """The process's one handler, on standard error: redacted, a record a line, as ``text`` or
+    ``json``; the libraries of :data:`QUIET_LOGGERS` tell warnings and errors only."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
