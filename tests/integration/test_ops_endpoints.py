@@ -12,6 +12,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+import ledgerport
 from ledgerport import catalog
 from ledgerport.http import create_app
 from ledgerport.platform import Platform
@@ -80,6 +81,15 @@ class _UnreachableStore:
     async def ping(self) -> None:
         raise StorageUnavailable("database is down")
 
+    @property
+    def autocommit(self) -> Any:
+        return self
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        raise StorageUnavailable("database is down")
+
+    fetchrow = fetchval = fetch
+
 
 def _unreachable(platform: Platform) -> Any:
     broken = replace(platform, store=_UnreachableStore())  # type: ignore[arg-type]
@@ -133,6 +143,23 @@ async def test_metrics_is_prometheus_text(client: Any) -> None:
     assert re.search(rf"^# TYPE {IN_FLIGHT} gauge$", text, re.MULTILINE)
     samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
     assert any(sample.name == IN_FLIGHT for sample in samples)
+
+
+async def test_metrics_tell_the_process_the_interpreter_and_the_version(client: Any) -> None:
+    text = await (await client.get("/metrics")).get_data(as_text=True)
+
+    samples = {s.name: s for family in text_string_to_metric_families(text) for s in family.samples}
+    for name in (
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_start_time_seconds",
+        "python_info",
+        "python_gc_collections_total",
+    ):
+        assert name in samples, name
+    assert samples["process_resident_memory_bytes"].value > 0
+    assert samples["ledgerport_build_info"].labels == {"version": ledgerport.__version__}
 
 
 @pytest.mark.parametrize(

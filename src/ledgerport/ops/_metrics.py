@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+from ledgerport import __version__
 
 OTHER = "other"
 """The label value of anything outside a label's closed set."""
@@ -24,6 +36,14 @@ def closed_label(value: str, allowed: Collection[str]) -> str:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # What every Prometheus client serves: the process (CPU, memory, open files, start
+        # time), the interpreter and its collector; and which version runs.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        Info("ledgerport_build", "The version this process runs.", registry=self.registry).info(
+            {"version": __version__}
+        )
         self.http_requests = Counter(
             "ledgerport_http_requests_total",
             "HTTP requests answered, by route template, method and status.",
