@@ -25,7 +25,7 @@ from ledgerport.auth import (
 from ledgerport.clock import Clock, SystemClock
 from ledgerport.config import Config, ConfigError
 from ledgerport.keys import KeyFileError, create_key_file, read_key_file
-from ledgerport.ops import Metrics
+from ledgerport.ops import Metrics, Services
 from ledgerport.storage import Store, Transaction
 
 
@@ -39,6 +39,8 @@ class Platform:
     limiter: RateLimiter
     clock: Clock = field(default_factory=SystemClock)
     metrics: Metrics = field(default_factory=Metrics)
+    services: Services = field(default_factory=Services)
+    """The long-lived services this process runs, and whether each runs now (``/readyz``)."""
 
     def now(self) -> float:
         return self.clock.now()

@@ -37,7 +37,7 @@ from ledgerport.http import (
     in_process_api,
     prepare_document,
 )
-from ledgerport.ops import timing_collections
+from ledgerport.ops import supervise, timing_collections
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.runtime import RunLimits
 from ledgerport.storage import open_asyncio_loop, open_store, serving
@@ -151,10 +151,11 @@ async def _supervise(
     ):
         nursery.start_soon(_watch_signals, stop)
         node = Node(platform)
-        await nursery.start(node.run)
-        await nursery.start(Scheduler(platform).run)
+        services, metrics = platform.services, platform.metrics
+        await nursery.start(supervise, "node", node.run, services, metrics)
+        await nursery.start(supervise, "scheduler", Scheduler(platform).run, services, metrics)
         engine = DeliveryEngine(platform, holder=node.id)
-        await nursery.start(engine.run)
+        await nursery.start(supervise, "delivery-engine", engine.run, services, metrics)
         runner: FunctionRunner | None = None
         if config.function_workers:
             runner = FunctionRunner(
@@ -164,7 +165,7 @@ async def _supervise(
                 api=api,
                 holder=node.id,
             )
-            await nursery.start(runner.run)
+            await nursery.start(supervise, "function-runner", runner.run, services, metrics)
         http_done = trio.Event()
         tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
         binds = await nursery.start(

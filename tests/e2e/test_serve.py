@@ -486,10 +486,13 @@ def test_admin_api_refuses_without_the_admin_token(
 def test_health_metrics_and_openapi_are_served(server: Server) -> None:
     with server.client() as client:
         assert client.get("/healthz").status_code == 200
+        ready = client.get("/readyz")
         metrics = client.get("/metrics")
         openapi = client.get("/openapi.json")
+    assert (ready.status_code, ready.json()) == (200, {"status": "ok", "failing": []})
     assert metrics.status_code == 200
     assert "ledgerport_http_requests_total" in metrics.text
+    assert 'ledgerport_build_info{version="' in metrics.text
     assert openapi.status_code == 200
     assert openapi.json()["openapi"].startswith("3.1")
 

@@ -96,6 +96,42 @@ def _unreachable(platform: Platform) -> Any:
     return create_app(broken).test_client()
 
 
+async def test_readyz_answers_ok_when_every_part_runs(client: Any, platform: Platform) -> None:
+    platform.services.expect("delivery-engine")
+    platform.services.up("delivery-engine")
+
+    response = await client.get("/readyz")
+
+    assert response.status_code == 200
+    assert await response.get_json() == {"status": "ok", "failing": []}
+
+
+async def test_readyz_names_a_service_that_does_not_run_and_recovers(
+    client: Any, platform: Platform
+) -> None:
+    for name in ("scheduler", "delivery-engine"):
+        platform.services.expect(name)
+    platform.services.up("scheduler")
+
+    down = await client.get("/readyz")
+    platform.services.up("delivery-engine")
+    up = await client.get("/readyz")
+
+    assert down.status_code == 503
+    assert down.headers["Retry-After"] == "5"
+    assert await down.get_json() == {"status": "unavailable", "failing": ["delivery-engine"]}
+    assert up.status_code == 200
+
+
+async def test_readyz_names_the_store_when_the_database_does_not_answer(
+    platform: Platform,
+) -> None:
+    response = await _unreachable(platform).get("/readyz")
+
+    assert response.status_code == 503
+    assert (await response.get_json())["failing"] == ["store"]
+
+
 async def test_healthz_fails_when_the_database_does_not_answer(platform: Platform) -> None:
     response = await _unreachable(platform).get("/healthz")
 

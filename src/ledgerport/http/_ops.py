@@ -30,6 +30,34 @@ async def healthz() -> tuple[Health, int]:
     return {"status": "ok"}, 200
 
 
+@with_config(ConfigDict(extra="forbid"))
+class Readiness(TypedDict):
+    status: Literal["ok", "unavailable"]
+    failing: list[str]
+    """What does not run now: ``store`` when the database does not answer, and the services
+    of the process that are not running (starting again after an error, or not yet started)."""
+
+
+@blueprint.get("/readyz")
+@operation(
+    json_reply(200, Readiness, "Every part of the process runs"),
+    json_reply(503, Readiness, "Some part does not run: ``failing`` names them"),
+)
+async def readyz() -> tuple[Readiness, int, dict[str, str]]:
+    """Readiness: 200 when the database answers and every long-lived service of the process
+    (node, scheduler, delivery engine, function runner where enabled) runs; 503 naming the
+    failing parts otherwise."""
+    p = platform()
+    failing = p.services.stopped()
+    try:
+        await p.store.ping()
+    except storage.StorageUnavailable:
+        failing = ["store", *failing]
+    if failing:
+        return {"status": "unavailable", "failing": failing}, 503, {"Retry-After": "5"}
+    return {"status": "ok", "failing": []}, 200, {}
+
+
 @blueprint.get("/metrics")
 @operation(Reply(200, "Prometheus text exposition format", TEXT))
 async def metrics() -> Response:

@@ -14,3 +14,8 @@ from ._metrics import HTTP_METHODS as HTTP_METHODS
 from ._metrics import OTHER as OTHER
 from ._metrics import Metrics as Metrics
 from ._metrics import closed_label as closed_label
+from ._services import RESTART_FIRST as RESTART_FIRST
+from ._services import RESTART_MAX as RESTART_MAX
+from ._services import RESTART_RESET as RESTART_RESET
+from ._services import Services as Services
+from ._services import supervise as supervise

@@ -166,6 +166,13 @@ class Metrics:
             registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
         )
+        self.service_restarts = Counter(
+            "ledgerport_service_restarts_total",
+            "Long-lived services of this process (node, scheduler, delivery-engine,"
+            " function-runner) started again by the supervisor after they stopped, by service.",
+            ["service"],
+            registry=self.registry,
+        )
         self.claims_taken_over = Counter(
             "ledgerport_claims_taken_over_total",
             "Deliveries and hosted-function runs a dead node held, given back to the queue by"
