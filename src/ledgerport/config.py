@@ -69,6 +69,9 @@ class Config:
         default_factory=tuple
     )
     shutdown_grace: float = 10.0
+    management: tuple[str, int] | None = None
+    """LEDGERPORT_MANAGEMENT_BIND: a second listener for /healthz, /readyz and /metrics, which
+    the main listener then no longer answers; None (unset) serves them on the main listener."""
     log_format: Literal["text", "json"] = "text"
     """How log lines are written (LEDGERPORT_LOG_FORMAT): ``text``, or ``json``, an object a
     line for log shippers."""
@@ -275,6 +278,13 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
             )
     bind_value = bind if bind is not None else env.get("LEDGERPORT_BIND", "127.0.0.1:8080")
     host, port = parse_bind(bind_value, "--bind" if bind is not None else "LEDGERPORT_BIND")
+    management = None
+    if env.get("LEDGERPORT_MANAGEMENT_BIND"):
+        management = parse_bind(env["LEDGERPORT_MANAGEMENT_BIND"], "LEDGERPORT_MANAGEMENT_BIND")
+        if management == (host, port):
+            raise ConfigError(
+                "LEDGERPORT_MANAGEMENT_BIND: must differ from the main listen address"
+            )
     host_for_url = f"[{host}]" if ":" in host else host
     base_url = _parse_url(
         env.get("LEDGERPORT_BASE_URL") or f"http://{host_for_url}:{port}", "LEDGERPORT_BASE_URL"
@@ -326,6 +336,7 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         shutdown_grace=_parse_positive(
             env.get("LEDGERPORT_SHUTDOWN_GRACE", "10"), "LEDGERPORT_SHUTDOWN_GRACE"
         ),
+        management=management,
         log_format=_parse_log_format(env.get("LEDGERPORT_LOG_FORMAT", "text")),
         function_workers=_parse_workers(env.get("LEDGERPORT_FUNCTION_WORKERS", "2")),
         function_wall_limit=_parse_positive(

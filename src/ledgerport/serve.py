@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 
 import trio
 from hypercorn.config import Config as HypercornConfig
@@ -32,6 +33,7 @@ from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
 from ledgerport.http import (
     AccessLog,
     ConnectionGuard,
+    ManagementListener,
     RequestTracker,
     create_app,
     in_process_api,
@@ -45,10 +47,11 @@ from ledgerport.storage import open_asyncio_loop, open_store, serving
 log = logging.getLogger("ledgerport.supervisor")
 
 
-def _hypercorn_config(config: Config) -> HypercornConfig:
+def _hypercorn_config(config: Config, address: tuple[str, int] | None = None) -> HypercornConfig:
+    """hypercorn's configuration of the main listener, or of ``address``'s."""
     hc = HypercornConfig()
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    hc.bind = [f"{host}:{config.port}"]
+    host, port = address if address is not None else (config.host, config.port)
+    hc.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     # Off: http.AccessLog writes the access log, one line per request (hypercorn's can write a
     # request twice).
     hc.accesslog = None
@@ -80,22 +83,33 @@ async def serve(
         # The address first: a start that cannot listen creates nothing (no database, no
         # admin token used up).
         sockets = owned.enter_context(_listening(config))
+        management = None
+        if config.management is not None:
+            management = owned.enter_context(_listening(config, config.management))
         if config.database.kind == "sqlite":
             owned.enter_context(serving(config.database.path))
-        await _serve_store(config, clock, on_ready, stop, sockets)
+        await _serve_store(config, clock, on_ready, stop, _Listeners(sockets, management))
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    main: Sockets
+    management: Sockets | None
+    """LEDGERPORT_MANAGEMENT_BIND's, when set."""
 
 
 @contextlib.contextmanager
-def _listening(config: Config) -> Iterator[Sockets]:
-    """The sockets of ``config``'s address, bound (listening comes when HTTP starts), closed
-    when the block ends."""
-    hc = _hypercorn_config(config)
+def _listening(config: Config, address: tuple[str, int] | None = None) -> Iterator[Sockets]:
+    """The sockets of the main address (or ``address``), bound (listening comes when HTTP
+    starts), closed when the block ends."""
+    hc = _hypercorn_config(config, address)
     try:
         sockets = hc.create_sockets()
     except OSError as exc:
+        choose = "LEDGERPORT_MANAGEMENT_BIND" if address else "--bind or LEDGERPORT_BIND"
         raise AddressUnavailable(
             f"cannot listen on {hc.bind[0]}: {exc.strerror or exc};"
-            " choose another address with --bind or LEDGERPORT_BIND"
+            f" choose another address with {choose}"
         ) from exc
     try:
         yield sockets
@@ -109,7 +123,7 @@ async def _serve_store(
     clock: Clock | None,
     on_ready: Callable[[list[str]], None] | None,
     stop: trio.Event,
-    sockets: Sockets,
+    listeners: _Listeners,
 ) -> None:
     async with open_asyncio_loop(), open_store(config.database) as store:
         boot = await bootstrap(store, config, clock=clock)
@@ -123,7 +137,7 @@ async def _serve_store(
         platform = boot.platform
         app = create_app(platform)
         with timing_collections(platform.metrics):
-            await _supervise(config, platform, app, stop, on_ready, sockets)
+            await _supervise(config, platform, app, stop, on_ready, listeners)
 
 
 async def _prepare_document(app: QuartTrio) -> None:
@@ -141,7 +155,7 @@ async def _supervise(
     app: QuartTrio,
     stop: trio.Event,
     on_ready: Callable[[list[str]], None] | None,
-    sockets: Sockets,
+    listeners: _Listeners,
 ) -> None:
     """The engine's workers, the pool and HTTP under one nursery, until ``stop``; then the
     drain within the grace period, and the rest cancelled."""
@@ -169,8 +183,17 @@ async def _supervise(
         http_done = trio.Event()
         tracker = RequestTracker(AccessLog(ConnectionGuard(app)))
         binds = await nursery.start(
-            _serve_http, tracker, _hypercorn_config(config), sockets, stop, http_done
+            _serve_http, tracker, _hypercorn_config(config), listeners.main, stop, http_done
         )
+        if listeners.management is not None:
+            binds += await nursery.start(
+                _serve_http,
+                ManagementListener(tracker),
+                _hypercorn_config(config, config.management),
+                listeners.management,
+                stop,
+                trio.Event(),
+            )
         nursery.start_soon(_prepare_document, app)
         # What start-up built (modules, routes, the application) lives as long as the
         # process: kept out of the collector's full passes, which would otherwise walk it

@@ -714,3 +714,72 @@ def test_another_root_key_on_the_same_database_stops_the_start(launch: Launch, r
     assert "configuration error" in lines[0]
     assert "this database was set up with" in lines[0]
     assert_no_traceback(result.stderr)
+
+
+# --- the management listener ---------------------------------------------------------------------
+
+
+def _answering(
+    url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT
+) -> bool:
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                if client.get(url).status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+    return False
+
+
+def test_the_management_listener_alone_answers_health_readiness_and_metrics(
+    processes: _Processes,
+) -> None:
+    main, management = free_port(), free_port()
+    env = server_env(
+        {
+            "LEDGERPORT_BIND": f"127.0.0.1:{main}",
+            "LEDGERPORT_MANAGEMENT_BIND": f"127.0.0.1:{management}",
+            "LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN,
+        }
+    )
+    process, _, err = processes.popen(env, ("serve",), "serve")
+    assert _answering(f"http://127.0.0.1:{management}/readyz", process), err.read_text()
+
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(timeout=10.0, trust_env=False) as client:
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert client.get(f"http://127.0.0.1:{management}{path}").status_code == 200, path
+            assert client.get(f"http://127.0.0.1:{main}{path}").status_code == 404, path
+        created = client.post(
+            f"http://127.0.0.1:{main}/admin/businesses", json={"name": "Main"}, headers=admin
+        )
+        elsewhere = client.post(
+            f"http://127.0.0.1:{management}/admin/businesses", json={"name": "No"}, headers=admin
+        )
+    assert created.status_code == 201
+    assert elsewhere.status_code == 404
+    assert elsewhere.json()["statusCode"] == 404
+
+
+def test_a_management_address_in_use_stops_the_start_in_one_line(run: Run, tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run(
+            {
+                "LEDGERPORT_BIND": f"127.0.0.1:{free_port()}",
+                "LEDGERPORT_MANAGEMENT_BIND": f"127.0.0.1:{port}",
+            },
+            timeout=30,
+        )
+
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert f"127.0.0.1:{port}" in lines[0]
+    assert "LEDGERPORT_MANAGEMENT_BIND" in lines[0]
+    assert not (tmp_path / "ledgerport.db").exists()

@@ -33,6 +33,13 @@ def test_defaults_match_the_contract() -> None:
     assert config.webhook_timeout == 10
     assert config.trusted_proxies == ()
     assert config.log_format == "text"
+    assert config.management is None
+
+
+def test_the_management_listener_is_an_address_of_its_own() -> None:
+    config = load({"LEDGERPORT_MANAGEMENT_BIND": "127.0.0.1:9090"})
+    assert config.management == ("127.0.0.1", 9090)
+    assert (config.host, config.port) == ("127.0.0.1", 8080)
 
 
 @pytest.mark.parametrize(
@@ -234,6 +241,8 @@ def test_redacted_masks_a_password_in_the_query() -> None:
         ),
         pytest.param("LEDGERPORT_WEBHOOK_RETRY_DELAYS", "", id="delays-empty"),
         pytest.param("LEDGERPORT_LOG_FORMAT", "xml", id="log-format-xml"),
+        pytest.param("LEDGERPORT_MANAGEMENT_BIND", "nonsense", id="management-nonsense"),
+        pytest.param("LEDGERPORT_MANAGEMENT_BIND", "127.0.0.1:8080", id="management-same"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "0", id="timeout-zero"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "-1", id="timeout-negative"),
         pytest.param("LEDGERPORT_WEBHOOK_TIMEOUT", "ten", id="timeout-word"),

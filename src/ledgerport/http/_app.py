@@ -7,12 +7,14 @@ import time
 from quart import Response, g, request
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
+from werkzeug.exceptions import NotFound
 
 from ledgerport import __version__, catalog
 from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 
 from . import _ops, admin, authorize, bridge, console_pages, device, marketplace, oauth, pages
+from ._asgi import MANAGEMENT, MANAGEMENT_PATHS
 from ._browser import SESSION_COOKIE, page_csp
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
@@ -116,6 +118,15 @@ def create_app(platform: Platform) -> QuartTrio:
 
     # After the timer, so a refused request is counted like any other.
     app.before_request(refuse_nul_in_url)
+
+    if platform.config.management is not None:
+
+        @app.before_request
+        async def _split_listeners() -> None:
+            """With a management listener, the operational paths are answered there only,
+            and nothing else is."""
+            if request.scope.get(MANAGEMENT, False) != (request.path in MANAGEMENT_PATHS):
+                raise NotFound()
 
     @app.after_request
     async def _finish(response: Response) -> Response:

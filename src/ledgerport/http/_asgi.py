@@ -31,3 +31,21 @@ class HttpWrapper:
     ) -> None:
         """Answer one HTTP request through the application."""
         raise NotImplementedError
+
+
+MANAGEMENT = "ledgerport.management"
+"""The scope key marking a request that came in on the management listener."""
+MANAGEMENT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+"""What the management listener answers (LEDGERPORT_MANAGEMENT_BIND), and the main one then not."""
+
+
+class ManagementListener(HttpWrapper):
+    """The application as the management listener serves it: each request marked as arrived
+    there (the application answers only MANAGEMENT_PATHS on it, and those only on it)."""
+
+    async def http(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        marked = dict(scope)
+        marked[MANAGEMENT] = True
+        await self._app(marked, receive, send)  # type: ignore[arg-type]
