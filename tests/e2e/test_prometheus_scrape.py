@@ -1,0 +1,130 @@
+"""A real Prometheus (Debian's ``prometheus`` binary) scrapes a served ledgerport with the rules of
+``ops/prometheus`` loaded, and the dashboard's key queries answer data through its HTTP API.
+
+Without the binary the test skips with the reason, and fails when LEDGERPORT_REQUIRE_PROMETHEUS
+is set (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .served import free_port, served
+
+ADMIN_TOKEN = "lp_admin_prometheus-scrape-0123456789"
+OPS = Path(__file__).resolve().parents[2] / "ops"
+STARTUP = 60.0
+SCRAPES = 3
+"""Samples of each series wanted before the queries: a rate needs two."""
+KEY_PANELS = (
+    "Requests by status",
+    "Latency p50 / p99",
+    "In flight",
+    "Dispatcher lag (events not fanned out)",
+    "Queue depth and retry backlog",
+    "Queue depth and workers",
+    "CPU",
+    "Resident memory",
+    "Open files",
+    "Version",
+)
+
+
+def _binary() -> str:
+    found = shutil.which("prometheus")
+    if found is None:
+        reason = "prometheus is missing: apt-get install -y prometheus"
+        if os.environ.get("LEDGERPORT_REQUIRE_PROMETHEUS"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+def _query(api: httpx.Client, expr: str) -> list[dict[str, Any]]:
+    answer = api.get("/api/v1/query", params={"query": expr}).json()
+    assert answer["status"] == "success", (expr, answer)
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
+
+
+def _wait(condition: Any, what: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text(errors="replace")
+        try:
+            if condition():
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"{what} within {STARTUP} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def test_prometheus_scrapes_ledgerport_and_the_dashboards_key_queries_answer(
+    tmp_path: Path,
+) -> None:
+    binary = _binary()
+    (tmp_path / "server").mkdir()
+    env = {"LEDGERPORT_DATABASE_URL": f"sqlite:///{tmp_path}/server/served.db"}
+    with served(tmp_path / "server", ADMIN_TOKEN, env) as server:
+        target = server.base.removeprefix("http://")
+        config = tmp_path / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"rule_files:\n  - {OPS / 'prometheus' / 'ledgerport.rules.yml'}\n"
+            "scrape_configs:\n  - job_name: ledgerport\n"
+            f"    static_configs:\n      - targets: ['{target}']\n"
+        )
+        port = free_port()
+        log = tmp_path / "prometheus.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tmp_path / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--log.level=warn",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            with (
+                httpx.Client(base_url=server.base, timeout=10, trust_env=False) as ledgerport,
+                httpx.Client(
+                    base_url=f"http://127.0.0.1:{port}", timeout=10, trust_env=False
+                ) as api,
+            ):
+                admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+                for index in range(20):
+                    ledgerport.get("/healthz")
+                    ledgerport.post("/admin/businesses", json={"name": f"B{index}"}, headers=admin)
+                scraped = f'count_over_time(up{{job="ledgerport"}}[1m]) >= {SCRAPES}'
+                _wait(lambda: bool(_query(api, scraped)), "three scrapes", process, log)
+                rules = api.get("/api/v1/rules").json()["data"]["groups"]
+                dashboard = json.loads((OPS / "grafana" / "ledgerport.json").read_text())
+                panels = {panel["title"]: panel for panel in dashboard["panels"]}
+                answers = {}
+                for title in KEY_PANELS:
+                    for target in panels[title]["targets"]:
+                        expr = target["expr"].replace("$job", "ledgerport")
+                        expr = expr.replace("$__rate_interval", "1m")
+                        answers[(title, target["refId"])] = _query(api, expr)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    assert {group["name"] for group in rules} == {"ledgerport-recording", "ledgerport-alerts"}
+    assert all(rule["health"] == "ok" for group in rules for rule in group["rules"]), rules
+    empty = [key for key, result in answers.items() if not result]
+    assert empty == [], empty
