@@ -47,6 +47,14 @@ from ledgerport.storage import open_asyncio_loop, open_store, serving
 log = logging.getLogger("ledgerport.supervisor")
 
 
+class _NotRunningOn(logging.Filter):
+    """Drops hypercorn's "Running on ..." line: the service says where it serves once, with
+    its database, when every part has started."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Running on")
+
+
 def _hypercorn_config(config: Config, address: tuple[str, int] | None = None) -> HypercornConfig:
     """hypercorn's configuration of the main listener, or of ``address``'s."""
     hc = HypercornConfig()
@@ -56,6 +64,8 @@ def _hypercorn_config(config: Config, address: tuple[str, int] | None = None) ->
     # request twice).
     hc.accesslog = None
     hc.errorlog = logging.getLogger("ledgerport.http.server")
+    if not any(isinstance(each, _NotRunningOn) for each in hc.errorlog.filters):
+        hc.errorlog.addFilter(_NotRunningOn())
     hc.graceful_timeout = config.shutdown_grace
     hc.include_server_header = False
     return hc
@@ -206,7 +216,8 @@ async def _supervise(
         await stop.wait()
         # Intake stops (hypercorn closes its listeners, the engine and the runner take no
         # more work); what is in flight gets the grace period to end and be recorded.
-        deadline = trio.current_time() + config.shutdown_grace
+        stopping = trio.current_time()
+        deadline = stopping + config.shutdown_grace
         nursery.cancel_scope.deadline = deadline + 1.0
         with trio.move_on_at(deadline) as grace:
             async with trio.open_nursery() as draining:
@@ -222,6 +233,7 @@ async def _supervise(
         else:
             log.info("in-flight work finished: stopping")
         nursery.cancel_scope.cancel()
+    log.info("stopped cleanly in %.1f s", trio.current_time() - stopping)
 
 
 async def _drained(tracker: RequestTracker, http_done: trio.Event) -> None:

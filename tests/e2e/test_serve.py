@@ -508,7 +508,12 @@ def test_signal_shuts_down_cleanly(server: Server, signum: signal.Signals) -> No
     started = time.monotonic()
     assert server.stop(signum) == 0
     assert time.monotonic() - started < SHUTDOWN_TIMEOUT
-    assert_no_traceback(server.output())
+    output = server.output()
+    assert_no_traceback(output)
+    # One line says where it serves, one that it stopped.
+    assert output.count("serving on http://") == 1, output
+    assert "Running on" not in output
+    assert re.search(r"stopped cleanly in \d+\.\d s$", output.strip()), output
 
 
 def _in_flight_requests(server: Server) -> float:
