@@ -1107,3 +1107,20 @@ async def test_missing_or_wrong_typed_fields_are_validation_failures(
     response = await client.open(path, method=method, json=body, headers=admin_headers)
 
     await _assert_validation_failure(response)
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+async def test_a_json_body_sent_as_another_type_says_to_send_json(
+    client: Any, admin_headers: dict[str, str], content_type: str | None
+) -> None:
+    headers = dict(admin_headers)
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+
+    response = await client.post("/admin/businesses", data='{"name": "Acme"}', headers=headers)
+
+    body = await response.get_json()
+    assert response.status_code == 400
+    assert body["message"] == [
+        "request body must be JSON: send it with Content-Type: application/json"
+    ]

@@ -123,7 +123,14 @@ def validation_messages(error: ValidationError) -> list[str]:
     return messages or ["request body is invalid"]
 
 
+NOT_JSON = "request body must be JSON: send it with Content-Type: application/json"
+
+
 def _schema_messages(error: RequestSchemaValidationError) -> list[str]:
+    if request.mimetype != "application/json" and not request.is_json:
+        # quart-schema reads a body of another type as a form: what it would name (an input
+        # that is no instance of some class) is not the problem.
+        return [NOT_JSON]
     cause = error.validation_error
     if isinstance(cause, ValidationError):
         return validation_messages(cause)
