@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import trio
 
 from ledgerport import __version__
-from ledgerport.config import Config, ConfigError, load
+from ledgerport.config import VARIABLES, Config, ConfigError, load
 from ledgerport.ops import configure_logging
 from ledgerport.storage import StorageError, open_asyncio_loop, open_store
 
@@ -20,16 +20,26 @@ EXIT_CONFIG = 2
 EXIT_FAILURE = 1
 
 
+_VARIABLES_HELP = "configuration (environment variables, default, meaning; see README.md):\n" + (
+    "\n".join(f"  {name:<32} {default:<27} {meaning}" for name, default, meaning in VARIABLES)
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ledgerport",
         description="The partner platform of a multi-business bookkeeping service.",
-        epilog="Configuration comes from LEDGERPORT_* environment variables (see README.md).",
+        epilog=_VARIABLES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ledgerport {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
-        "serve", help="run the HTTP front, engine, scheduler and runtime in one process"
+        "serve",
+        help="run the HTTP front, engine, scheduler and runtime in one process",
+        description="Run the HTTP front, engine, scheduler and runtime in one process.",
+        epilog=_VARIABLES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--bind", help="listen address host:port (overrides LEDGERPORT_BIND)")
     commands.add_parser("migrate", help="create or migrate the database schema, then exit")

@@ -16,6 +16,38 @@ from urllib.parse import urlsplit
 
 from ledgerport import catalog
 
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "LEDGERPORT_DATABASE_URL",
+        "sqlite:///./ledgerport.db",
+        "sqlite:///path.db or postgresql://...",
+    ),
+    ("LEDGERPORT_BIND", "127.0.0.1:8080", "listen address host:port (--bind overrides it)"),
+    ("LEDGERPORT_BASE_URL", "http://<bind>", "the API host as clients reach it"),
+    ("LEDGERPORT_AUTH_URL", "the base URL", "the host of the sign-in and consent pages"),
+    ("LEDGERPORT_ADMIN_TOKEN", "generated, shown once", "bearer token of /admin/*"),
+    ("LEDGERPORT_SECRET_KEY", "generated, in the key file", "the root key (32+ characters)"),
+    ("LEDGERPORT_SECRET_KEY_FILE", "<database>.key (SQLite)", "file holding the root key"),
+    ("LEDGERPORT_ENV", "production", "development allows http:// loopback webhooks"),
+    ("LEDGERPORT_WEBHOOK_RETRY_DELAYS", "0,60,300,1800,7200,21600", "delays before attempts 1-6"),
+    ("LEDGERPORT_WEBHOOK_TIMEOUT", "10", "seconds allowed for one webhook attempt"),
+    ("LEDGERPORT_FUNCTION_WORKERS", "2", "sandbox workers kept warm (0: no functions here)"),
+    ("LEDGERPORT_FUNCTION_WALL_LIMIT", "10", "seconds a hosted-function run may last"),
+    ("LEDGERPORT_TRUSTED_PROXIES", "empty", "networks whose X-Forwarded-For is believed"),
+    (
+        "LEDGERPORT_MANAGEMENT_BIND",
+        "unset",
+        "own listener: /healthz, /readyz, /metrics",
+    ),
+    ("LEDGERPORT_LOG_FORMAT", "text", "text or json"),
+    ("LEDGERPORT_SHUTDOWN_GRACE", "10", "seconds in-flight work gets after SIGTERM"),
+    ("LEDGERPORT_PASSWORD_HASHING", "standard", "standard, or fast for test suites"),
+    ("LEDGERPORT_REDIS_URL", "unset", "count rate limits in Redis"),
+    ("LEDGERPORT_RATE_LIMIT_FACTOR", "1", "multiplies every limit (development only)"),
+)
+"""Every variable the configuration reads: (name, default, meaning), for ``--help``; README.md
+says more of each."""
+
 
 class ConfigError(Exception):
     """A configuration value cannot be used."""

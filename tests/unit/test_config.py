@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import ledgerport.config as config_module
 from ledgerport import catalog
-from ledgerport.config import ConfigError, load, parse_database_url
+from ledgerport.config import VARIABLES, ConfigError, load, parse_database_url
 
 DEFAULT_RETRY_DELAYS = (0, 60, 300, 1800, 7200, 21600)
 
@@ -353,3 +355,21 @@ def test_rate_limit_factor_is_one_unless_development() -> None:
 def test_rate_limit_factor_must_be_a_whole_number(value: str) -> None:
     with pytest.raises(ConfigError, match="LEDGERPORT_RATE_LIMIT_FACTOR"):
         load({"LEDGERPORT_ENV": "development", "LEDGERPORT_RATE_LIMIT_FACTOR": value})
+
+
+def test_every_variable_read_is_listed_in_help_and_in_the_readme() -> None:
+    read = set(re.findall(r'"(LEDGERPORT_[A-Z_]+)"', Path(config_module.__file__).read_text()))
+    listed = {name for name, _, _ in VARIABLES}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    help_text = subprocess.run(
+        [sys.executable, "-m", "ledgerport", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+
+    assert read == listed
+    for name in listed:
+        assert f"| `{name}` |" in readme, name
+        assert name in help_text, name
