@@ -12,7 +12,7 @@ import trio
 from ledgerport import __version__
 from ledgerport.config import VARIABLES, Config, ConfigError, load
 from ledgerport.ops import configure_logging
-from ledgerport.storage import StorageError, open_asyncio_loop, open_store
+from ledgerport.storage import DatabaseMissing, StorageError, open_asyncio_loop, open_store
 
 log = logging.getLogger("ledgerport")
 
@@ -62,7 +62,14 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
-def _configuration_error(error: BaseException) -> int:
+def _missing_database(error: DatabaseMissing) -> str:
+    return (
+        f"LEDGERPORT_DATABASE_URL: the database {error.name!r} does not exist on that server;"
+        f" create it first (createdb {error.name}), then start again"
+    )
+
+
+def _configuration_error(error: BaseException | str) -> int:
     print(f"ledgerport: configuration error: {error}", file=sys.stderr)  # noqa: T201
     return EXIT_CONFIG
 
@@ -84,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             trio.run(serve, config)
     except ConfigError as exc:  # found at start, such as a root key that does not fit
         return _configuration_error(exc)
+    except DatabaseMissing as exc:
+        return _configuration_error(_missing_database(exc))
     except StorageError as exc:
         log.error("storage failure: %s", exc)
         return EXIT_FAILURE
@@ -91,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         configuration, _ = group.split(ConfigError)
         if configuration is not None:
             return _configuration_error(_first_leaf(configuration))
+        missing, _ = group.split(DatabaseMissing)
+        if missing is not None:
+            leaf = _first_leaf(missing)
+            assert isinstance(leaf, DatabaseMissing)
+            return _configuration_error(_missing_database(leaf))
         storage, _ = group.split(StorageError)
         if storage is None:
             log.critical("ledgerport stopped on an error", exc_info=group)

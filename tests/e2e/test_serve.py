@@ -24,9 +24,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+
+from .served import POSTGRES_ADMIN_URL
 
 # --- running the server --------------------------------------------------------------------------
 
@@ -693,6 +696,21 @@ def test_a_port_in_use_stops_the_start_in_one_line_before_anything_is_made(
     # Nothing made: no database, and no admin token generated (and so used up).
     assert "generated admin token" not in result.stdout
     assert not (tmp_path / "ledgerport.db").exists()
+
+
+@pytest.mark.postgres
+def test_a_missing_postgres_database_stops_the_start_in_one_line_naming_it(run: Run) -> None:
+    name = f"ledgerport_missing_{os.getpid()}_{time.monotonic_ns()}"
+    url = urlunsplit(urlsplit(POSTGRES_ADMIN_URL)._replace(path=f"/{name}"))
+
+    result = run({"LEDGERPORT_DATABASE_URL": url, "LEDGERPORT_SECRET_KEY": "k" * 43}, timeout=60)
+
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "LEDGERPORT_DATABASE_URL" in lines[0]
+    assert f"createdb {name}" in lines[0]
+    assert_no_traceback(result.stderr)
 
 
 def test_migrate_creates_the_default_database_and_exits(run: Run, tmp_path: Path) -> None:

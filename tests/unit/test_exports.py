@@ -635,6 +635,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "serving",
         "BadValue",
         "Conflict",
+        "DatabaseMissing",
         "Migration",
         "MigrationError",
         "NoAsyncioLoop",

@@ -37,6 +37,14 @@ class StorageUnavailable(StorageError):
     """The database cannot be reached or refused to work."""
 
 
+class DatabaseMissing(StorageUnavailable):
+    """The server answers, but the database named does not exist there."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 class MigrationError(StorageError):
     """The schema could not be brought up to date."""
 

@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import asyncpg
 import trio
@@ -23,6 +24,7 @@ from ._interface import (
     BadValue,
     CommitQueues,
     Conflict,
+    DatabaseMissing,
     Flush,
     Listener,
     Migration,
@@ -488,6 +490,9 @@ async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[Postgr
             # keeps each cancelled one (every acquire cancels one) for those five minutes.
             max_inactive_connection_lifetime=0,
         )
+    except asyncpg.InvalidCatalogNameError as exc:
+        name = urlsplit(url).path.lstrip("/") or "postgres"
+        raise DatabaseMissing(name, f"postgresql: cannot connect: {exc}") from exc
     except (*_DATABASE_ERRORS, ValueError) as exc:
         raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
     store = PostgresStore(pool, loop, max_size=max_size, url=url)
