@@ -600,6 +600,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "verify_header",
     },
     "ledgerport.http": {
+        "ManagementListener",
         "prepare_document",
         "in_process_api",
         "ANSWERS",
