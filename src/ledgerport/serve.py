@@ -144,6 +144,12 @@ async def _serve_store(
                 file=sys.stdout,
                 flush=True,
             )
+        elif config.admin_token is None:
+            log.info(
+                "admin token: the one generated at the first start (stored hashed, shown only"
+                " then); lost, set LEDGERPORT_ADMIN_TOKEN (16 characters or more) to use"
+                " another while it is set"
+            )
         platform = boot.platform
         app = create_app(platform)
         with timing_collections(platform.metrics):

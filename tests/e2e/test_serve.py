@@ -319,6 +319,8 @@ def test_first_start_generates_admin_token_once_and_it_survives_restart(
     assert restarted.generated_admin_tokens() == []
     assert "generated admin token" not in restarted.output()
     assert token not in restarted.output()
+    # Says where the token came from, and how to use another.
+    assert "set LEDGERPORT_ADMIN_TOKEN" in restarted.output()
     with restarted.client(token) as client:
         again = client.post("/admin/businesses", json={"name": "After restart"})
     assert again.status_code == 201, again.text
