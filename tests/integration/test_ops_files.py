@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,28 @@ def test_promtool_passes_the_rules(args: tuple[str, ...]) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    """Where systemd-analyze exists; the unit's commands point at this checkout's install."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is missing (systemd is not installed here)")
+    installed = Path(sys.executable).parent / "ledgerport"
+    unit = (OPS / "systemd" / "ledgerport.service").read_text()
+    assert "/opt/ledgerport/.venv/bin/ledgerport serve" in unit
+    (tmp_path / "ledgerport.service").write_text(
+        unit.replace("/opt/ledgerport/.venv/bin/ledgerport", str(installed))
+    )
+
+    result = subprocess.run(
+        [analyze, "verify", "ledgerport.service"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout + result.stderr == ""  # not even a warning
