@@ -7,10 +7,15 @@ marked ``redis`` or using ``redis_url`` skip with the reason where Redis does no
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import functools
+import inspect
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+import trio
 import trio_asyncio
 
 from ledgerport.auth import Keyring
@@ -69,6 +74,42 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if REQUIRE_POSTGRES:
         pytest.fail(f"{reason} (LEDGERPORT_REQUIRE_POSTGRES=1)", pytrace=False)
     pytest.skip(reason)
+
+
+TEST_BOUND = 600.0
+"""Seconds of real time any trio test may run: past it the test is cancelled and fails. Real
+time, not trio's clock (which a mock clock moves at will): a hung test fails instead of holding
+the run, on a machine as loaded as it may be."""
+
+
+def _cancel_from_thread(token: trio.lowlevel.TrioToken, scope: trio.CancelScope) -> None:
+    with contextlib.suppress(trio.RunFinishedError):
+        token.run_sync_soon(scope.cancel)
+
+
+def _bounded(test: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(test)
+    async def bounded(*args: Any, **kwargs: Any) -> Any:
+        token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+            timer = threading.Timer(TEST_BOUND, _cancel_from_thread, (token, scope))
+            timer.daemon = True
+            timer.start()
+            try:
+                return await test(*args, **kwargs)
+            finally:
+                timer.cancel()
+        pytest.fail(f"the test ran past its bound of {TEST_BOUND:g} s of real time")
+
+    return bounded
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every trio test runs within TEST_BOUND (hypothesis' tests bound their examples)."""
+    for item in items:
+        test = getattr(item, "obj", None)
+        if inspect.iscoroutinefunction(test) and not hasattr(test, "hypothesis"):
+            item.obj = _bounded(test)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
