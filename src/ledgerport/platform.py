@@ -42,6 +42,9 @@ class Platform:
     services: Services = field(default_factory=Services)
     """The long-lived services this process runs, and whether each runs now (``/readyz``)."""
 
+    def __post_init__(self) -> None:
+        self.metrics.watch_store(self.store.statistics)
+
     def now(self) -> float:
         return self.clock.now()
 

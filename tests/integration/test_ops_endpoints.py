@@ -16,7 +16,7 @@ import ledgerport
 from ledgerport import catalog
 from ledgerport.http import create_app
 from ledgerport.platform import Platform
-from ledgerport.storage import StorageUnavailable
+from ledgerport.storage import StorageUnavailable, StoreStatistics
 
 from .oauth_helpers import (
     device_authorize,
@@ -84,6 +84,9 @@ class _UnreachableStore:
     @property
     def autocommit(self) -> Any:
         return self
+
+    def statistics(self) -> StoreStatistics:
+        return StoreStatistics()
 
     async def fetch(self, sql: str, *args: Any) -> Any:
         raise StorageUnavailable("database is down")
@@ -179,6 +182,25 @@ async def test_metrics_is_prometheus_text(client: Any) -> None:
     assert re.search(rf"^# TYPE {IN_FLIGHT} gauge$", text, re.MULTILINE)
     samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
     assert any(sample.name == IN_FLIGHT for sample in samples)
+
+
+async def test_metrics_tell_the_stores_work(
+    client: Any, platform: Platform, admin_headers: dict[str, str]
+) -> None:
+    before = platform.store.statistics()
+    await client.post("/admin/businesses", json={"name": "Counted"}, headers=admin_headers)
+
+    text = await (await client.get("/metrics")).get_data(as_text=True)
+
+    samples = {
+        s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+    }
+    assert samples["ledgerport_store_transactions_total"] > before.transactions
+    assert samples["ledgerport_store_transaction_seconds_total"] > 0
+    assert samples["ledgerport_store_unavailable_total"] == 0
+    assert samples["ledgerport_store_connections"] >= 1
+    assert samples["ledgerport_store_connections_max"] >= samples["ledgerport_store_connections"]
+    assert "ledgerport_store_writer_waits_total" in samples
 
 
 async def test_metrics_tell_the_process_the_interpreter_and_the_version(client: Any) -> None:

@@ -77,6 +77,7 @@ def test_the_dashboard_has_a_row_for_each_part_and_panels_in_place() -> None:
         "Event log",
         "Webhook deliveries",
         "Hosted functions",
+        "Store",
         "Process and nodes",
     ]
     ids = [panel["id"] for panel in dashboard["panels"]]

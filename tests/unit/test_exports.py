@@ -647,6 +647,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "StorageError",
         "StorageUnavailable",
         "Store",
+        "StoreStatistics",
         "Transaction",
         "open_asyncio_loop",
         "READY_PER_TURN",

@@ -7,7 +7,8 @@ for the life of the process, so a client could otherwise grow memory without bou
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -16,10 +17,12 @@ from prometheus_client import (
     GCCollector,
     Histogram,
     Info,
+    Metric,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ledgerport import __version__
 
@@ -33,9 +36,80 @@ def closed_label(value: str, allowed: Collection[str]) -> str:
     return value if value in allowed else OTHER
 
 
+class _StoreCollector:
+    """The store's own counts (``Store.statistics()``), read at each scrape."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[], Any] | None = None
+
+    def describe(self) -> Iterator[Metric]:
+        return self._families(None)
+
+    def collect(self) -> Iterator[Metric]:
+        return self._families(None if self.read is None else self.read())
+
+    @staticmethod
+    def _families(counts: Any) -> Iterator[Metric]:
+        def value(name: str) -> float:
+            return 0.0 if counts is None else float(getattr(counts, name))
+
+        for name, kind, attribute, help_text in _STORE_FAMILIES:
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, help_text, value=value(attribute))
+
+
+_STORE_FAMILIES = (
+    (
+        "ledgerport_store_transactions",
+        "counter",
+        "transactions",
+        "Transactions ended (committed or rolled back) by this process.",
+    ),
+    (
+        "ledgerport_store_transaction_seconds",
+        "counter",
+        "transaction_seconds",
+        "Their time in all: rate(this) / rate(ledgerport_store_transactions_total) is the mean.",
+    ),
+    (
+        "ledgerport_store_unavailable",
+        "counter",
+        "unavailable",
+        "Statements the database did not answer or refused to run.",
+    ),
+    (
+        "ledgerport_store_writer_waits",
+        "counter",
+        "waits",
+        "SQLite: transactions that waited for the one writer's turn (0 on PostgreSQL).",
+    ),
+    (
+        "ledgerport_store_writer_wait_seconds",
+        "counter",
+        "wait_seconds",
+        "SQLite: their waits in all.",
+    ),
+    ("ledgerport_store_connections", "gauge", "connections", "Database connections open now."),
+    (
+        "ledgerport_store_connections_in_use",
+        "gauge",
+        "connections_in_use",
+        "Database connections holding a transaction or a statement now.",
+    ),
+    (
+        "ledgerport_store_connections_max",
+        "gauge",
+        "connections_max",
+        "The most connections this process's pool opens.",
+    ),
+)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._store = _StoreCollector()
+        self.registry.register(self._store)
         # What every Prometheus client serves: the process (CPU, memory, open files, start
         # time), the interpreter and its collector; and which version runs.
         ProcessCollector(registry=self.registry)
@@ -261,6 +335,10 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+
+    def watch_store(self, statistics: Callable[[], Any]) -> None:
+        """Serve the store's own counts (``Store.statistics``) as ``ledgerport_store_*``."""
+        self._store.read = statistics
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,6 +11,7 @@ from ._interface import Row as Row
 from ._interface import StorageError as StorageError
 from ._interface import StorageUnavailable as StorageUnavailable
 from ._interface import Store as Store
+from ._interface import StoreStatistics as StoreStatistics
 from ._interface import Transaction as Transaction
 from ._interface import first_per_key as first_per_key
 from ._interface import placeholders as placeholders

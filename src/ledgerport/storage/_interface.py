@@ -73,6 +73,25 @@ class Migration:
         return result
 
 
+@dataclass
+class StoreStatistics:
+    """What a store counts of its own work since it opened, read by the metrics at each scrape."""
+
+    transactions: int = 0
+    """Units of work ended (committed or rolled back) that ran at least one statement."""
+    transaction_seconds: float = 0.0
+    """Their time, from their start to their end."""
+    unavailable: int = 0
+    """Statements the database did not answer or refused to run (StorageUnavailable)."""
+    waits: int = 0
+    """SQLite: transactions that waited for the one writer's turn."""
+    wait_seconds: float = 0.0
+    connections: int = 0
+    """Connections open now (PostgreSQL: the pool's; SQLite: one)."""
+    connections_in_use: int = 0
+    connections_max: int = 0
+
+
 class Reader(Protocol):
     """What reads: a :class:`Transaction`, or :attr:`Store.autocommit` for a lookup that needs
     no transaction around it."""
@@ -227,6 +246,10 @@ class Store(Protocol):
         """A transaction; ``background`` marks one of the engine's loops rather than one a
         request waits for. Where the database has one writer (SQLite), a request's transaction
         goes before background ones waiting with it (see ``_sqlite.WriterTurns``)."""
+        ...
+
+    def statistics(self) -> StoreStatistics:
+        """Counts of this store's work since it opened, and its connections now."""
         ...
 
     @property

@@ -13,6 +13,7 @@ import contextvars
 import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ from ._interface import (
     Row,
     StorageError,
     StorageUnavailable,
+    StoreStatistics,
 )
 from ._migrations import load_migrations
 
@@ -190,6 +192,8 @@ class PostgresStore:
         """The connection of this process's marks (:meth:`hold`), outside the pool."""
         self._held: set[str] = set()
         self.autocommit = _Autocommit(self)
+        self._max_size = max_size
+        self._statistics = StoreStatistics()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``await fn(*args)`` on the asyncio side, as a task in a context of its own.
@@ -208,7 +212,10 @@ class PostgresStore:
         try:
             return await trio_asyncio.run_aio_future(task)
         except _DATABASE_ERRORS as exc:
-            raise _convert(exc) from exc
+            converted = _convert(exc)
+            if isinstance(converted, StorageUnavailable):
+                self._statistics.unavailable += 1
+            raise converted from exc
         except UnicodeEncodeError as exc:
             # Text with a lone surrogate (a JSON "\ud800") cannot be sent as UTF-8.
             raise BadValue(f"postgresql: {exc}") from exc
@@ -256,11 +263,21 @@ class PostgresStore:
         async with self._background, self._transaction() as unit:
             yield unit
 
+    def statistics(self) -> StoreStatistics:
+        size, idle = self._pool.get_size(), self._pool.get_idle_size()
+        return replace(
+            self._statistics,
+            connections=size,
+            connections_in_use=size - idle,
+            connections_max=self._max_size,
+        )
+
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[_PostgresTransaction]:
         """A unit whose connection and BEGIN come with its first statement (one crossing, not
         two), so a unit that runs nothing costs nothing."""
         unit = _PostgresTransaction(self)
+        started = trio.current_time()
         try:
             yield unit
             await unit._queues.flush(unit)
@@ -279,6 +296,10 @@ class PostgresStore:
                 await unit.execute("SELECT 1")  # notifications alone still need a commit
             if unit._conn is not None:
                 await self._call(self._end, unit._conn, True, unit._notices)
+        finally:
+            if unit._conn is not None:
+                self._statistics.transactions += 1
+                self._statistics.transaction_seconds += trio.current_time() - started
 
     @asynccontextmanager
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:

@@ -14,6 +14,7 @@ import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 import trio
@@ -29,6 +30,7 @@ from ._interface import (
     MigrationError,
     Row,
     StorageUnavailable,
+    StoreStatistics,
 )
 from ._migrations import load_migrations
 
@@ -141,6 +143,11 @@ class WriterTurns:
         """When the background transactions waiting now began to wait (roughly: when the
         first of them did, or the last one before them got its turn)."""
 
+    @property
+    def busy(self) -> bool:
+        """Whether a turn is taken now (a transaction holds the connection)."""
+        return self._busy
+
     async def acquire(self, *, background: bool) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
         if not self._busy:
@@ -215,6 +222,7 @@ class SqliteStore:
         self._listeners = Listeners()
         self._held: set[str] = set()
         self.autocommit = _Autocommit(self)
+        self._statistics = StoreStatistics(connections=1, connections_max=1)
 
     @property
     def holding(self) -> frozenset[str]:
@@ -234,11 +242,17 @@ class SqliteStore:
         with self._listeners.listening(channel, listener):
             yield
 
+    def statistics(self) -> StoreStatistics:
+        return replace(self._statistics, connections_in_use=int(self._turns.busy))
+
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
-            raise _convert(exc) from exc
+            converted = _convert(exc)
+            if isinstance(converted, StorageUnavailable):
+                self._statistics.unavailable += 1
+            raise converted from exc
         except (OverflowError, UnicodeEncodeError) as exc:
             # An integer beyond 64 bits, or text with a lone surrogate (a JSON "\ud800"):
             # values no column can hold.
@@ -246,7 +260,13 @@ class SqliteStore:
 
     @asynccontextmanager
     async def transaction(self, *, background: bool = False) -> AsyncIterator[_SqliteTransaction]:
+        asked = trio.current_time()
+        waited = self._turns.busy
         async with self._turns.turn(background=background):
+            started = trio.current_time()
+            if waited:
+                self._statistics.waits += 1
+                self._statistics.wait_seconds += started - asked
             tx = _SqliteTransaction(self)
             try:
                 yield tx
@@ -265,6 +285,10 @@ class SqliteStore:
                         await self._call(self._rollback_if_open)
                     raise
                 self._listeners.wake(tx._notified)
+            finally:
+                if tx.begun:
+                    self._statistics.transactions += 1
+                    self._statistics.transaction_seconds += trio.current_time() - started
 
     def _rollback_if_open(self) -> None:
         if self._conn.in_transaction:
