@@ -29,6 +29,7 @@ KEY_PANELS = (
     "Requests by status",
     "Latency p50 / p99",
     "In flight",
+    "Events appended",
     "Dispatcher lag (events not fanned out)",
     "Queue depth and retry backlog",
     "Queue depth and workers",

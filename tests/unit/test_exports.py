@@ -187,6 +187,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "delete_app_data_value",
         "delete_webhook",
         "dispatch_backlog",
+        "event_log_length",
         "end_installation_state",
         "delivery_id_for",
         "find_app_by_client_id",

@@ -64,6 +64,7 @@ from ._deliveries import create_test_delivery as create_test_delivery
 from ._deliveries import delivery_due_times as delivery_due_times
 from ._deliveries import delivery_id_for as delivery_id_for
 from ._deliveries import dispatch_backlog as dispatch_backlog
+from ._deliveries import event_log_length as event_log_length
 from ._deliveries import next_due_at as next_due_at
 from ._deliveries import pending_events as pending_events
 from ._deliveries import plan_fan_out as plan_fan_out

@@ -439,6 +439,12 @@ async def dispatch_backlog(tx: Transaction) -> int:
     return int(await tx.fetchval("SELECT COUNT(*) FROM event_dispatch"))
 
 
+async def event_log_length(tx: Transaction) -> int:
+    """The sequence number of the newest committed event (0 for none): its rate is the log's
+    append rate, every process's writes together. One step of the primary key's index."""
+    return int(await tx.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events"))
+
+
 # --- Claims and attempts -------------------------------------------------------------------------
 
 

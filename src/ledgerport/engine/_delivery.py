@@ -421,12 +421,14 @@ class DeliveryEngine:
                 async with p.store.transaction(background=True) as tx:
                     queued, retrying = await apps.queue_depth(tx)
                     backlog = await apps.dispatch_backlog(tx)
+                    appended = await apps.event_log_length(tx)
             except StorageError:
                 pass
             else:
                 p.metrics.delivery_queue_depth.set(queued)
                 p.metrics.delivery_retry_backlog.set(retrying)
                 p.metrics.dispatcher_lag_events.set(backlog)
+                p.metrics.event_log_length.set(appended)
             p.metrics.delivery_actors.set(len(self._actors))
             self._publish_fairness()
             await trio.sleep(self._poll)

@@ -232,6 +232,13 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.event_log_length = Gauge(
+            "ledgerport_event_log_events",
+            "The sequence number of the newest committed event (all processes): its rate is"
+            " the event log's append rate; aggregate with max.",
+            registry=self.registry,
+        )
+
         self.gc_pause = Histogram(
             "ledgerport_gc_pause_seconds",
             "Pauses of Python's garbage collector (the whole process waits), by generation"
