@@ -160,6 +160,7 @@ async def test_login_without_valid_csrf_is_refused(
     assert response.status_code == 400
     assert SESSION_COOKIE not in _set_cookies(response)
     assert await _session_count(platform) == 0
+    assert platform.metrics.sign_in_failures.labels("expired_form")._value.get() == 1
 
 
 @pytest.mark.parametrize(
@@ -177,6 +178,7 @@ async def test_wrong_credentials_answer_401_without_session(
     assert response.status_code == 401
     assert SESSION_COOKIE not in _set_cookies(response)
     assert await _session_count(platform) == 0
+    assert platform.metrics.sign_in_failures.labels("wrong_credentials")._value.get() == 1
     page = _parse_page(await response.get_data(as_text=True))
     assert page.inputs["next"]["value"] == "/dashboard"
 

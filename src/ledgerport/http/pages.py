@@ -91,6 +91,7 @@ async def login_submit() -> ResponseReturnValue:
     next_path = safe_next(form.get("next"))
     email = form.get("email", "").strip()
     if not csrf_valid(form.get("csrf_token")):
+        platform().metrics.sign_in_failures.labels("expired_form").inc()
         return await _login_page(
             next_path=next_path,
             email=email,
@@ -102,6 +103,7 @@ async def login_submit() -> ResponseReturnValue:
         found = await books.find_user_by_email(tx, email)
     user, stored_hash = found if found is not None else (None, None)
     if not await p.passwords.verify(stored_hash, form.get("password", "")) or user is None:
+        p.metrics.sign_in_failures.labels("wrong_credentials").inc()
         return await _login_page(
             next_path=next_path, email=email, status=401, error="Wrong email or password."
         )

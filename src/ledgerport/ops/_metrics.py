@@ -232,6 +232,13 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.sign_in_failures = Counter(
+            "ledgerport_sign_in_failures_total",
+            "Failed sign-ins at the application host's page, by reason (wrong_credentials,"
+            " expired_form).",
+            ["reason"],
+            registry=self.registry,
+        )
         self.event_log_length = Gauge(
             "ledgerport_event_log_events",
             "The sequence number of the newest committed event (all processes): its rate is"
