@@ -421,3 +421,37 @@ async def test_the_listing_answers_excerpts_and_a_runs_own_route_answers_it_whol
     assert "deep" in thrown_whole["stack"]
     assert elsewhere.status_code == unknown.status_code == 404
     assert (await unknown.get_json())["code"] == "RUN_NOT_FOUND"
+
+
+TELLS_ITS_EVENT = """
+export async function handler(event, context) {
+  context.log("sample", event.type, event.data.test, event.businessId);
+  const answer = await context.api.get("/invoices").catch((e) => String(e));
+  return { eventId: event.eventId, api: typeof answer === "string" ? "refused" : answer.status };
+}
+"""
+
+
+async def test_a_test_run_runs_the_function_on_its_first_events_sample_in_no_business(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "PUT",
+                "/functions/tells",
+                {"source": TELLS_ITS_EVENT, "events": ["invoice.created", "invoice.paid"]},
+            )
+            queued = await world.console.ok("POST", "/functions/tells/test", None, 202)
+            missing = await world.console.call("POST", "/functions/nothing/test")
+            while await world.runner.claim_once():
+                await world.runner.settle()
+            (run,) = await runs(world, "tells")
+            whole = await world.console.ok("GET", f"/functions/tells/runs/{queued['runId']}")
+    assert missing.status_code == 404
+    assert run["id"] == queued["runId"]
+    assert run["status"] == "succeeded", run
+    assert run["logs"] == ["sample invoice.created true test"]
+    assert run["result"]["eventId"] is None
+    assert run["result"]["api"] == "refused"  # no business: no token, its calls answer 503
+    assert whole["event"]["type"] == "invoice.created"

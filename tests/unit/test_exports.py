@@ -181,6 +181,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "claim_idempotency_key",
         "create_app",
         "create_test_delivery",
+        "create_test_run",
         "create_webhook",
         "declare_app_data_field",
         "delete_app_data_field",

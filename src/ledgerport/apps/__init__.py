@@ -61,6 +61,7 @@ from ._deliveries import Pending as Pending
 from ._deliveries import SendPlan as SendPlan
 from ._deliveries import claim_due as claim_due
 from ._deliveries import create_test_delivery as create_test_delivery
+from ._deliveries import create_test_run as create_test_run
 from ._deliveries import delivery_due_times as delivery_due_times
 from ._deliveries import delivery_id_for as delivery_id_for
 from ._deliveries import dispatch_backlog as dispatch_backlog

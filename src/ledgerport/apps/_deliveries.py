@@ -755,6 +755,46 @@ async def create_test_delivery(
     return delivery_id
 
 
+async def create_test_run(
+    tx: Transaction,
+    *,
+    now: float,
+    function_id: str,
+    app_id: str,
+    event_type: str,
+    pinned_version: str | None,
+) -> str:
+    """Queue a test run of the function (the console's "test run"): ``event_type``'s sample
+    with ``test: true``, businessId ``test``, eventId null, as a test delivery has it. It runs
+    in no business, so its ``context.api`` calls answer 503; it is listed with the function's
+    runs like any other. Answers its id."""
+    kind = catalog.event_type(event_type)
+    assert kind is not None, event_type
+    run_id = new_id("run")
+    body = _body(
+        run_id,
+        event_id=None,
+        type=kind.name,
+        api_version=pinned_version or catalog.CURRENT_API_VERSION,
+        business_id=TEST_BUSINESS_ID,
+        created=now,
+        data={**kind.sample_data(), "test": True},
+    )
+    await tx.execute(
+        "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id, type,"
+        " body, status, attempts, created_at, updated_at, next_attempt_at)"
+        " VALUES ($1, $2, $3, NULL, NULL, $4, $5, 'queued', 0, $6, $6, $6)",
+        run_id,
+        function_id,
+        app_id,
+        kind.name,
+        body,
+        now,
+    )
+    await tx.notify(FUNCTION_RUNS_CHANNEL)
+    return run_id
+
+
 async def recent_deliveries(tx: Transaction, webhook_id: str) -> list[Delivery]:
     """The webhook's most recent deliveries, newest first (spec: the console shows 100)."""
     rows = await tx.fetch(

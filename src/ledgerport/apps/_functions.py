@@ -460,7 +460,8 @@ async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
             run.business_id,
         )
     kind = catalog.event_type(run.type)
-    if kind is not None and kind.audience != "app":
+    # A test run (the console's, on a sample: no event) runs in no business, with no token.
+    if kind is not None and kind.audience != "app" and run.event_id is not None:
         if installation is None:
             return "app not installed in the business"
         held = set(json.loads(installation["scopes"])) & set(json.loads(row["app_scopes"]))

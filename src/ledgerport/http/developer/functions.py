@@ -111,6 +111,13 @@ class RunPage(TypedDict):
     next: str | None
 
 
+@with_config(ConfigDict(extra="forbid"))
+class TestRun(TypedDict):
+    """The queued test run: follow it at ``.../runs/{runId}``."""
+
+    runId: str
+
+
 def _function(function: apps.HostedFunction) -> Function:
     return {
         "id": function.id,
@@ -223,6 +230,36 @@ async def delete_function(app_id: str, name: str) -> Response:
         await developed_app(tx, app_id)
         await apps.delete_function(tx, now=p.now(), app_id=app_id, name=name)
     return Response("", status=204)
+
+
+@blueprint.post("/apps/<app_id>/functions/<name>/test")
+@operation(
+    json_reply(202, TestRun, "The test run is queued"),
+    raises=(storage.BadValue, apps.FunctionNotFound, auth.RateLimited),
+    params=(NAME,),
+)
+async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
+    """Run the function once on a sample event: the sample of its first event type with
+    ``test: true``, businessId ``test``, eventId null. It runs in no business, so its
+    ``context.api`` calls answer 503; it is listed with the function's runs. Counted against
+    the app's upload budget (a run costs a worker's time)."""
+    p = platform()
+    async with unit_of_work() as tx:
+        app = await developed_app(tx, app_id)
+        await apps.get_function(tx, app_id, name)
+    await _count_upload(app.id)
+    async with unit_of_work() as tx:
+        app = await developed_app(tx, app_id)
+        function = await apps.get_function(tx, app_id, name)
+        run_id = await apps.create_test_run(
+            tx,
+            now=p.now(),
+            function_id=function.id,
+            app_id=app.id,
+            event_type=function.events[0],
+            pinned_version=app.pinned_version,
+        )
+    return {"runId": run_id}, 202
 
 
 @blueprint.get("/apps/<app_id>/functions/<name>/runs")
