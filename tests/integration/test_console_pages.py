@@ -211,3 +211,17 @@ async def test_the_listing_page_submits_a_draft_and_shows_every_revision(
     assert "Not submitted:" in refused
     assert expired.status_code == 303
     assert "The form expired: try again" in told
+
+
+async def test_a_path_with_control_characters_redirects_with_a_valid_location(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """The way back is quoted: a Location header cannot hold what a URL's path may decode to."""
+    async with hooked(client, admin_headers, ["invoice.created"]) as hook:
+        await login(client, hook.api.world)
+        response = await client.post(
+            "/console/apps/~%0C%F1%A8%A5%A8/webhooks/x%0A/test", form={"csrf_token": "forged"}
+        )
+    location = response.headers.get("Location", "")
+    assert response.status_code in (303, 404)
+    assert all(" " < char < "\x7f" for char in location), location

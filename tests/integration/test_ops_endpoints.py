@@ -122,7 +122,9 @@ async def test_readyz_names_a_service_that_does_not_run_and_recovers(
 
     assert down.status_code == 503
     assert down.headers["Retry-After"] == "5"
-    assert await down.get_json() == {"status": "unavailable", "failing": ["delivery-engine"]}
+    body = await down.get_json()
+    assert (body["statusCode"], body["code"]) == (503, "NOT_READY")
+    assert body["message"] == "Not ready: delivery-engine"
     assert up.status_code == 200
 
 
@@ -132,7 +134,7 @@ async def test_readyz_names_the_store_when_the_database_does_not_answer(
     response = await _unreachable(platform).get("/readyz")
 
     assert response.status_code == 503
-    assert (await response.get_json())["failing"] == ["store"]
+    assert (await response.get_json())["message"] == "Not ready: store"
 
 
 async def test_healthz_fails_when_the_database_does_not_answer(platform: Platform) -> None:

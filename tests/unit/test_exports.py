@@ -622,6 +622,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "OTHER",
         "QUIET_LOGGERS",
         "JsonFormatter",
+        "NotReady",
         "RESTART_FIRST",
         "RESTART_MAX",
         "RESTART_RESET",

@@ -144,6 +144,7 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ),
         ErrorCode("CONFLICT", 409, "a concurrent change won; retry the request"),
         ErrorCode("SERVICE_UNAVAILABLE", 503, "the database cannot be reached; retry"),
+        ErrorCode("NOT_READY", 503, "a part of the process does not run now (/readyz names it)"),
         ErrorCode("INTERNAL_ERROR", 500, "failure on the service side"),
     )
 )

@@ -131,7 +131,9 @@ def with_notice(path: str, notice: str) -> PageResponse:
     expires = p.now() + catalog.NOTICE_TTL
     text = json.dumps([path, expires, notice[:_NOTICE_MAX_LENGTH]])
     payload = base64.urlsafe_b64encode(text.encode()).decode()
-    response: PageResponse = redirect(path, 303)  # type: ignore[assignment]
+    # Quoted: a path holds what the request's URL held, control characters included, and a
+    # Location header may not.
+    response: PageResponse = redirect(quote(path), 303)  # type: ignore[assignment]
     response.set_cookie(
         NOTICE_COOKIE,
         f"{payload}.{p.keyring.notice_mac(payload)}",

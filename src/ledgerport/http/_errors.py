@@ -29,7 +29,7 @@ from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
-from ledgerport import access, apps, auth, books, catalog, storage
+from ledgerport import access, apps, auth, books, catalog, ops, storage
 from ledgerport.errors import DomainError, InvalidInput
 
 from ._pages import problem_page
@@ -261,6 +261,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "CONFLICT", message="The request conflicted with a concurrent change; retry it"
     ),
     storage.BadValue: Answer(400, message=["request holds a value that cannot be stored"]),
+    ops.NotReady: _coded("NOT_READY", headers=lambda _: {"Retry-After": "5"}),
     storage.StorageUnavailable: _coded(
         "SERVICE_UNAVAILABLE",
         message="Service temporarily unavailable",

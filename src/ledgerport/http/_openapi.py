@@ -41,7 +41,7 @@ from werkzeug.exceptions import (
 )
 from werkzeug.routing.rules import Rule
 
-from ledgerport import auth, catalog, storage
+from ledgerport import auth, catalog, ops, storage
 from ledgerport.errors import DomainError, InvalidInput
 
 from ._errors import ENVELOPE, Answer, ErrorShape, class_answer, oauth_status
@@ -141,6 +141,7 @@ NO_STORE = (
 _RAISED_HEADERS: Mapping[type[BaseException], tuple[Header, ...]] = {
     auth.RateLimited: (RETRY_AFTER,),
     storage.StorageUnavailable: (RETRY_AFTER,),
+    ops.NotReady: (RETRY_AFTER,),
     auth.InvalidAdminToken: (WWW_AUTHENTICATE,),
     auth.InvalidAccessToken: (WWW_AUTHENTICATE,),
     auth.InvalidClient: (WWW_AUTHENTICATE.optional(),),

@@ -10,6 +10,7 @@ from quart import Blueprint, Response
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from ledgerport import storage
+from ledgerport.ops import NotReady
 
 from ._context import platform
 from ._openapi import TEXT, Reply, json_reply, operation
@@ -32,21 +33,17 @@ async def healthz() -> tuple[Health, int]:
 
 @with_config(ConfigDict(extra="forbid"))
 class Readiness(TypedDict):
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok"]
     failing: list[str]
-    """What does not run now: ``store`` when the database does not answer, and the services
-    of the process that are not running (starting again after an error, or not yet started)."""
+    """Empty: nothing fails."""
 
 
 @blueprint.get("/readyz")
-@operation(
-    json_reply(200, Readiness, "Every part of the process runs"),
-    json_reply(503, Readiness, "Some part does not run: ``failing`` names them"),
-)
-async def readyz() -> tuple[Readiness, int, dict[str, str]]:
+@operation(json_reply(200, Readiness, "Every part of the process runs"), raises=(NotReady,))
+async def readyz() -> Readiness:
     """Readiness: 200 when the database answers and every long-lived service of the process
-    (node, scheduler, delivery engine, function runner where enabled) runs; 503 naming the
-    failing parts otherwise."""
+    (node, scheduler, delivery engine, function runner where enabled) runs; otherwise 503
+    NOT_READY, its message naming the failing parts, with Retry-After."""
     p = platform()
     failing = p.services.stopped()
     try:
@@ -54,8 +51,8 @@ async def readyz() -> tuple[Readiness, int, dict[str, str]]:
     except storage.StorageUnavailable:
         failing = ["store", *failing]
     if failing:
-        return {"status": "unavailable", "failing": failing}, 503, {"Retry-After": "5"}
-    return {"status": "ok", "failing": []}, 200, {}
+        raise NotReady(failing)
+    return {"status": "ok", "failing": []}
 
 
 @blueprint.get("/metrics")

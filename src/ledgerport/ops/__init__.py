@@ -17,5 +17,6 @@ from ._metrics import closed_label as closed_label
 from ._services import RESTART_FIRST as RESTART_FIRST
 from ._services import RESTART_MAX as RESTART_MAX
 from ._services import RESTART_RESET as RESTART_RESET
+from ._services import NotReady as NotReady
 from ._services import Services as Services
 from ._services import supervise as supervise

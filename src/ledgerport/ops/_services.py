@@ -17,6 +17,8 @@ from typing import Any
 
 import trio
 
+from ledgerport.errors import DomainError
+
 from ._metrics import Metrics
 
 log = logging.getLogger("ledgerport.supervisor")
@@ -30,6 +32,15 @@ RESTART_RESET = 60.0
 
 Service = Callable[..., Awaitable[Any]]
 """A service's ``run(*, task_status)``: started once it has set itself up, runs until cancelled."""
+
+
+class NotReady(DomainError):
+    """A part of the process does not run now: ``store`` when the database does not answer,
+    and the services that are not running (starting again after an error, or not yet)."""
+
+    def __init__(self, failing: list[str]) -> None:
+        self.failing = failing
+        super().__init__("Not ready: {0}", params=[", ".join(failing)])
 
 
 class Services:
