@@ -412,6 +412,14 @@ def _run_row(event: Event, function: Row, now: float) -> tuple[object, ...]:
     )
 
 
+_INSERT_RUN = (
+    "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id, type,"
+    " body, status, attempts, created_at, updated_at, next_attempt_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $8)"
+)
+"""A queued run: (id, function, app, event, business, type, body, now)."""
+
+
 async def write_fan_out(tx: Transaction, fan_out: FanOut) -> None:
     """Create the deliveries of ``fan_out`` and delete its events' dispatch marks, in the
     transaction that read them (:func:`pending_events`): a crash before the commit leaves both
@@ -419,12 +427,7 @@ async def write_fan_out(tx: Transaction, fan_out: FanOut) -> None:
     if fan_out.rows:
         await tx.executemany(_INSERT, fan_out.rows)
     if fan_out.runs:
-        await tx.executemany(
-            "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id, type,"
-            " body, status, attempts, created_at, updated_at, next_attempt_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $8)",
-            fan_out.runs,
-        )
+        await tx.executemany(_INSERT_RUN, fan_out.runs)
         await tx.notify(FUNCTION_RUNS_CHANNEL)
     if fan_out.positions:
         await tx.execute(
@@ -727,18 +730,8 @@ async def create_test_delivery(
     tx: Transaction, *, now: float, webhook: Webhook, pinned_version: str | None
 ) -> str:
     """Queue a test delivery (spec: Test delivery); answers its id."""
-    kind = catalog.event_type(webhook.test_event_type)
-    assert kind is not None
     delivery_id = new_id("dlv")
-    body = _body(
-        delivery_id,
-        event_id=None,
-        type=kind.name,
-        api_version=pinned_version or catalog.CURRENT_API_VERSION,
-        business_id=TEST_BUSINESS_ID,
-        created=now,
-        data={**kind.sample_data(), "test": True},
-    )
+    kind, body = _test_body(delivery_id, webhook.test_event_type, now, pinned_version)
     await tx.execute(
         _INSERT,
         delivery_id,
@@ -746,13 +739,32 @@ async def create_test_delivery(
         webhook.app_id,
         None,
         None,
-        kind.name,
+        kind,
         body,
         now,
         now,
         None,
     )
     return delivery_id
+
+
+def _test_body(
+    item_id: str, event_type: str, now: float, pinned_version: str | None
+) -> tuple[str, str]:
+    """The type and body of a test delivery or run: ``event_type``'s sample with ``test:
+    true``, businessId ``test``, eventId null."""
+    kind = catalog.event_type(event_type)
+    assert kind is not None, event_type
+    body = _body(
+        item_id,
+        event_id=None,
+        type=kind.name,
+        api_version=pinned_version or catalog.CURRENT_API_VERSION,
+        business_id=TEST_BUSINESS_ID,
+        created=now,
+        data={**kind.sample_data(), "test": True},
+    )
+    return kind.name, body
 
 
 async def create_test_run(
@@ -768,29 +780,9 @@ async def create_test_run(
     with ``test: true``, businessId ``test``, eventId null, as a test delivery has it. It runs
     in no business, so its ``context.api`` calls answer 503; it is listed with the function's
     runs like any other. Answers its id."""
-    kind = catalog.event_type(event_type)
-    assert kind is not None, event_type
     run_id = new_id("run")
-    body = _body(
-        run_id,
-        event_id=None,
-        type=kind.name,
-        api_version=pinned_version or catalog.CURRENT_API_VERSION,
-        business_id=TEST_BUSINESS_ID,
-        created=now,
-        data={**kind.sample_data(), "test": True},
-    )
-    await tx.execute(
-        "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id, type,"
-        " body, status, attempts, created_at, updated_at, next_attempt_at)"
-        " VALUES ($1, $2, $3, NULL, NULL, $4, $5, 'queued', 0, $6, $6, $6)",
-        run_id,
-        function_id,
-        app_id,
-        kind.name,
-        body,
-        now,
-    )
+    kind, body = _test_body(run_id, event_type, now, pinned_version)
+    await tx.execute(_INSERT_RUN, run_id, function_id, app_id, None, None, kind, body, now)
     await tx.notify(FUNCTION_RUNS_CHANNEL)
     return run_id
 
