@@ -8,8 +8,6 @@ is set (``.ci/run`` installs it).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ..prometheus import prometheus_command
 from .served import free_port, served
 
 ADMIN_TOKEN = "lp_admin_prometheus-scrape-0123456789"
@@ -38,16 +37,6 @@ KEY_PANELS = (
     "Open files",
     "Version",
 )
-
-
-def _binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        reason = "prometheus is missing: apt-get install -y prometheus"
-        if os.environ.get("LEDGERPORT_REQUIRE_PROMETHEUS"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
 
 
 def _query(api: httpx.Client, expr: str) -> list[dict[str, Any]]:
@@ -73,7 +62,7 @@ def _wait(condition: Any, what: str, process: subprocess.Popen[bytes], log: Path
 def test_prometheus_scrapes_ledgerport_and_the_dashboards_key_queries_answer(
     tmp_path: Path,
 ) -> None:
-    binary = _binary()
+    binary = prometheus_command("prometheus")
     (tmp_path / "server").mkdir()
     env = {"LEDGERPORT_DATABASE_URL": f"sqlite:///{tmp_path}/server/served.db"}
     with served(tmp_path / "server", ADMIN_TOKEN, env) as server:

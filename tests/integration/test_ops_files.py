@@ -8,7 +8,6 @@ promtool tests skip with the reason, and fail when LEDGERPORT_REQUIRE_PROMETHEUS
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+
+from ..prometheus import prometheus_command
 
 OPS = Path(__file__).resolve().parents[2] / "ops"
 DASHBOARD = OPS / "grafana" / "ledgerport.json"
@@ -89,16 +90,6 @@ def test_the_dashboard_has_a_row_for_each_part_and_panels_in_place() -> None:
             assert target["expr"].count("(") == target["expr"].count(")"), target["expr"]
 
 
-def _promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        reason = "promtool is missing: apt-get install -y prometheus"
-        if os.environ.get("LEDGERPORT_REQUIRE_PROMETHEUS"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
-
-
 @pytest.mark.parametrize(
     "args",
     [("check", "rules", RULES.name), ("test", "rules", RULE_TESTS.name)],
@@ -106,7 +97,7 @@ def _promtool() -> str:
 )
 def test_promtool_passes_the_rules(args: tuple[str, ...]) -> None:
     result = subprocess.run(
-        [_promtool(), *args],
+        [prometheus_command("promtool"), *args],
         cwd=RULES.parent,
         capture_output=True,
         text=True,
