@@ -21,17 +21,15 @@ by 40 to 70 a request. What is checked:
 
 - once every response is out, no request object (quart request or context, hypercorn stream)
   is alive beyond one a client connection;
-- the contexts of the timers trio_asyncio keeps hold no variable of a request;
+- no more cancelled asyncio timers wait in the loop than the loop keeps before it drops them
+  (queries start no timer: their time limit is kept on the trio side), and the contexts of
+  those that wait hold no variable of a request;
 - no type of object grows by more than 0.1 a request, and the allocated blocks by fewer than 10
   a request.
 
-Two structures keep what finished work left for a bounded while, whatever the traffic: trio
-keeps the deadline of a cancel scope that exited early in its heap (at most 1,000 such entries
-beyond twice the live ones), and trio_asyncio keeps every cancelled asyncio timer, with the
-context it was started in, until its deadline. The first is compacted before counting, as trio
-compacts it itself; the second's timers, their deadlines and their contexts are counted apart
-(their contexts are checked instead), since how many there are follows the rate of queries over
-the last 30 seconds, not the number of requests served.
+trio keeps the deadline of a cancel scope that exited early in its heap for a bounded while
+(at most 1,000 such entries beyond twice the live ones): it is compacted before counting, as
+trio compacts it itself.
 """
 
 from __future__ import annotations
@@ -63,6 +61,7 @@ from quart.wrappers import Request
 from ledgerport import catalog
 from ledgerport.config import load
 from ledgerport.serve import serve
+from ledgerport.storage import COMPACT_AFTER
 
 from ..receiver import Receiver, receiving
 from .memory_load import KINDS
@@ -97,9 +96,9 @@ REQUEST_VARIABLES = frozenset({"quart.app_ctx", "quart.request_ctx"})
 IN_FLIGHT = len(KINDS)
 """Requests that may still be finishing in the server when their client has its answer: one a
 client connection."""
-BLOCKS_PER_WAITING_TIMER = 3
-"""A cancelled asyncio timer waiting for its deadline holds three blocks: itself, its deadline
-and the context it was started in."""
+WAITING_TIMERS_MAX = 2 * COMPACT_AFTER
+"""Cancelled asyncio timers the loop may hold: it drops them once half of its heap is
+cancelled (and at least COMPACT_AFTER wait)."""
 
 
 @pytest.fixture
@@ -257,11 +256,13 @@ class Count:
     """What the process holds at one moment, after a full collection."""
 
     objects: Counter[str]
-    """Live objects by type, without the waiting timers and their contexts."""
+    """Live objects by type."""
     blocks: int
-    """Allocated memory blocks, without the waiting timers'."""
+    """Allocated memory blocks."""
     requests: Counter[str]
     """Live objects of :data:`REQUEST_TYPES`, by type."""
+    waiting_timers: int
+    """Cancelled asyncio timers still in the loop's heap."""
     timer_variables: frozenset[str]
     """The variables of the waiting timers' contexts, by name."""
 
@@ -282,14 +283,11 @@ def count(receiver: Receiver) -> Count:
     waiting = [o for o in live if isinstance(o, asyncio.TimerHandle) and o.cancelled()]
     contexts = [r for t in waiting for r in gc.get_referents(t) if type(r) is contextvars.Context]
     objects = Counter(_type_name(type(o)) for o in live)
-    objects[_type_name(asyncio.TimerHandle)] -= len(waiting)
-    objects[_type_name(contextvars.Context)] -= len(contexts)
     requests = Counter(_type_name(type(o)) for o in live if isinstance(o, REQUEST_TYPES))
     variables = frozenset(var.name for context in contexts for var in context)
     timers = len(waiting)
     del live, waiting, contexts
-    blocks = sys.getallocatedblocks() - BLOCKS_PER_WAITING_TIMER * timers
-    return Count(objects, blocks, requests, variables)
+    return Count(objects, sys.getallocatedblocks(), requests, timers, variables)
 
 
 async def test_memory_stays_flat_under_sustained_traffic(database: dict[str, str]) -> None:
@@ -312,6 +310,9 @@ async def test_memory_stays_flat_under_sustained_traffic(database: dict[str, str
     blocks_per_request = (after.blocks - before.blocks) / measured
     assert all(n <= IN_FLIGHT for n in after.requests.values()), (
         f"request objects alive once every response is out: {dict(after.requests)}"
+    )
+    assert after.waiting_timers <= WAITING_TIMERS_MAX, (
+        f"{after.waiting_timers} cancelled asyncio timers wait in the loop"
     )
     assert not after.timer_variables & REQUEST_VARIABLES, (
         f"waiting asyncio timers keep a request's context: {sorted(after.timer_variables)}"

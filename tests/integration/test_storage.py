@@ -15,7 +15,14 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from ledgerport.storage import BadValue, Conflict, Store, Transaction, open_postgres
+from ledgerport.storage import (
+    BadValue,
+    Conflict,
+    StorageUnavailable,
+    Store,
+    Transaction,
+    open_postgres,
+)
 
 TIMEOUT = 30
 
@@ -297,6 +304,36 @@ async def test_cancelling_a_running_postgres_statement_rolls_back(postgres_url: 
                 async with store.transaction() as tx:
                     await tx.execute("INSERT INTO settings (key, value) VALUES ($1, 'ok')", f"k{i}")
             assert len(await _settings(store)) == 6
+
+
+async def _insert_then_sleep(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.execute("INSERT INTO settings (key, value) VALUES ('slow', 'x')")
+        await tx.execute("SELECT pg_sleep(20)")
+
+
+@pytest.mark.postgres
+async def test_a_statement_over_the_time_limit_is_cancelled_and_the_store_stays_usable(
+    postgres_url: str,
+) -> None:
+    """The time limit is kept on the trio side (no asyncio timer per query): a statement that
+    runs past it is cancelled on the server, its unit rolls back, and the pool's connections
+    go on serving."""
+    with trio.fail_after(TIMEOUT):
+        async with open_postgres(postgres_url, max_size=2, statement_timeout=0.5) as store:
+            await store.migrate()
+            started = trio.current_time()
+            with pytest.raises(StorageUnavailable, match=r"no answer within 0\.5 s"):
+                await _insert_then_sleep(store)
+            assert trio.current_time() - started < 10, "the server went on with the statement"
+            assert store.statistics().unavailable == 1
+            with pytest.raises(StorageUnavailable):
+                await store.autocommit.fetchval("SELECT pg_sleep(20)")
+            assert await _settings(store) == {}
+            for i in range(4):
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ($1, 'ok')", f"k{i}")
+            assert len(await _settings(store)) == 4
 
 
 async def test_unique_violation_is_a_conflict_and_the_store_stays_usable(store: Store) -> None:

@@ -9,7 +9,7 @@ import trio
 import trio.lowlevel
 import trio_asyncio
 
-from ledgerport.storage import READY_PER_TURN, open_asyncio_loop
+from ledgerport.storage import COMPACT_AFTER, READY_PER_TURN, open_asyncio_loop
 
 CALLBACKS = 200
 
@@ -82,3 +82,23 @@ async def test_timers_and_tasks_keep_their_meaning() -> None:
         assert order == ["early", "middle", "late"]
         assert loop.time() - started >= 0.03
         assert total == sum(range(50))
+
+
+async def test_cancelled_timers_leave_the_heap_before_their_deadline() -> None:
+    """A timer per call, cancelled when the call ends (a query's timeout), must not stay alive
+    with its context until its deadline: the heap is rebuilt once half of it is cancelled."""
+    async with open_asyncio_loop() as loop:
+        calls = 20 * COMPACT_AFTER
+        kept = [loop.call_later(3600, lambda: None) for _ in range(COMPACT_AFTER // 2)]
+        for _ in range(calls):
+            loop.call_later(30, lambda: None).cancel()
+            await trio.lowlevel.checkpoint()  # the loop's task takes the timer into its heap
+        fired = trio.Event()
+        loop.call_soon(fired.set)
+        with trio.fail_after(5):
+            await fired.wait()
+        waiting = loop._timers  # type: ignore[attr-defined]
+        assert len(waiting) < len(kept) + 2 * COMPACT_AFTER, len(waiting)
+        assert all(timer in waiting for timer in kept), "a live timer was dropped"
+        for timer in kept:
+            timer.cancel()

@@ -654,6 +654,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "Transaction",
         "open_asyncio_loop",
         "READY_PER_TURN",
+        "COMPACT_AFTER",
         "load_migrations",
         "open_postgres",
         "open_sqlite",

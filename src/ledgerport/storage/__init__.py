@@ -15,6 +15,7 @@ from ._interface import StoreStatistics as StoreStatistics
 from ._interface import Transaction as Transaction
 from ._interface import first_per_key as first_per_key
 from ._interface import placeholders as placeholders
+from ._loop import COMPACT_AFTER as COMPACT_AFTER
 from ._loop import READY_PER_TURN as READY_PER_TURN
 from ._loop import open_asyncio_loop as open_asyncio_loop
 from ._migrations import load_migrations as load_migrations

@@ -41,6 +41,9 @@ _T = TypeVar("_T")
 # Serializes concurrent migrators (two processes starting at once) on one database.
 _MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"ledgerport.migrate").digest()[:7], "big")
 _CLEANUP_TIMEOUT = 5.0
+STATEMENT_TIMEOUT = 30.0
+"""Seconds a call to the database (a statement, a commit, a connection from the pool) may take
+before it is cancelled."""
 _KEEPALIVES = {
     "tcp_keepalives_idle": "2",
     "tcp_keepalives_interval": "1",
@@ -172,8 +175,17 @@ class PostgresStore:
 
     shared = True
 
-    def __init__(self, pool: Any, loop: Any, *, max_size: int, url: str = "") -> None:
+    def __init__(
+        self,
+        pool: Any,
+        loop: Any,
+        *,
+        max_size: int,
+        url: str = "",
+        statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> None:
         self._pool = pool
+        self._statement_timeout = statement_timeout
         self._loop = loop
         self._url = url
         self._context = contextvars.Context()
@@ -196,13 +208,19 @@ class PostgresStore:
         self._statistics = StoreStatistics()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``await fn(*args)`` on the asyncio side, as a task in a context of its own.
+        """``await fn(*args)`` on the asyncio side, as a task in a context of its own, within
+        ``STATEMENT_TIMEOUT`` (or the store's own limit).
 
-        Not the caller's context (what ``aio_as_trio`` would copy): every timer asyncpg
-        starts in the task keeps the task's context, and trio_asyncio keeps a cancelled timer
-        until its deadline (a query's 30-second timeout). With the caller's context, each
-        timer kept the request that made the call (quart's request and app contexts, the
-        ASGI objects, hypercorn's stream) alive that long: memory grew with every request."""
+        The limit is kept on the trio side, not by asyncpg's ``command_timeout``: asyncpg starts
+        an asyncio timer for each query and cancels it when the query ends, and trio_asyncio
+        kept each cancelled timer until its deadline, tens of thousands at once under load,
+        each one a turn of the loop to schedule. Cancelling the task on the trio side cancels
+        the query the way asyncpg's own timeout does (a cancel request to the server).
+
+        Not the caller's context (what ``aio_as_trio`` would copy): a timer asyncpg starts in
+        the task (a new connection's connect timeout) keeps the task's context, and with the
+        caller's context it kept the request that made the call (quart's request and app
+        contexts, the ASGI objects, hypercorn's stream) alive as long as the timer."""
         coro = _awaited(fn, args)
         try:
             task = self._loop.create_task(coro, context=self._context.copy())
@@ -210,7 +228,13 @@ class PostgresStore:
             coro.close()
             raise
         try:
-            return await trio_asyncio.run_aio_future(task)
+            with trio.fail_after(self._statement_timeout):
+                return await trio_asyncio.run_aio_future(task)
+        except trio.TooSlowError as exc:
+            self._statistics.unavailable += 1
+            raise StorageUnavailable(
+                f"postgresql: no answer within {self._statement_timeout:g} s"
+            ) from exc
         except _DATABASE_ERRORS as exc:
             converted = _convert(exc)
             if isinstance(converted, StorageUnavailable):
@@ -492,8 +516,12 @@ class NoAsyncioLoop(RuntimeError):
 
 
 @asynccontextmanager
-async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[PostgresStore]:
-    """Connect a pool to the database at ``url`` for the lifetime of the context.
+async def open_postgres(
+    url: str, *, max_size: int = 10, statement_timeout: float = STATEMENT_TIMEOUT
+) -> AsyncIterator[PostgresStore]:
+    """Connect a pool to the database at ``url`` for the lifetime of the context; every call
+    to the database that takes longer than ``statement_timeout`` seconds is cancelled and
+    raises :class:`StorageUnavailable`.
 
     Must run inside ``trio_asyncio.open_loop()``, entered once at the top of the process.
     """
@@ -505,7 +533,7 @@ async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[Postgr
             url,
             min_size=1,
             max_size=max_size,
-            command_timeout=30,
+            command_timeout=None,  # kept on the trio side: PostgresStore._call
             reset=_reset,
             # No timer per release to close a connection idle for five minutes: trio_asyncio
             # keeps each cancelled one (every acquire cancels one) for those five minutes.
@@ -516,7 +544,9 @@ async def open_postgres(url: str, *, max_size: int = 10) -> AsyncIterator[Postgr
         raise DatabaseMissing(name, f"postgresql: cannot connect: {exc}") from exc
     except (*_DATABASE_ERRORS, ValueError) as exc:
         raise StorageUnavailable(f"postgresql: cannot connect: {exc}") from exc
-    store = PostgresStore(pool, loop, max_size=max_size, url=url)
+    store = PostgresStore(
+        pool, loop, max_size=max_size, url=url, statement_timeout=statement_timeout
+    )
     try:
         yield store
     finally:
