@@ -39,7 +39,7 @@ from ledgerport.http import (
     in_process_api,
     prepare_document,
 )
-from ledgerport.ops import supervise, timing_collections
+from ledgerport.ops import MemoryTrimmer, supervise, timing_collections
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.runtime import RunLimits
 from ledgerport.storage import open_asyncio_loop, open_store, serving
@@ -216,6 +216,7 @@ async def _supervise(
         # every time and pause every request for tens of milliseconds.
         gc.collect()
         gc.freeze()
+        nursery.start_soon(MemoryTrimmer(platform.metrics).run)
         log.info("serving on %s (database: %s)", ", ".join(binds), config.database.redacted())
         if on_ready is not None:
             on_ready(binds)

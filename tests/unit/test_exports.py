@@ -617,6 +617,9 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     "ledgerport.ops": {
         "CollectorTimer",
         "timing_collections",
+        "MemoryTrimmer",
+        "TRIM_INTERVAL",
+        "system_trim",
         "HTTP_METHODS",
         "Metrics",
         "OTHER",

@@ -1,5 +1,5 @@
-"""Operations: metrics, the collector's pauses, logging with redaction and escaped control
-characters."""
+"""Operations: metrics, the collector's pauses, freed memory given back to the system, logging
+with redaction and escaped control characters."""
 
 from ._collector import CollectorTimer as CollectorTimer
 from ._collector import timing_collections as timing_collections
@@ -10,6 +10,9 @@ from ._logging import configure_logging as configure_logging
 from ._logging import escape_controls as escape_controls
 from ._logging import loggable as loggable
 from ._logging import redact as redact
+from ._memory import TRIM_INTERVAL as TRIM_INTERVAL
+from ._memory import MemoryTrimmer as MemoryTrimmer
+from ._memory import system_trim as system_trim
 from ._metrics import HTTP_METHODS as HTTP_METHODS
 from ._metrics import OTHER as OTHER
 from ._metrics import Metrics as Metrics

@@ -254,6 +254,18 @@ class Metrics:
             registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
         )
+        self.memory_trim = Histogram(
+            "ledgerport_memory_trim_seconds",
+            "Time the C library took to give freed memory back to the system (the process"
+            " waits meanwhile); every 30 s.",
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+        )
+        self.memory_returned = Counter(
+            "ledgerport_memory_returned_bytes_total",
+            "Resident memory the trims gave back to the system.",
+            registry=self.registry,
+        )
         self.service_restarts = Counter(
             "ledgerport_service_restarts_total",
             "Long-lived services of this process (node, scheduler, delivery-engine,"
