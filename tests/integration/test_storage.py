@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import sqlite3
 import weakref
+from pathlib import Path
 
 import pytest
 import trio
@@ -22,6 +24,7 @@ from ledgerport.storage import (
     Store,
     Transaction,
     open_postgres,
+    open_sqlite,
 )
 
 TIMEOUT = 30
@@ -334,6 +337,60 @@ async def test_a_statement_over_the_time_limit_is_cancelled_and_the_store_stays_
                 async with store.transaction() as tx:
                     await tx.execute("INSERT INTO settings (key, value) VALUES ($1, 'ok')", f"k{i}")
             assert len(await _settings(store)) == 4
+
+
+class _Refused(Exception):
+    pass
+
+
+async def _write_then_refuse(store: Store) -> None:
+    async with store.transaction(reads=True) as tx:
+        await tx.fetch("SELECT key FROM settings")
+        await tx.execute("INSERT INTO settings (key, value) VALUES ('c', '3')")
+        raise _Refused
+
+
+async def test_a_reads_unit_reads_without_a_transaction_until_it_writes(store: Store) -> None:
+    """A unit marked ``reads`` (a GET) that only reads is no transaction on PostgreSQL (no
+    BEGIN or COMMIT round trip); one that writes all the same commits or rolls back whole."""
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction() as tx:
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
+        before = store.statistics().transactions
+        async with store.transaction(reads=True) as tx:
+            assert await tx.fetchval("SELECT value FROM settings WHERE key = 'a'") == "1"
+            assert await tx.fetch("SELECT key FROM settings") == [{"key": "a"}]
+        if store.kind == "postgresql":
+            assert store.statistics().transactions == before
+        async with store.transaction(reads=True) as tx:
+            await tx.fetchval("SELECT value FROM settings WHERE key = 'a'")
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('b', '2')")
+        with pytest.raises(_Refused):
+            await _write_then_refuse(store)
+        assert await _settings(store) == {"a": "1", "b": "2"}
+
+
+async def test_a_sqlite_reads_unit_leaves_the_write_lock_to_others(tmp_path: Path) -> None:
+    """Its BEGIN is deferred: another connection writes while it reads; a unit of the default
+    kind holds the write lock from its first statement."""
+    path = str(tmp_path / "reads.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            other = sqlite3.connect(path, timeout=0, isolation_level=None)
+            try:
+                async with store.transaction(reads=True) as tx:
+                    await tx.fetch("SELECT key FROM settings")
+                    other.execute("BEGIN IMMEDIATE")
+                    other.execute("INSERT INTO settings (key, value) VALUES ('other', 'x')")
+                    other.execute("COMMIT")
+                async with store.transaction() as tx:
+                    await tx.fetch("SELECT key FROM settings")
+                    with pytest.raises(sqlite3.OperationalError, match="locked"):
+                        other.execute("BEGIN IMMEDIATE")
+            finally:
+                other.close()
+            assert await _settings(store) == {"other": "x"}
 
 
 async def test_unique_violation_is_a_conflict_and_the_store_stays_usable(store: Store) -> None:

@@ -34,9 +34,10 @@ def app_state(kind: type[_T], build: Callable[[], _T]) -> _T:
 
 
 @asynccontextmanager
-async def unit_of_work() -> AsyncIterator[Transaction]:
-    """The request's one transaction: commits when the block ends normally."""
-    async with platform().store.transaction() as tx:
+async def unit_of_work(*, reads: bool = False) -> AsyncIterator[Transaction]:
+    """The request's one transaction: commits when the block ends normally. ``reads``: the
+    request expects to read only (``Store.transaction``)."""
+    async with platform().store.transaction(reads=reads) as tx:
         yield tx
 
 

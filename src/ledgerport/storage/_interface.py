@@ -242,10 +242,18 @@ class Store(Protocol):
     @property
     def kind(self) -> Literal["sqlite", "postgresql"]: ...
 
-    def transaction(self, *, background: bool = False) -> AbstractAsyncContextManager[Transaction]:
+    def transaction(
+        self, *, background: bool = False, reads: bool = False
+    ) -> AbstractAsyncContextManager[Transaction]:
         """A transaction; ``background`` marks one of the engine's loops rather than one a
         request waits for. Where the database has one writer (SQLite), a request's transaction
-        goes before background ones waiting with it (see ``_sqlite.WriterTurns``)."""
+        goes before background ones waiting with it (see ``_sqlite.WriterTurns``).
+
+        ``reads`` marks a unit expected to read only (a GET), which may then cost less: on
+        PostgreSQL its reads run each on its own until its first write, which begins the
+        transaction (READ COMMITTED gives each statement of a transaction a snapshot of its
+        own anyway: only the BEGIN and COMMIT round trips go); on SQLite it begins deferred,
+        without the write lock, and one that wrote nothing ends on the event loop."""
         ...
 
     def statistics(self) -> StoreStatistics:

@@ -82,6 +82,9 @@ def _convert(exc: BaseException) -> StorageError:
 
 
 _DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+_READS = frozenset({"fetch", "fetchrow", "fetchval"})
+"""The methods a ``reads`` unit may run outside its transaction (a SELECT that locks rows
+begins it instead)."""
 
 
 class _PostgresTransaction:
@@ -91,8 +94,10 @@ class _PostgresTransaction:
     json_object = "json_build_object"
     json_array_agg = "json_agg"
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, *, reads: bool = False) -> None:
         self._store = store
+        self._reads = reads
+        """Reads before the first write run each on its own, outside the transaction."""
         self._conn: Any = None
         """The pool's connection, taken with the first statement (None until then)."""
         self._serialized: set[str] = set()
@@ -111,6 +116,8 @@ class _PostgresTransaction:
 
     async def _run(self, method: str, *args: Any) -> Any:
         if self._conn is None:
+            if self._reads and method in _READS and " FOR UPDATE" not in args[0]:
+                return await self._store._call(getattr(self._store._pool, method), *args)
             return await self._store._call(self._begin_then, method, args)
         return await self._store._call(getattr(self._conn, method), *args)
 
@@ -279,12 +286,14 @@ class PostgresStore:
             await self._pool.release(conn)
 
     @asynccontextmanager
-    async def transaction(self, *, background: bool = False) -> AsyncIterator[_PostgresTransaction]:
+    async def transaction(
+        self, *, background: bool = False, reads: bool = False
+    ) -> AsyncIterator[_PostgresTransaction]:
         if not background:
-            async with self._transaction() as unit:
+            async with self._transaction(reads) as unit:
                 yield unit
             return
-        async with self._background, self._transaction() as unit:
+        async with self._background, self._transaction(reads) as unit:
             yield unit
 
     def statistics(self) -> StoreStatistics:
@@ -297,10 +306,10 @@ class PostgresStore:
         )
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[_PostgresTransaction]:
+    async def _transaction(self, reads: bool) -> AsyncIterator[_PostgresTransaction]:
         """A unit whose connection and BEGIN come with its first statement (one crossing, not
-        two), so a unit that runs nothing costs nothing."""
-        unit = _PostgresTransaction(self)
+        two), or with its first write (``reads``), so a unit that runs nothing costs nothing."""
+        unit = _PostgresTransaction(self, reads=reads)
         started = trio.current_time()
         try:
             yield unit

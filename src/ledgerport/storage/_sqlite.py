@@ -1,9 +1,16 @@
-"""The embedded SQLite backend: one connection, WAL, every call on a worker thread.
+"""The embedded SQLite backend: one connection, WAL, what may wait on a worker thread.
 
-sqlite3 blocks, so each statement runs through ``trio.to_thread.run_sync`` with a capacity limiter
-of one; a trio lock keeps a transaction's statements together on the one connection. A hop to the
-worker thread costs more than a short statement, so a transaction's ``BEGIN IMMEDIATE`` rides
-along with its first statement.
+sqlite3 blocks, and a hop to a worker thread (``trio.to_thread.run_sync``, a capacity limiter of
+one) costs 100 to 200 us, ten times a short indexed statement. So what may wait runs on the
+worker thread: a transaction's ``BEGIN IMMEDIATE`` (the write lock, which another process may
+hold) with its first statement, its ``COMMIT`` (synced to disk) or ``ROLLBACK``, every statement
+of a background transaction (the engine's batches and the scheduler's purges, which may touch
+many rows), the migrations. What cannot wait runs on the event loop itself, where it costs the
+statement alone: the later statements of a request's transaction, which already holds the write
+lock, the commit of one that wrote nothing, the single reads outside a transaction
+(``autocommit``, ``ping``), and a ``reads`` unit (a GET) from its deferred ``BEGIN`` to its
+first write, if any: WAL lets a reader through whatever a writer does. The writer turns (a trio
+lock that lets requests go first) keep one user of the connection at a time.
 """
 
 from __future__ import annotations
@@ -50,6 +57,17 @@ def _convert(exc: sqlite3.Error) -> Exception:
     return StorageUnavailable(f"sqlite: {exc}")
 
 
+def _bad_value(exc: OverflowError | UnicodeEncodeError) -> BadValue:
+    # An integer beyond 64 bits, or text with a lone surrogate (a JSON "\ud800"): values no
+    # column can hold.
+    return BadValue(f"sqlite: {type(exc).__name__}: {exc}")
+
+
+def _reads_only(sql: str) -> bool:
+    """Whether ``sql`` is a plain SELECT (a statement that writes nothing)."""
+    return sql.lstrip()[:6].upper() == "SELECT"
+
+
 def _fetch(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[Row]:
     return [dict(r) for r in conn.execute(_translate(sql), args).fetchall()]
 
@@ -66,23 +84,50 @@ class _SqliteTransaction:
     json_object = "json_object"
     json_array_agg = "json_group_array"
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: SqliteStore, *, background: bool, reads: bool) -> None:
         self._store = store
         self._queues = CommitQueues()
         self._notified: set[str] = set()
+        self._background = background
+        self._reads = reads
         self.begun = False
-        """Whether ``BEGIN IMMEDIATE`` ran: it runs with the transaction's first statement."""
+        """Whether BEGIN ran: it runs with the transaction's first statement."""
+        self.locked = False
+        """Whether the transaction holds the write lock (``BEGIN IMMEDIATE``, or a deferred
+        one's first write)."""
+        self.changes_before = 0
+        """The connection's total changes when the transaction began."""
 
-    async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+    async def _call(self, sql: str, fn: Callable[..., _T], *args: Any) -> _T:
+        conn = self._store._conn
         if self.begun:
-            return await self._store._call(fn, *args)
+            if self._background or (not self.locked and not _reads_only(sql)):
+                # May wait: the background's batches, and a deferred unit's first write (the
+                # write lock, which another process may hold).
+                self.locked = self.locked or not _reads_only(sql)
+                return await self._store._call(fn, *args)
+            return await self._store._inline(fn, *args)
+
+        if self._reads and _reads_only(sql):
+
+            def begin_deferred_then() -> _T:
+                conn.execute("BEGIN")  # no lock until the first read, which waits for no writer
+                self.begun = True
+                self.changes_before = conn.total_changes
+                return fn(*args)
+
+            return await self._store._inline(begin_deferred_then)
 
         def begin_then() -> _T:
-            self._store._conn.execute("BEGIN IMMEDIATE")
-            self.begun = True
+            conn.execute("BEGIN IMMEDIATE")
+            self.begun = self.locked = True
+            self.changes_before = conn.total_changes
             return fn(*args)
 
         return await self._store._call(begin_then)
+
+    def wrote(self) -> bool:
+        return self._store._conn.total_changes != self.changes_before
 
     async def notify(self, channel: str) -> None:
         self._notified.add(channel)
@@ -91,20 +136,20 @@ class _SqliteTransaction:
         return self._queues.queue(name, flush)
 
     async def execute(self, sql: str, *args: Any) -> int:
-        cursor = await self._call(self._store._conn.execute, _translate(sql), args)
+        cursor = await self._call(sql, self._store._conn.execute, _translate(sql), args)
         return int(cursor.rowcount)
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._call(self._store._conn.executemany, _translate(sql), rows)
+        await self._call(sql, self._store._conn.executemany, _translate(sql), rows)
 
     async def serialize(self, key: str) -> None:
         pass  # the write transaction already holds the whole database
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        return await self._call(_fetch, self._store._conn, sql, args)
+        return await self._call(sql, _fetch, self._store._conn, sql, args)
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
-        return await self._call(_fetchrow, self._store._conn, sql, args)
+        return await self._call(sql, _fetchrow, self._store._conn, sql, args)
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         row = await self.fetchrow(sql, *args)
@@ -190,19 +235,19 @@ class WriterTurns:
 
 
 class _Autocommit:
-    """Statements each in their own turn on the one connection, outside any transaction: one
-    hop to the worker thread, no BEGIN or COMMIT."""
+    """Reads each in their own turn on the one connection, outside any transaction: on the event
+    loop, no BEGIN or COMMIT (a WAL read waits for no writer)."""
 
     def __init__(self, store: SqliteStore) -> None:
         self._store = store
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         async with self._store._turns.turn():
-            return await self._store._call(_fetch, self._store._conn, sql, args)
+            return await self._store._inline(_fetch, self._store._conn, sql, args)
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         async with self._store._turns.turn():
-            return await self._store._call(_fetchrow, self._store._conn, sql, args)
+            return await self._store._inline(_fetchrow, self._store._conn, sql, args)
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         row = await self.fetchrow(sql, *args)
@@ -246,20 +291,35 @@ class SqliteStore:
         return replace(self._statistics, connections_in_use=int(self._turns.busy))
 
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` on the worker thread: for what may wait (a lock, the disk)."""
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
-            converted = _convert(exc)
-            if isinstance(converted, StorageUnavailable):
-                self._statistics.unavailable += 1
-            raise converted from exc
+            raise self._converted(exc) from exc
         except (OverflowError, UnicodeEncodeError) as exc:
-            # An integer beyond 64 bits, or text with a lone surrogate (a JSON "\ud800"):
-            # values no column can hold.
-            raise BadValue(f"sqlite: {type(exc).__name__}: {exc}") from exc
+            raise _bad_value(exc) from exc
+
+    async def _inline(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` here, on the event loop, for a statement that waits for nothing; after
+        a checkpoint, so a loop of statements can be cancelled and lets other tasks run."""
+        await trio.lowlevel.checkpoint()
+        try:
+            return fn(*args)
+        except sqlite3.Error as exc:
+            raise self._converted(exc) from exc
+        except (OverflowError, UnicodeEncodeError) as exc:
+            raise _bad_value(exc) from exc
+
+    def _converted(self, exc: sqlite3.Error) -> Exception:
+        converted = _convert(exc)
+        if isinstance(converted, StorageUnavailable):
+            self._statistics.unavailable += 1
+        return converted
 
     @asynccontextmanager
-    async def transaction(self, *, background: bool = False) -> AsyncIterator[_SqliteTransaction]:
+    async def transaction(
+        self, *, background: bool = False, reads: bool = False
+    ) -> AsyncIterator[_SqliteTransaction]:
         asked = trio.current_time()
         waited = self._turns.busy
         async with self._turns.turn(background=background):
@@ -267,7 +327,7 @@ class SqliteStore:
             if waited:
                 self._statistics.waits += 1
                 self._statistics.wait_seconds += started - asked
-            tx = _SqliteTransaction(self)
+            tx = _SqliteTransaction(self, background=background, reads=reads)
             try:
                 yield tx
                 await tx._queues.flush(tx)
@@ -278,8 +338,10 @@ class SqliteStore:
                 raise
             else:
                 try:
-                    if tx.begun:
-                        await self._call(self._conn.execute, "COMMIT")
+                    if tx.begun and tx.wrote():
+                        await self._call(self._conn.execute, "COMMIT")  # synced to disk
+                    elif tx.begun:
+                        await self._inline(self._conn.execute, "COMMIT")  # nothing to write
                 except BaseException:
                     with trio.CancelScope(shield=True):
                         await self._call(self._rollback_if_open)
@@ -296,7 +358,7 @@ class SqliteStore:
 
     async def ping(self) -> None:
         async with self._turns.turn():
-            await self._call(self._conn.execute, "SELECT 1")
+            await self._inline(self._conn.execute, "SELECT 1")
 
     async def schema_version(self) -> int:
         async with self._turns.turn():

@@ -160,7 +160,7 @@ def data_route(
             g.response_headers = {SERVICE_VERSION: version.name}
             extra = {"data": _body(body, raw)} if body is not None else {}
             auth.check_call(grant, scope=scope, permission=permission)
-            async with unit_of_work() as tx:
+            async with unit_of_work(reads=request.method == "GET") as tx:
                 if key is not None:
                     stored = await apps.claim_idempotency_key(
                         tx,
