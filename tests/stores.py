@@ -21,6 +21,7 @@ import secrets
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -29,7 +30,7 @@ import trio
 import trio_asyncio
 
 from ledgerport.config import mask_url_password, parse_database_url
-from ledgerport.storage import Store, open_postgres, open_sqlite
+from ledgerport.storage import Store, Transaction, open_postgres, open_sqlite
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LEDGERPORT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -198,3 +199,22 @@ async def open_test_store(backend: str, *, migrate: bool = True) -> AsyncIterato
     else:
         async with fresh_database() as url, open_postgres(url, max_size=5) as store:
             yield store
+
+
+class CountingTransaction:
+    """A transaction that counts the statements sent through it."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+        self.statements = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._tx, name)
+        if name in {"execute", "executemany", "fetch", "fetchrow", "fetchval", "serialize"}:
+
+            async def counted(*args: Any) -> Any:
+                self.statements += 1
+                return await attribute(*args)
+
+            return counted
+        return attribute

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ledgerport import books, catalog
-from ledgerport.storage import Transaction
 
+from ..stores import CountingTransaction
 from .data_api import LINE, Api, owner_api
 
 BAD_LINE = {**LINE, "quantity": "-1"}
@@ -123,25 +123,6 @@ async def test_an_import_numbers_counts_and_tells_in_order(
     assert [invoice["number"] for invoice in listed["data"]][:3] == ["INV-0001", *numbers[:2]]
 
 
-class _Counting:
-    """A transaction that counts the statements sent through it."""
-
-    def __init__(self, tx: Transaction) -> None:
-        self._tx = tx
-        self.statements = 0
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._tx, name)
-        if name in {"execute", "executemany", "fetch", "fetchrow", "fetchval", "serialize"}:
-
-            async def counted(*args: Any) -> Any:
-                self.statements += 1
-                return await attribute(*args)
-
-            return counted
-        return attribute
-
-
 async def test_an_import_is_a_fixed_number_of_statements(
     client: Any, admin_headers: dict[str, str], platform: Any
 ) -> None:
@@ -149,7 +130,7 @@ async def test_an_import_is_a_fixed_number_of_statements(
     counts = []
     for size in (2, catalog.BULK_IMPORT_MAX):
         async with platform.store.transaction() as tx:
-            counting = _Counting(tx)
+            counting = CountingTransaction(tx)
             created = await books.bulk_import_invoices(
                 counting,  # type: ignore[arg-type]
                 now=platform.now(),

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
-from ledgerport import catalog
+from ledgerport import apps, auth, catalog
 
+from ..stores import CountingTransaction
 from .oauth_helpers import REDIRECT_URI, basic, full_grant, make_world, token_request
+
+ROTATION_STATEMENTS = {"postgresql": 2, "sqlite": 5}
+"""Statements of a refresh: its lookup, then the claim, the old access token's revocation and
+the new pair, which PostgreSQL writes in one statement (one round trip)."""
 
 
 async def test_code_flow_then_invoices(client, admin_headers) -> None:
@@ -44,6 +51,39 @@ async def test_refresh_rotation_and_reuse(client, admin_headers) -> None:
         "/invoices", headers={"Authorization": f"Bearer {second['access_token']}"}
     )
     assert burned.status_code == 401
+
+
+async def test_a_rotation_is_a_lookup_and_one_write_on_postgresql(
+    client: Any, admin_headers: dict[str, str], platform: Any
+) -> None:
+    world = await make_world(client, admin_headers)
+    first = await full_grant(client, world)
+    async with platform.store.transaction() as tx:
+        app = await apps.get_app(tx, world.app_id)
+        counting = CountingTransaction(tx)
+        outcome = await auth.rotate_refresh_token(
+            counting,  # type: ignore[arg-type]
+            platform.keyring,
+            now=platform.now(),
+            app=app,
+            refresh_token=first["refresh_token"],
+            resource=None,
+        )
+    pair = outcome.unwrap()
+    assert counting.statements == ROTATION_STATEMENTS[platform.store.kind]
+    calls = {
+        token: await client.get("/invoices", headers={"Authorization": f"Bearer {token}"})
+        for token in (first["access_token"], pair.access_token)
+    }
+    assert [call.status_code for call in calls.values()] == [401, 200]
+    replay = await token_request(
+        client, world, {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
+    )
+    assert (await replay.get_json())["error_description"] == "refresh token reuse detected"
+    again = await token_request(
+        client, world, {"grant_type": "refresh_token", "refresh_token": pair.refresh_token}
+    )
+    assert again.status_code == 400, "the family is revoked with the reuse"
 
 
 async def test_concurrent_refresh_succeeds_once(client, admin_headers) -> None:

@@ -121,7 +121,19 @@ async def _issue_pair(
         new_token(catalog.ACCESS_TOKEN_PREFIX),
         new_token(catalog.REFRESH_TOKEN_PREFIX),
     )
-    refresh_hash = keyring.hash_token(refresh)
+    await _insert_pair(
+        tx,
+        now=now,
+        family_id=family_id,
+        access_hash=keyring.hash_token(access),
+        refresh_hash=keyring.hash_token(refresh),
+    )
+    return TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes)
+
+
+async def _insert_pair(
+    tx: Transaction, *, now: float, family_id: str, access_hash: str, refresh_hash: str
+) -> None:
     await tx.execute(
         "INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at)"
         " VALUES ($1, $2, $3, $4)",
@@ -133,13 +145,12 @@ async def _issue_pair(
     await tx.execute(
         "INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
         " expires_at) VALUES ($1, $2, $3, $4, $5)",
-        keyring.hash_token(access),
+        access_hash,
         family_id,
         refresh_hash,
         now,
         now + catalog.ACCESS_TOKEN_TTL,
     )
-    return TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes)
 
 
 async def _insert_family(
@@ -417,30 +428,85 @@ async def rotate_refresh_token(
     family_resource = row["family_resource"]
     if resource is not None and family_resource is not None and resource != family_resource:
         return Outcome(error=InvalidTarget("resource differs from the grant"))
-    # The one atomic step: mark used only where still unused and unrevoked.
-    claimed = await tx.execute(
-        "UPDATE refresh_tokens SET used_at = $1"
-        " WHERE token_hash = $2 AND used_at IS NULL AND revoked_at IS NULL",
-        now,
-        token_hash,
+    access, refresh = (
+        new_token(catalog.ACCESS_TOKEN_PREFIX),
+        new_token(catalog.REFRESH_TOKEN_PREFIX),
+    )
+    claimed = await _claim_and_issue(
+        tx,
+        now=now,
+        spent=token_hash,
+        family_id=row["family_id"],
+        access_hash=keyring.hash_token(access),
+        refresh_hash=keyring.hash_token(refresh),
     )
     if not claimed:
         await revoke_family(tx, now=now, family_id=row["family_id"], reason="refresh_reuse")
         return Outcome(error=InvalidGrant(catalog.GRANT_REFRESH_REUSE))
+    scopes = tuple(json.loads(row["scopes"]))
+    return Outcome(pair=TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes))
+
+
+_ROTATE_POSTGRES = (
+    "WITH claimed AS ("
+    " UPDATE refresh_tokens SET used_at = $1"
+    " WHERE token_hash = $2 AND used_at IS NULL AND revoked_at IS NULL RETURNING family_id),"
+    " spent AS ("
+    " UPDATE access_tokens SET revoked_at = $1"
+    " WHERE refresh_token_hash = $2 AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM claimed)),"
+    " refreshed AS ("
+    " INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at)"
+    " SELECT $3, family_id, $1, $5 FROM claimed),"
+    " issued AS ("
+    " INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
+    " expires_at) SELECT $4, family_id, $3, $1, $6 FROM claimed)"
+    " SELECT count(*) FROM claimed"
+)
+"""The rotation's writes as one PostgreSQL statement (one round trip): the spent token marked
+used where still unused and unrevoked, and only then its access token revoked and the new pair
+inserted."""
+
+
+async def _claim_and_issue(
+    tx: Transaction,
+    *,
+    now: float,
+    spent: str,
+    family_id: str,
+    access_hash: str,
+    refresh_hash: str,
+) -> bool:
+    """The one atomic step of a rotation: mark the refresh token ``spent`` used, only where it
+    is still unused and unrevoked; then revoke the access token issued with it and insert the
+    new pair. Answers whether the token was claimed (nothing else is written when not)."""
+    if tx.kind == "postgresql":
+        claimed = await tx.fetchval(
+            _ROTATE_POSTGRES,
+            now,
+            spent,
+            refresh_hash,
+            access_hash,
+            now + catalog.REFRESH_TOKEN_TTL,
+            now + catalog.ACCESS_TOKEN_TTL,
+        )
+        return bool(claimed)
+    if not await tx.execute(
+        "UPDATE refresh_tokens SET used_at = $1"
+        " WHERE token_hash = $2 AND used_at IS NULL AND revoked_at IS NULL",
+        now,
+        spent,
+    ):
+        return False
     await tx.execute(
         "UPDATE access_tokens SET revoked_at = $1"
         " WHERE refresh_token_hash = $2 AND revoked_at IS NULL",
         now,
-        token_hash,
+        spent,
     )
-    pair = await _issue_pair(
-        tx,
-        keyring,
-        now=now,
-        family_id=row["family_id"],
-        scopes=tuple(json.loads(row["scopes"])),
+    await _insert_pair(
+        tx, now=now, family_id=family_id, access_hash=access_hash, refresh_hash=refresh_hash
     )
-    return Outcome(pair=pair)
+    return True
 
 
 _GRANT_COLUMNS = (
@@ -516,20 +582,23 @@ async def resolve_access_token(
 
 
 async def _resolve_refresh_token(
-    tx: Transaction, keyring: Keyring, *, now: float, token: str
+    reader: Reader, keyring: Keyring, *, now: float, token: str
 ) -> AccessGrant | None:
-    return await _live_grant(tx, keyring, now=now, token=token, table="refresh_tokens")
+    return await _live_grant(reader, keyring, now=now, token=token, table="refresh_tokens")
 
 
 async def introspect(
-    tx: Transaction, keyring: Keyring, *, now: float, app: App, token: str, hint: str | None
+    reader: Reader, keyring: Keyring, *, now: float, app: App, token: str, hint: str | None
 ) -> dict[str, Any]:
-    """RFC 7662: the caller's own live token is described; anything else is inactive."""
+    """RFC 7662: the caller's own live token is described; anything else is inactive.
+
+    Reads only, a statement for each kind of token tried: outside a transaction
+    (``Store.autocommit``) each is one round trip."""
     resolvers = [resolve_access_token, _resolve_refresh_token]
     if hint == "refresh_token":
         resolvers.reverse()
     for resolve in resolvers:
-        grant = await resolve(tx, keyring, now=now, token=token)
+        grant = await resolve(reader, keyring, now=now, token=token)
         if grant is not None:
             if grant.app_id != app.id:
                 return {"active": False}

@@ -579,15 +579,14 @@ async def introspect() -> Response:
     if not app.active:
         return oauth_response({"active": False})
     p = platform()
-    async with unit_of_work() as tx:
-        answer = await auth.introspect(
-            tx,
-            p.keyring,
-            now=p.now(),
-            app=app,
-            token=token_value,
-            hint=form.get("token_type_hint"),
-        )
+    answer = await auth.introspect(
+        p.store.autocommit,
+        p.keyring,
+        now=p.now(),
+        app=app,
+        token=token_value,
+        hint=form.get("token_type_hint"),
+    )
     return oauth_response(answer)
 
 
