@@ -32,6 +32,8 @@ KEY_PANELS = (
     "Dispatcher lag (events not fanned out)",
     "Queue depth and retry backlog",
     "Queue depth and workers",
+    "Transactions",
+    "Transaction time p50 / p99",
     "CPU",
     "Resident memory",
     "Open files",
