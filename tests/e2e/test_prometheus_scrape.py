@@ -31,6 +31,7 @@ KEY_PANELS = (
     "Events appended",
     "Dispatcher lag (events not fanned out)",
     "Queue depth and retry backlog",
+    "Apps and webhooks failing",
     "Queue depth and workers",
     "Transactions",
     "Transaction time p50 / p99",

@@ -232,6 +232,22 @@ class Metrics:
             "Delivery actors alive in this process (one per webhook with work).",
             registry=self.registry,
         )
+        self.webhook_apps_failing = Gauge(
+            "ledgerport_webhook_apps_failing",
+            "Apps with a webhook whose deliveries that ended in the last 15 minutes are at least"
+            " 5 and mostly failed or wait for a retry (all processes: aggregate with max);"
+            " GET /admin/webhooks/failing names them.",
+            registry=self.registry,
+        )
+        self.webhooks_failing = Gauge(
+            "ledgerport_webhooks_failing",
+            "Webhooks whose deliveries that ended in the last 15 minutes are at least 5 and"
+            " mostly failed or wait for a retry (all processes: aggregate with max).",
+            registry=self.registry,
+        )
+        self.failing_counted_at = float("-inf")
+        """When the two gauges above were last counted (the platform's clock): a scrape counts
+        them again only when they are older than ``http``'s refresh interval."""
         self.dispatcher_lag_events = Gauge(
             "ledgerport_dispatcher_lag_events",
             "Committed events not fanned out into deliveries yet (all processes).",
