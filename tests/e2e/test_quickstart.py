@@ -1,252 +1,160 @@
-"""docs/quickstart.md, executed: the walkthrough's shell blocks against a real ``ledgerport serve``.
-
-The document's fenced blocks are read in order. The ```sh block preceded by the HTML comment
-``<!-- quickstart-test: server ... -->`` starts the service; the test does not run it but starts
-``ledgerport serve`` itself, in a temporary directory on a free loopback port, with that block's
-``LEDGERPORT_*`` assignments. Every other ```sh block runs, in order, in one bash process under
-``set -euo pipefail`` with ``BASE`` preset to the server's URL, so shell variables carry from one
-block to the next as they do for a reader typing them into one terminal.
-
-A ```text or ```json block is the output shown for the nearest ```sh block above it. The test
-compares it with what that block printed (with ``...`` matching anything and the document's
-``http://127.0.0.1:8080`` standing for the server's URL); the server block's shown lines must
-appear in the server's log. The run is bounded by RUN_TIMEOUT; bash and its children run in a
-process group of their own, killed if the time runs out.
-"""
+"""docs/quickstart.md, executed: the whole walkthrough against a real ``ledgerport serve`` started
+as the README starts it (production mode, the admin token it generates and prints), through the
+restart in development mode, a receiver in the background, a webhook delivery, its signature, a
+hosted function's runs and a test run (see ``quickstart.py`` for how the blocks are run)."""
 
 from __future__ import annotations
 
-import os
-import re
-import shlex
+import json
 import shutil
-import signal
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
-from .served import start_server, stop, wait_healthy
+from .quickstart import (
+    DOC,
+    DOC_BASE,
+    OUTPUT_LANGS,
+    README,
+    Block,
+    Places,
+    Receiver,
+    check_typed_blocks,
+    command_of,
+    launch,
+    missing_lines,
+    parse,
+    printed_admin_token,
+    quickstart,
+    run_blocks,
+    serve_environment,
+    shell_environment,
+    start_receiver,
+    stop_receiver,
+)
+from .served import free_port, stop, wait_healthy
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "quickstart.md"
-DOC_BASE = "http://127.0.0.1:8080"
-RUN_TIMEOUT = 60.0
-SERVER_MARKER = re.compile(r"<!--\s*quickstart-test:\s*server\b(?:(?!-->).)*-->\s*\Z", re.DOTALL)
-FENCE = re.compile(r"^```(\S*)\s*$")
-ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-SEPARATOR = "@@quickstart-block-{}@@"
-OUTPUT_LANGS = ("text", "json")
-PROXY_VARIABLES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
-
-
-@dataclass
-class Block:
-    lang: str
-    text: str
-    line: int
-    server: bool = False
-    expected: Block | None = field(default=None, repr=False)
-
-
-def parse(document: str) -> list[Block]:
-    """The fenced blocks of ``document`` in order, each output block attached to its sh block."""
-    blocks: list[Block] = []
-    prose: list[str] = []
-    body: list[str] | None = None
-    lang, start = "", 0
-    for number, line in enumerate(document.splitlines(), start=1):
-        if body is None:
-            opening = FENCE.match(line)
-            if opening is None:
-                prose.append(line)
-                continue
-            lang, start, body = opening[1], number, []
-            continue
-        if line.strip() == "```":
-            server = lang == "sh" and SERVER_MARKER.search("\n".join(prose)) is not None
-            blocks.append(Block(lang, "\n".join(body) + "\n", start, server))
-            body, prose = None, []
-            continue
-        body.append(line)
-    assert body is None, f"{DOC.name}: the block opened on line {start} is not closed"
-
-    last_sh: Block | None = None
-    for block in blocks:
-        if block.lang == "sh":
-            last_sh = block
-        elif block.lang in OUTPUT_LANGS:
-            assert last_sh is not None, f"output block on line {block.line} follows no sh block"
-            assert last_sh.expected is None, (
-                f"the sh block on line {last_sh.line} shows two outputs (lines "
-                f"{last_sh.expected and last_sh.expected.line} and {block.line})"
-            )
-            last_sh.expected = block
-    return blocks
+SCOPES = ["customers:read", "customers:write", "invoices:read", "invoices:write"]
 
 
-def server_environment(block: Block) -> dict[str, str]:
-    """The ``NAME=value`` assignments in front of the server block's ``ledgerport serve``."""
-    words = shlex.split(block.text.replace("\\\n", " "), comments=True)
-    names = [word for word in words if ASSIGNMENT.match(word)]
-    command = words[len(names) :]
-    assert words[: len(names)] == names, f"assignments must come first: {block.text}"
-    assert len(command) == 2, f"the server block should run one command: {block.text}"
-    assert Path(command[0]).name == "ledgerport", block.text
-    assert command[1] == "serve", block.text
-    return dict(name.split("=", 1) for name in names)
+def _sh(blocks: list[Block]) -> list[Block]:
+    return [block for block in blocks if block.lang == "sh"]
 
 
-def normalized(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+def _readme_serve_command() -> str:
+    """The command the README's Quick start starts the service with."""
+    readme = README.read_text(encoding="utf-8")
+    section = readme[readme.index("## Quick start") : readme.index("## Configuration")]
+    (first, *_) = [block for block in _sh(parse(section, README.name))]
+    return first.text.strip().split("&&")[-1].strip()
 
 
-def for_server(expected: str, base: str) -> str:
-    """``expected`` with the document's base URL, plain and percent-encoded, as ``base``."""
-    return expected.replace(DOC_BASE, base).replace(quote(DOC_BASE, safe=""), quote(base, safe=""))
-
-
-def pattern(expected: str, *, dotall: bool) -> re.Pattern[str]:
-    """``expected`` as a regular expression in which ``...`` matches any text."""
-    any_text = "(?s:.*?)" if dotall else ".*?"
-    return re.compile(any_text.join(re.escape(part) for part in expected.split("...")))
-
-
-def shown_output_matches(expected: str, printed: str, base: str) -> bool:
-    wanted = pattern(normalized(for_server(expected, base)), dotall=True)
-    return wanted.fullmatch(normalized(printed)) is not None
-
-
-def missing_log_lines(expected: str, log: str, base: str) -> list[str]:
-    lines = log.splitlines()
-    return [
-        line
-        for line in normalized(for_server(expected, base)).splitlines()
-        if line and not any(pattern(line, dotall=False).fullmatch(got) for got in lines)
-    ]
-
-
-def script_of(blocks: list[Block]) -> str:
-    parts = ["set -euo pipefail"]
-    for index, block in enumerate(blocks):
-        parts.append(f"# {DOC.name}, line {block.line}")
-        parts.append(block.text)
-        parts.append(f"printf '\\n%s\\n' '{SEPARATOR.format(index)}'")
-    return "\n".join(parts) + "\n"
-
-
-def shell_environment(base: str, workdir: Path) -> dict[str, str]:
-    """The test's environment for the blocks: no LEDGERPORT_*, no proxies, BASE preset."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("LEDGERPORT_")
-        and key.lower() not in PROXY_VARIABLES
-        and key not in {"BASE", "BASH_ENV", "ENV"}
-    }
-    python_dir = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in (python_dir, env.get("PATH")) if p)
-    env["BASE"] = base
-    env["TMPDIR"] = str(workdir)
-    return env
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def outputs(self, count: int) -> list[str]:
-        """What each of the first ``count`` blocks printed on stdout."""
-        found: list[str] = []
-        rest = self.stdout
-        for index in range(count):
-            printed, marker, rest = rest.partition(f"\n{SEPARATOR.format(index)}\n")
-            if not marker:
-                break
-            found.append(printed)
-        return found
-
-
-def run_blocks(script: Path, env: dict[str, str], workdir: Path) -> Run:
-    process = subprocess.Popen(
-        ["bash", str(script)],
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate(timeout=10)
-        pytest.fail(
-            f"the quickstart blocks did not finish within {RUN_TIMEOUT} s\n"
-            f"--- stdout\n{stdout}\n--- stderr\n{stderr}"
-        )
-    return Run(process.returncode, stdout, stderr)
-
-
-def test_quickstart_document_is_well_formed() -> None:
-    blocks = parse(DOC.read_text(encoding="utf-8"))
-    shell = [block for block in blocks if block.lang == "sh"]
-    assert [block.server for block in shell].count(True) == 1, "exactly one server block"
-    assert shell[0].server, "the server block comes first"
-    env = server_environment(shell[0])
-    assert env.get("LEDGERPORT_ENV") == "development"
-    assert "LEDGERPORT_ADMIN_TOKEN" in env
-    assert "LEDGERPORT_BIND" not in env, "the test chooses the port"
-    assert "BASE=${BASE:-" + DOC_BASE + "}" in shell[1].text
-    assert all("ledgerport serve" not in block.text for block in shell[1:])
+def test_the_quickstart_starts_the_readmes_server_and_asks_for_development_mode_once() -> None:
+    blocks = quickstart()
+    shell = _sh(blocks)
+    roles = [block.role for block in shell]
+    assert roles.count("server") == 1, "exactly one first start"
+    assert shell[0].role == "server", "the first start comes first"
+    assert shell[0].text.strip() == _readme_serve_command() == ".venv/bin/ledgerport serve"
+    assert serve_environment(shell[0]) == {}, "production mode, generated admin token"
+    restarts = [block for block in shell if block.role == "restart"]
+    assert len(restarts) == 1
+    assert serve_environment(restarts[0]) == {"LEDGERPORT_ENV": "development"}
+    assert roles.count("receiver") == 1
+    assert roles.index("restart") < roles.index("receiver")
+    env, command = command_of(next(b for b in shell if b.role == "receiver").text)
+    assert (env, command[:2]) == ({}, ["python3", "-c"])
+    typed = [block for block in shell if block.role is None]
+    assert "BASE=${BASE:-" + DOC_BASE + "}" in typed[0].text
+    assert "read -rsp" in typed[0].text, "the admin token is pasted, not written down"
+    assert all("ledgerport serve" not in block.text for block in typed)
     assert all(block.lang in ("sh", *OUTPUT_LANGS) for block in blocks), "unknown block kinds"
+    # Development mode is asked for once, where the webhook's http:// receiver needs it, and
+    # the reason is given there.
+    document = DOC.read_text(encoding="utf-8")
+    assert document.count("LEDGERPORT_ENV=development") == 2  # the restart and its note
+    before_restart = document[: document.index("<!-- quickstart-test: restart")]
+    assert "LEDGERPORT_ENV=development" not in before_restart
+    reason = " ".join(before_restart[before_restart.rindex("## ") :].split())
+    assert "Production mode refuses such URLs" in reason
+    assert "loopback" in reason
+
+
+def test_the_app_registers_the_scopes_its_examples_use() -> None:
+    typed = [block.text for block in _sh(quickstart()) if block.role is None]
+    registration = next(text for text in typed if '"$BASE/admin/apps"' in text)
+    assert f'"scopes": {json.dumps(SCOPES)},' in registration
+    consent = next(text for text in typed if "/oauth/authorize" in text and "SCOPES=" in text)
+    assert f'SCOPES="{" ".join(SCOPES)}"' in consent
 
 
 def test_quickstart_walkthrough_runs(tmp_path: Path) -> None:
     if shutil.which("curl") is None:
         pytest.skip("the quickstart needs curl, which is not installed")
-    blocks = parse(DOC.read_text(encoding="utf-8"))
-    shell = [block for block in blocks if block.lang == "sh"]
-    server_block, steps = shell[0], shell[1:]
-    assert server_block.server
-    doc_env = server_environment(server_block)
+    blocks = quickstart()
+    shell = _sh(blocks)
+    first_start, steps = shell[0], shell[1:]
+    places = Places(f"http://127.0.0.1:{free_port()}", free_port())
+    port = int(places.base.rsplit(":", 1)[1])
+    env = serve_environment(first_start)
 
-    server = start_server(tmp_path, doc_env["LEDGERPORT_ADMIN_TOKEN"], env=doc_env)
+    servers = [launch(tmp_path, env, port, "server.log")]
+    receivers: list[Receiver] = []
+
+    def other_terminal(block: Block) -> None:
+        if block.role == "restart":
+            stop(servers[-1].process)
+            restarted = launch(tmp_path, env | serve_environment(block), port, "restart.log")
+            servers.append(restarted)
+            wait_healthy(restarted)
+        elif block.role == "receiver":
+            shell_env = shell_environment(places.base, tmp_path, tmp_path)
+            receivers.append(start_receiver(block, places, tmp_path, shell_env))
+        else:
+            raise AssertionError(f"no part for the block on line {block.line}")
+
     try:
-        wait_healthy(server)
-        script = tmp_path / "quickstart.sh"
-        script.write_text(script_of(steps), encoding="utf-8")
-        run = run_blocks(script, shell_environment(server.base, tmp_path), tmp_path)
-    finally:
-        stop(server.process)
-
-    transcript = (
-        f"--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n--- server log\n{server.output()}"
-    )
-    outputs = run.outputs(len(steps))
-    if run.returncode != 0:
-        failed = steps[len(outputs)].line if len(outputs) < len(steps) else None
-        pytest.fail(
-            f"the blocks exited with {run.returncode} in the block on line {failed} of "
-            f"{DOC.name}\n{transcript}"
+        wait_healthy(servers[0])
+        admin_token = printed_admin_token(servers[0])
+        run = run_blocks(
+            steps,
+            workdir=tmp_path,
+            places=places,
+            admin_token=admin_token,
+            other_terminal=other_terminal,
         )
-    assert '{"data":[],"next":null}' in run.stdout, transcript
-    assert re.search(r'"access_token":"lp_at_[^"]+","token_type":"Bearer"', run.stdout), transcript
-    assert re.search(r'"refresh_token":"lp_rt_[^"]+"', run.stdout), transcript
-    assert len(outputs) == len(steps), transcript
-    for block, printed in zip(steps, outputs, strict=True):
+    finally:
+        for receiver in receivers:
+            stop_receiver(receiver)
+        stop(servers[-1].process)
+
+    received = receivers[0].output() if receivers else ""
+    transcript = (
+        f"--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}\n--- receiver\n{received}\n"
+        + "".join(f"--- {server.log.name}\n{server.output()}\n" for server in servers)
+    )
+    check_typed_blocks(steps, run, places, transcript)
+    assert len(servers) == 2, "the restart happened"
+    assert len(receivers) == 1, "the receiver ran"
+    for block, output in (
+        (first_start, servers[0].output()),
+        *((b, servers[1].output()) for b in steps if b.role == "restart"),
+        *((b, received) for b in steps if b.role == "receiver"),
+    ):
         if block.expected is not None:
-            assert shown_output_matches(block.expected.text, printed, server.base), (
-                f"{DOC.name}, line {block.expected.line}: the output shown\n"
-                f"{block.expected.text}\nis not what the block on line {block.line} printed\n"
-                f"{printed}"
-            )
-    if server_block.expected is not None:
-        missing = missing_log_lines(server_block.expected.text, server.output(), server.base)
-        assert not missing, f"not in the server log: {missing}\n{server.output()}"
+            missing = missing_lines(block.expected.text, output, places)
+            assert not missing, f"not printed by the block on line {block.line}: {missing}"
+    # What the walkthrough promises, beyond the shown outputs' shapes.
+    assert admin_token.startswith("lp_admin_")
+    assert admin_token not in run.stdout, "the pasted token is not echoed"
+    assert "generated admin token" not in servers[1].output(), "the restart keeps the token"
+    assert '"access_token":"lp_at_' in run.stdout
+    assert "signature verified" in run.stdout
+    assert '"status":"delivered","attempts":1,"responseCode":200' in run.stdout
+    deliveries = [line for line in received.splitlines() if line.startswith("customer.created ")]
+    assert len(deliveries) == 2, received  # one per customer created
+    assert (tmp_path / "received.body").read_bytes().decode() == deliveries[-1].split(" ", 1)[1]
+    assert '"logs":["invoice INV-0001 for Lovelace Analytical"]' in run.stdout
+    assert '"number":"INV-0001"' in run.stdout
+    assert '"logs": ["test event: nothing to do"]' in run.stdout
+    assert "refresh token reuse detected" in run.stdout

@@ -194,11 +194,20 @@ async def test_metrics_tell_the_stores_work(
 
     text = await (await client.get("/metrics")).get_data(as_text=True)
 
-    samples = {
-        s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
-    }
-    assert samples["ledgerport_store_transactions_total"] > before.transactions
-    assert samples["ledgerport_store_transaction_seconds_total"] > 0
+    families = list(text_string_to_metric_families(text))
+    samples = {s.name: s.value for family in families for s in family.samples}
+    histogram = "ledgerport_store_transaction_duration_seconds"
+    (timed,) = [family for family in families if family.name == histogram]
+    assert timed.type == "histogram"
+    buckets = [(s.labels["le"], s.value) for s in timed.samples if s.name == f"{histogram}_bucket"]
+    assert [le for le, _ in buckets] == [
+        *(str(bound) for bound in StoreStatistics.TRANSACTION_BOUNDS),
+        "+Inf",
+    ]
+    counts = [count for _, count in buckets]
+    assert counts == sorted(counts)  # cumulative
+    assert samples[f"{histogram}_count"] == counts[-1] > before.transactions
+    assert samples[f"{histogram}_sum"] > 0
     assert samples["ledgerport_store_unavailable_total"] == 0
     assert samples["ledgerport_store_connections"] >= 1
     assert samples["ledgerport_store_connections_max"] >= samples["ledgerport_store_connections"]

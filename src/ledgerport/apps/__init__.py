@@ -50,12 +50,15 @@ from ._compiler import compile_module as compile_module
 from ._compiler import compile_upload as compile_upload
 from ._deliveries import DELIVERIES_CHANNEL as DELIVERIES_CHANNEL
 from ._deliveries import DELIVERY_STATUSES as DELIVERY_STATUSES
+from ._deliveries import FAILING_AT_LEAST as FAILING_AT_LEAST
+from ._deliveries import FAILING_WINDOW as FAILING_WINDOW
 from ._deliveries import FUNCTION_RUNS_CHANNEL as FUNCTION_RUNS_CHANNEL
 from ._deliveries import TEST_BUSINESS_ID as TEST_BUSINESS_ID
 from ._deliveries import AttemptOutcome as AttemptOutcome
 from ._deliveries import ClaimedDelivery as ClaimedDelivery
 from ._deliveries import Delivery as Delivery
 from ._deliveries import DeliveryStatus as DeliveryStatus
+from ._deliveries import FailingWebhook as FailingWebhook
 from ._deliveries import FanOut as FanOut
 from ._deliveries import Pending as Pending
 from ._deliveries import SendPlan as SendPlan
@@ -66,6 +69,7 @@ from ._deliveries import delivery_due_times as delivery_due_times
 from ._deliveries import delivery_id_for as delivery_id_for
 from ._deliveries import dispatch_backlog as dispatch_backlog
 from ._deliveries import event_log_length as event_log_length
+from ._deliveries import failing_webhooks as failing_webhooks
 from ._deliveries import next_due_at as next_due_at
 from ._deliveries import pending_events as pending_events
 from ._deliveries import plan_fan_out as plan_fan_out

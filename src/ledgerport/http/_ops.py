@@ -13,6 +13,7 @@ from ledgerport import storage
 from ledgerport.ops import NotReady
 
 from ._context import platform
+from ._failing import refresh_failing_gauges
 from ._openapi import TEXT, Reply, json_reply, operation
 
 blueprint = Blueprint("ops", __name__)
@@ -58,4 +59,8 @@ async def readyz() -> Readiness:
 @blueprint.get("/metrics")
 @operation(Reply(200, "Prometheus text exposition format", TEXT))
 async def metrics() -> Response:
-    return Response(platform().metrics.render(), content_type=CONTENT_TYPE_LATEST)
+    """Prometheus text: this process's metrics and the database-wide gauges (see
+    docs/operations.md)."""
+    p = platform()
+    await refresh_failing_gauges(p)
+    return Response(p.metrics.render(), content_type=CONTENT_TYPE_LATEST)

@@ -8,6 +8,7 @@ for the life of the process, so a client could otherwise grow memory without bou
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
+from itertools import accumulate
 from typing import Any
 
 from prometheus_client import (
@@ -22,7 +23,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from ledgerport import __version__
 
@@ -53,24 +54,29 @@ class _StoreCollector:
         def value(name: str) -> float:
             return 0.0 if counts is None else float(getattr(counts, name))
 
+        yield _transaction_histogram(counts)
         for name, kind, attribute, help_text in _STORE_FAMILIES:
             family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
             yield family(name, help_text, value=value(attribute))
 
 
+def _transaction_histogram(counts: Any) -> HistogramMetricFamily:
+    """``ledgerport_store_transaction_duration_seconds`` from the store's bucket counts (which
+    are per bucket: Prometheus wants them cumulative, ``+Inf`` last)."""
+    bounds: tuple[float, ...] = () if counts is None else counts.TRANSACTION_BOUNDS
+    per_bucket = [0] if counts is None else counts.transaction_buckets
+    cumulative = list(accumulate(per_bucket))
+    labels = [str(float(bound)) for bound in bounds] + ["+Inf"]
+    return HistogramMetricFamily(
+        "ledgerport_store_transaction_duration_seconds",
+        "Time of the transactions this process ended, from their start (SQLite: once the"
+        " writer's turn came) to their commit or rollback; _count is how many.",
+        buckets=list(zip(labels, cumulative, strict=True)),
+        sum_value=0.0 if counts is None else counts.transaction_seconds,
+    )
+
+
 _STORE_FAMILIES = (
-    (
-        "ledgerport_store_transactions",
-        "counter",
-        "transactions",
-        "Transactions ended (committed or rolled back) by this process.",
-    ),
-    (
-        "ledgerport_store_transaction_seconds",
-        "counter",
-        "transaction_seconds",
-        "Their time in all: rate(this) / rate(ledgerport_store_transactions_total) is the mean.",
-    ),
     (
         "ledgerport_store_unavailable",
         "counter",
@@ -226,6 +232,22 @@ class Metrics:
             "Delivery actors alive in this process (one per webhook with work).",
             registry=self.registry,
         )
+        self.webhook_apps_failing = Gauge(
+            "ledgerport_webhook_apps_failing",
+            "Apps with a webhook whose deliveries that ended in the last 15 minutes are at least"
+            " 5 and mostly failed or wait for a retry (all processes: aggregate with max);"
+            " GET /admin/webhooks/failing names them.",
+            registry=self.registry,
+        )
+        self.webhooks_failing = Gauge(
+            "ledgerport_webhooks_failing",
+            "Webhooks whose deliveries that ended in the last 15 minutes are at least 5 and"
+            " mostly failed or wait for a retry (all processes: aggregate with max).",
+            registry=self.registry,
+        )
+        self.failing_counted_at = float("-inf")
+        """When the two gauges above were last counted (the platform's clock): a scrape counts
+        them again only when they are older than ``http``'s refresh interval."""
         self.dispatcher_lag_events = Gauge(
             "ledgerport_dispatcher_lag_events",
             "Committed events not fanned out into deliveries yet (all processes).",

@@ -7,10 +7,11 @@ rewrites them to SQLite's numbered form (``?1``). Rows come back as plain dicts.
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeAlias
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 Row = dict[str, Any]
 
@@ -77,10 +78,30 @@ class Migration:
 class StoreStatistics:
     """What a store counts of its own work since it opened, read by the metrics at each scrape."""
 
+    TRANSACTION_BOUNDS: ClassVar[tuple[float, ...]] = (
+        0.001,
+        0.0025,
+        0.005,
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        1.0,
+        5.0,
+    )
+    """Upper bounds (seconds) of the transaction-time buckets: from a statement answered at
+    once to one that waits on a lock or a slow disk; anything longer lands above the last."""
+
     transactions: int = 0
     """Units of work ended (committed or rolled back) that ran at least one statement."""
     transaction_seconds: float = 0.0
     """Their time, from their start to their end."""
+    transaction_buckets: list[int] = field(
+        default_factory=lambda: [0] * (len(StoreStatistics.TRANSACTION_BOUNDS) + 1)
+    )
+    """How many took at most each of :attr:`TRANSACTION_BOUNDS` and more than the one before
+    (the last: more than every bound); not cumulative."""
     unavailable: int = 0
     """Statements the database did not answer or refused to run (StorageUnavailable)."""
     waits: int = 0
@@ -90,6 +111,16 @@ class StoreStatistics:
     """Connections open now (PostgreSQL: the pool's; SQLite: one)."""
     connections_in_use: int = 0
     connections_max: int = 0
+
+    def count_transaction(self, seconds: float) -> None:
+        """One more unit of work ended, after ``seconds``."""
+        self.transactions += 1
+        self.transaction_seconds += seconds
+        self.transaction_buckets[bisect_left(self.TRANSACTION_BOUNDS, seconds)] += 1
+
+    def snapshot(self, **now: int) -> StoreStatistics:
+        """A copy that later counting leaves as it is, with the gauges of ``now`` set."""
+        return replace(self, transaction_buckets=list(self.transaction_buckets), **now)
 
 
 class Reader(Protocol):

@@ -13,7 +13,6 @@ import contextvars
 import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -298,8 +297,7 @@ class PostgresStore:
 
     def statistics(self) -> StoreStatistics:
         size, idle = self._pool.get_size(), self._pool.get_idle_size()
-        return replace(
-            self._statistics,
+        return self._statistics.snapshot(
             connections=size,
             connections_in_use=size - idle,
             connections_max=self._max_size,
@@ -331,8 +329,7 @@ class PostgresStore:
                 await self._call(self._end, unit._conn, True, unit._notices)
         finally:
             if unit._conn is not None:
-                self._statistics.transactions += 1
-                self._statistics.transaction_seconds += trio.current_time() - started
+                self._statistics.count_transaction(trio.current_time() - started)
 
     @asynccontextmanager
     async def listen(self, channel: str, listener: Listener) -> AsyncIterator[None]:

@@ -21,7 +21,6 @@ import re
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 import trio
@@ -288,7 +287,7 @@ class SqliteStore:
             yield
 
     def statistics(self) -> StoreStatistics:
-        return replace(self._statistics, connections_in_use=int(self._turns.busy))
+        return self._statistics.snapshot(connections_in_use=int(self._turns.busy))
 
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)`` on the worker thread: for what may wait (a lock, the disk)."""
@@ -349,8 +348,7 @@ class SqliteStore:
                 self._listeners.wake(tx._notified)
             finally:
                 if tx.begun:
-                    self._statistics.transactions += 1
-                    self._statistics.transaction_seconds += trio.current_time() - started
+                    self._statistics.count_transaction(trio.current_time() - started)
 
     def _rollback_if_open(self) -> None:
         if self._conn.in_transaction:
