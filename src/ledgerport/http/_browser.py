@@ -8,18 +8,12 @@ from typing import Annotated
 
 from pydantic import Field
 from quart import Response as PageResponse
-from quart import g, request
 from werkzeug.sansio.response import Response
 
-from ledgerport import auth, books
-
-from ._context import platform, unit_of_work
 from ._errors import notice_text
 from ._openapi import Param
 from ._pages import (
     CSRF_COOKIE,
-    VIEWER,
-    Viewer,
     clear_notice,
     cookie_flags,
     html_page,
@@ -27,6 +21,8 @@ from ._pages import (
 )
 from ._pages import SESSION_COOKIE as SESSION_COOKIE
 from ._pages import csrf_valid as csrf_valid
+from ._pages import current_user as current_user
+from ._pages import current_user_id as current_user_id
 from ._pages import page_csp as page_csp
 from ._pages import returns_to as returns_to
 from ._pages import with_notice as with_notice
@@ -40,8 +36,6 @@ CSRF_COOKIE_PARAM = Param(
 """What every form of the application host posts with, in the OpenAPI document."""
 CsrfToken = Annotated[str, Field(min_length=1, description="The form's token, bound to lp_csrf")]
 """The field every form of the application host carries, in the OpenAPI document."""
-_SIGNED_IN = "ledgerport_signed_in"
-"""Where a request keeps the signed-in user's id once looked up (``g``)."""
 
 
 def set_session_cookie(response: Response, session: str) -> None:
@@ -50,37 +44,6 @@ def set_session_cookie(response: Response, session: str) -> None:
 
 def clear_session_cookie(response: Response) -> None:
     response.delete_cookie(SESSION_COOKIE, path="/")
-
-
-async def current_user_id() -> str | None:
-    """The signed-in user of this browser, or None (looked up once per request)."""
-    if hasattr(g, _SIGNED_IN):
-        known: str | None = getattr(g, _SIGNED_IN)
-        return known
-    session = request.cookies.get(SESSION_COOKIE)
-    user_id = None
-    if session:
-        p = platform()
-        async with unit_of_work() as tx:
-            user_id = await auth.login_session_user(tx, p.keyring, now=p.now(), session=session)
-    setattr(g, _SIGNED_IN, user_id)
-    return user_id
-
-
-async def current_user() -> Viewer | None:
-    """The signed-in person with their name and email, or None; the page header shows them
-    from then on."""
-    known: Viewer | None = g.get(VIEWER)
-    if known is not None:
-        return known
-    user_id = await current_user_id()
-    if user_id is None:
-        return None
-    async with unit_of_work() as tx:
-        user = await books.get_user(tx, user_id)
-    found = Viewer(user.id, user.name, user.email)
-    setattr(g, VIEWER, found)
-    return found
 
 
 def safe_next(value: str | None) -> str:

@@ -40,7 +40,7 @@ from werkzeug.exceptions import HTTPException
 from ledgerport import access, apps, auth, books, catalog, ops, storage
 from ledgerport.errors import DomainError, InvalidInput
 
-from ._pages import Way, form_back, problem_page, with_notice
+from ._pages import Way, current_user, form_back, problem_page, with_notice
 
 log = logging.getLogger("ledgerport.http")
 
@@ -518,6 +518,7 @@ def render_page(title: str, ways: Sequence[Way] = ()) -> Renderer:
             return with_notice(path, *notice_of(error, answer), query=query)
         message, explanation = answer.page_words(error)
         shown_title = title if title else _STATUS_TITLES.get(answer.status, _OTHER_TITLE)
+        await _look_up_viewer(error)
         response = await problem_page(
             message, answer.status, title=shown_title, explanation=explanation, ways=ways
         )
@@ -526,6 +527,17 @@ def render_page(title: str, ways: Sequence[Way] = ()) -> Renderer:
         return response
 
     return render
+
+
+async def _look_up_viewer(error: BaseException) -> None:
+    """Who is signed in, for the problem page's header, when the handler had not asked yet and
+    the store can be asked (never after a storage error); nothing when it cannot."""
+    if isinstance(error, storage.StorageError) or answer_for(error).status >= 500:
+        return
+    try:
+        await current_user()
+    except Exception:  # the page goes on without the name: "Sign in" shows instead
+        log.debug("the problem page's viewer could not be looked up", exc_info=True)
 
 
 _STATUS_TITLES = {404: "Page not found", 405: "Not available here", 413: "Too large"}

@@ -29,9 +29,9 @@ from urllib.parse import quote, urlencode
 from quart import Response, g, redirect, render_template, request
 from werkzeug.sansio.response import Response as BaseResponse
 
-from ledgerport import catalog
+from ledgerport import auth, books, catalog
 
-from ._context import platform
+from ._context import platform, unit_of_work
 
 _R = TypeVar("_R", bound=BaseResponse)
 
@@ -40,6 +40,8 @@ CSRF_COOKIE = "lp_csrf"
 NOTICE_COOKIE = "lp_notice"
 PROBLEM_TITLE = "This app can't connect"
 """Title of the authorization and device pages' problem pages."""
+_SIGNED_IN = "ledgerport_signed_in"
+"""Where a request keeps the signed-in user's id once looked up (``g``)."""
 VIEWER = "ledgerport_viewer"
 """Where a request keeps the signed-in person once looked up (``g``), for the page header."""
 FORM_BACK = "ledgerport_form_back"
@@ -119,6 +121,37 @@ def page_csp(*form_targets: str, frame_src: str | None = None) -> str:
         f"default-src 'none'; {framing}style-src 'self'; img-src 'self'; "
         f"form-action {form_action}; base-uri 'none'; frame-ancestors 'none'"
     )
+
+
+async def current_user_id() -> str | None:
+    """The signed-in user of this browser, or None (looked up once per request)."""
+    if hasattr(g, _SIGNED_IN):
+        known: str | None = getattr(g, _SIGNED_IN)
+        return known
+    session = request.cookies.get(SESSION_COOKIE)
+    user_id = None
+    if session:
+        p = platform()
+        async with unit_of_work() as tx:
+            user_id = await auth.login_session_user(tx, p.keyring, now=p.now(), session=session)
+    setattr(g, _SIGNED_IN, user_id)
+    return user_id
+
+
+async def current_user() -> Viewer | None:
+    """The signed-in person with their name and email, or None; the page header shows them
+    from then on."""
+    known: Viewer | None = g.get(VIEWER)
+    if known is not None:
+        return known
+    user_id = await current_user_id()
+    if user_id is None:
+        return None
+    async with unit_of_work() as tx:
+        user = await books.get_user(tx, user_id)
+    found = Viewer(user.id, user.name, user.email)
+    setattr(g, VIEWER, found)
+    return found
 
 
 def viewer() -> Viewer | None:

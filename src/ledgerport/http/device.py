@@ -15,7 +15,7 @@ from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, apps, auth, storage
+from ledgerport import access, apps, auth, catalog, storage
 
 from ._browser import (
     CSRF_COOKIE_PARAM,
@@ -156,8 +156,16 @@ async def device_submit() -> ResponseReturnValue:
         scopes=found.scopes,
         offers=offers,
         hidden={"user_code": user_code},
-        device_code=user_code,
+        device_code=shown_code(user_code),
     )
+
+
+def shown_code(user_code: str) -> str:
+    """A user code the way the device shows it, in two halves joined by a dash."""
+    half = catalog.USER_CODE_LENGTH // 2
+    if len(user_code) != catalog.USER_CODE_LENGTH:
+        return user_code
+    return f"{user_code[:half]}-{user_code[half:]}"
 
 
 @blueprint.post("/device/decision")
