@@ -24,6 +24,7 @@ from ._pages import csrf_valid as csrf_valid
 from ._pages import current_user as current_user
 from ._pages import current_user_id as current_user_id
 from ._pages import page_csp as page_csp
+from ._pages import require_form_token as require_form_token
 from ._pages import returns_to as returns_to
 from ._pages import with_notice as with_notice
 

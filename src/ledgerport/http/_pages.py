@@ -30,6 +30,7 @@ from quart import Response, g, redirect, render_template, request
 from werkzeug.sansio.response import Response as BaseResponse
 
 from ledgerport import auth, books, catalog
+from ledgerport.errors import InvalidInput
 
 from ._context import platform, unit_of_work
 
@@ -96,6 +97,16 @@ def csrf_valid(submitted: str | None) -> bool:
     if not seed or not submitted or not submitted.isascii():
         return False
     return hmac.compare_digest(platform().keyring.mac(f"csrf:{seed}"), submitted)
+
+
+MISSING_FORM = "The form was not sent from its page: open the page and try again"
+
+
+def require_form_token(submitted: str | None) -> None:
+    """A form posted without its CSRF token at all did not come from its page: a 400 problem
+    page (InvalidInput), where an expired token goes back to the form with a notice."""
+    if not submitted:
+        raise InvalidInput([MISSING_FORM])
 
 
 def apply_cookies(response: _R, cookies: dict[str, str]) -> _R:

@@ -17,6 +17,7 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ledgerport import apps, storage
+from ledgerport.errors import InvalidInput
 
 from ._browser import (
     CSRF_COOKIE_PARAM,
@@ -25,6 +26,7 @@ from ._browser import (
     current_user,
     form_page,
     page_csp,
+    require_form_token,
     returns_to,
     with_notice,
 )
@@ -270,16 +272,17 @@ async def listing_page(app_id: str) -> ResponseReturnValue:
 
 class ListingForm(TypedDict):
     """The listing editor: the content of the draft, its images by asset id, and ``then``
-    ``submit`` to send it for review once saved."""
+    ``submit`` to send it for review once saved. A field left out is as if empty: the form
+    comes back saying what is missing."""
 
     csrf_token: CsrfToken
-    slug: str
-    name: str
-    tagline: str
-    category: str
-    description: str
+    slug: NotRequired[str]
+    name: NotRequired[str]
+    tagline: NotRequired[str]
+    category: NotRequired[str]
+    description: NotRequired[str]
     icon: NotRequired[str]
-    screenshot: NotRequired[list[str]]
+    screenshot: NotRequired[list[str] | str]
     then: NotRequired[str]
 
 
@@ -291,7 +294,7 @@ class ListingForm(TypedDict):
         SET_COOKIE.optional(),
     ),
     page(404, "Not an app of the signed-in developer"),
-    raises=(*_PAGE_ERRORS, RequestEntityTooLarge),
+    raises=(*_PAGE_ERRORS, InvalidInput, RequestEntityTooLarge),
     bodies=(Body(FORM, ListingForm),),
     params=(_APP, CSRF_COOKIE_PARAM),
 )
@@ -304,6 +307,7 @@ async def save_listing(app_id: str) -> ResponseReturnValue:
     user_id = _developer()
     form = await request.form
     back = _listing_path(app_id)
+    require_form_token(form.get("csrf_token"))
     if not csrf_valid(form.get("csrf_token")):
         return with_notice(back, "form-expired")
     content = apps.ListingContent(
@@ -382,10 +386,11 @@ async def image(app_id: str, asset_id: str) -> ResponseReturnValue:
 
 
 class ImageUpload(TypedDict):
-    """The upload form: ``image``, a PNG or JPEG file."""
+    """The upload form: ``image``, a PNG or JPEG file (left out, the form comes back saying the
+    image is missing)."""
 
     csrf_token: CsrfToken
-    image: bytes
+    image: NotRequired[bytes]
 
 
 @blueprint.post("/console/apps/<app_id>/assets")
@@ -395,7 +400,7 @@ class ImageUpload(TypedDict):
         "Back to the listing page, saying the image is uploaded or why not", SET_COOKIE.optional()
     ),
     page(404, "Not an app of the signed-in developer"),
-    raises=(*_PAGE_ERRORS, RequestEntityTooLarge),
+    raises=(*_PAGE_ERRORS, InvalidInput, RequestEntityTooLarge),
     bodies=(Body("multipart/form-data", ImageUpload),),
     params=(_APP, CSRF_COOKIE_PARAM),
 )
@@ -406,6 +411,7 @@ async def upload_image(app_id: str) -> ResponseReturnValue:
     form = await request.form
     files = await request.files
     back = _listing_path(app_id)
+    require_form_token(form.get("csrf_token"))
     if not csrf_valid(form.get("csrf_token")):
         return with_notice(back, "form-expired")
     returns_to(back)

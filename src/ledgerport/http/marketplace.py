@@ -11,6 +11,7 @@ tokens come from exchanging it. Nothing is redirected to the app.
 
 from __future__ import annotations
 
+from typing import NotRequired
 from urllib.parse import urlencode
 
 from quart import Blueprint, Response, request
@@ -20,6 +21,7 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ledgerport import access, apps, storage
+from ledgerport.errors import InvalidInput
 
 from ._browser import (
     CSRF_COOKIE_PARAM,
@@ -27,6 +29,7 @@ from ._browser import (
     csrf_valid,
     current_user,
     form_page,
+    require_form_token,
     returns_to,
     with_notice,
 )
@@ -222,11 +225,12 @@ async def install_page(slug: str) -> ResponseReturnValue:
 
 
 class InstallForm(TypedDict):
-    """The install form: the business and the scopes (``scope`` repeated, one per checkbox)."""
+    """The install form: the business and the scopes (``scope`` repeated, one per checkbox;
+    none ticked, or no business, and the form comes back saying why)."""
 
     csrf_token: CsrfToken
-    business_id: str
-    scope: list[str]
+    business_id: NotRequired[str]
+    scope: NotRequired[list[str] | str]
 
 
 @blueprint.post("/marketplace/<slug>/install")
@@ -239,7 +243,7 @@ class InstallForm(TypedDict):
         SET_COOKIE.optional(),
     ),
     page(404, "Nothing is listed there"),
-    raises=(apps.ListingNotFound, RequestEntityTooLarge, *_ERRORS),
+    raises=(apps.ListingNotFound, InvalidInput, RequestEntityTooLarge, *_ERRORS),
     bodies=(Body(FORM, InstallForm),),
     params=(_SLUG, CSRF_COOKIE_PARAM),
 )
@@ -257,6 +261,7 @@ async def install(slug: str) -> ResponseReturnValue:
     sent = urlencode(
         [("business_id", business_id), *(("scope", s) for s in scopes), (_CHOSEN, "1")]
     )
+    require_form_token(form.get("csrf_token"))
     if not csrf_valid(form.get("csrf_token")):
         return with_notice(back, "form-expired", query=sent)
     returns_to(back, sent)
