@@ -174,7 +174,7 @@ def test_one_click_install_from_the_marketplace(
     page.get_by_role("button", name="Search").click()
     shots.take(page, "catalogue")
     page.get_by_role("link", name="Books Sync").click()
-    expect(page.get_by_role("heading", name="Books Sync")).to_be_visible()
+    expect(page.get_by_role("heading", name="Books Sync", exact=True)).to_be_visible()
     shots.take(page, "listing")
     page.get_by_role("link", name="Install Books Sync").click()
     sign_in(page, shots, buyer)
@@ -188,6 +188,10 @@ def test_one_click_install_from_the_marketplace(
     page.get_by_role("button", name="Install").click()
 
     page.wait_for_url(re.compile(re.escape(f"/apps/{app.id}?business_id={shop}")))
+    # The host's frame around the app: the app, the business, where the install went.
+    expect(page.get_by_role("status")).to_have_text("Books Sync is installed in Corner Shop")
+    expect(page.get_by_role("heading", level=1)).to_have_text("B Books Sync")
+    expect(page.locator(".host-bar")).to_contain_text("in Corner Shop")
     connected = page.frame_locator("#app-frame").locator("#connected")
     expect(connected).to_have_text("Connected with customers:read invoices:read")
     shots.take(page, "installed-app")

@@ -244,7 +244,11 @@ async def test_consent_offers_active_memberships_and_installs_in_the_chosen_one(
                 scopes=["invoices:read"],
             )
 
-    assert {business.id for business in offered} == {setup.business.id, other.id}
+    assert {offer.business.id for offer in offered} == {setup.business.id, other.id}
+    assert {offer.business.id: offer.granted for offer in offered} == {
+        setup.business.id: setup.installation.scopes,
+        other.id: None,
+    }
     assert (installation.business_id, installation.scopes) == (other.id, ("invoices:read",))
 
 
@@ -293,7 +297,7 @@ async def test_unreviewed_app_is_offered_sandboxes_only(platform: Platform) -> N
                     scopes=["invoices:read"],
                 )
 
-    assert [business.id for business in offered] == [setup.business.id]
+    assert [offer.business.id for offer in offered] == [setup.business.id]
 
 
 async def test_user_in_no_business_is_told_so(platform: Platform) -> None:

@@ -89,7 +89,7 @@ async def test_the_developer_sees_the_app_its_webhooks_and_redelivers_from_the_p
     after_row = re.search(rf'<tr id="{delivery["id"]}">(.*?)</tr>', after, re.S)
     assert after_row is not None
     assert "delivered" in after_row[1]
-    assert "Not redelivered:" in refusal
+    assert "Delivery dlv_unknown cannot be redelivered" in refusal
 
 
 async def test_the_test_button_queues_a_test_delivery(
@@ -201,14 +201,18 @@ async def test_the_listing_page_submits_a_draft_and_shows_every_revision(
         expired = await client.post(f"{path}/submit", form={"csrf_token": "forged"})
         told = await _page(client, expired.headers["Location"])
     assert "Submit revision 2 for review" in page
-    rows = re.findall(r"<tr id=\"([^\"]+)\"><td>(\d+)[^<]*</td><td>([^<]+)</td>", page)
+    rows = re.findall(
+        r'<tr id="([^"]+)"><td data-label="Revision">(\d+)[^<]*</td>'
+        r'<td data-label="State"><span class="badge badge-\w+">([^<]+)</span></td>',
+        page,
+    )
     assert [(number, state) for _, number, state in rows] == [("2", "draft"), ("1", "approved")]
-    assert "<td>1 (live)</td>" in page
+    assert '<td data-label="Revision">1 (live)</td>' in page
     assert "Clear and complete" in page
     assert submitted.status_code == 303
     assert "Revision 2 submitted for review" in after
     assert "Submit revision" not in after  # nothing left to submit
-    assert "Not submitted:" in refused
+    assert "The revision is submitted now, so it cannot be submitted" in refused
     assert expired.status_code == 303
     assert "The form expired: try again" in told
 

@@ -86,7 +86,7 @@ async def test_app_without_installation_shows_a_problem(
     response = await client.get(f"/apps/{world.app_id}?business_id={world.business_id}")
 
     assert response.status_code == 409
-    assert "no ACTIVE installation" in await response.get_data(as_text=True)
+    assert "This app is not installed in this business" in await response.get_data(as_text=True)
 
 
 async def test_inactive_member_is_refused(client: Any, admin_headers: dict[str, str]) -> None:

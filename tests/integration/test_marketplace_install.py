@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import replace
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 import trio
@@ -107,8 +108,8 @@ async def _install(client: Any, slug: str, business_id: str, scopes: list[str]) 
 
 
 def _notice(page: str) -> str | None:
-    """The notice a page shows (what the last form did), if any."""
-    found = re.search(r'<p class="notice" role="status">(.*?)</p>', page, re.S)
+    """The notice a page shows (what the last form did, or why not), if any."""
+    found = re.search(r'<p class="notice notice-\w+" role="(?:status|alert)">(.*?)</p>', page, re.S)
     return html.unescape(found[1]) if found else None
 
 
@@ -147,7 +148,7 @@ async def test_one_click_install_opens_the_app_whose_first_tokens_come_from_exch
         first = await exchange(client, developer, token["sessionToken"])
         tokens = await first.get_json()
     assert f"Signed in as <strong>{buyer.email}</strong>" in page
-    assert "Nothing is listed at nothing-here" in missing
+    assert "Nothing is listed here" in missing
     assert "Install Books Sync" in page
     assert f"Books Sync is made by {developer.email}" in page
     assert _options(page) == [buyer.business_id]
@@ -189,7 +190,7 @@ async def test_installing_again_widens_the_installation_and_says_so_in_the_picke
     assert status == 303
     # An app without a page of its own: back to the listing, saying where it went.
     assert location == "/marketplace/books-sync"
-    assert _notice(shown) == "Installed in Acme"
+    assert _notice(shown) == "Books Sync is installed in Acme"
     assert len(rows) == 1
     assert rows[0]["state"] == "ACTIVE"
     assert sorted(json.loads(rows[0]["scopes"])) == sorted(SCOPES)
@@ -199,10 +200,10 @@ async def test_installing_again_widens_the_installation_and_says_so_in_the_picke
 @pytest.mark.parametrize(
     ("case", "notice"),
     [
-        ("no scope", "Not installed: choose at least one of the scopes"),
-        ("unregistered scope", "Not installed: Requested scopes not permitted"),
-        ("another business", "Not installed: That business is not one you may choose here"),
-        ("unknown business", "Not installed: That business is not one you may choose here"),
+        ("no scope", "Tick at least one kind of access to install the app"),
+        ("unregistered scope", "The app asked for access it has not registered"),
+        ("another business", "That business cannot be chosen here"),
+        ("unknown business", "That business cannot be chosen here"),
     ],
 )
 async def test_a_refused_install_goes_back_to_the_form_saying_why(
@@ -228,10 +229,34 @@ async def test_a_refused_install_goes_back_to_the_form_saying_why(
                 developer.business_id,
             )
     assert status == 303
-    assert location == "/marketplace/books-sync/install"
+    path, _, query = location.partition("?")
+    assert path == "/marketplace/books-sync/install"
+    assert parse_qs(query) == {
+        "business_id": [business_id],
+        "chosen": ["1"],
+        **({"scope": scopes} if scopes else {}),
+    }
     assert (_notice(page) or "").startswith(notice)
-    assert 'role="status"' in page
+    assert 'class="notice notice-problem" role="alert"' in page
     assert int(installed) == 0
+
+
+async def test_a_refused_install_keeps_what_was_chosen(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        await _listed_app(client, admin_headers)
+        buyer = await make_world(client, admin_headers)
+        await login(client, buyer)
+        _, location = await _install(client, "books-sync", buyer.business_id, [])
+        emptied = await _page(client, location)
+        _, location = await _install(client, "books-sync", "bus_unknown", ["customers:read"])
+        one_left = await _page(client, location)
+    for scope in SCOPES:
+        assert f'name="scope" value="{scope}">' in emptied  # every box as it was: unticked
+    assert 'name="scope" value="customers:read" checked' in one_left
+    assert 'name="scope" value="invoices:read">' in one_left
+    assert f'<option value="{buyer.business_id}" selected>' in one_left
 
 
 async def test_the_form_expired_installs_nothing(
@@ -255,8 +280,11 @@ async def test_the_form_expired_installs_nothing(
                 developer.app_id,
                 buyer.business_id,
             )
-    assert response.status_code == 400
-    assert "The form expired" in await response.get_data(as_text=True)
+    assert response.status_code == 303
+    page = await _page(client, response.headers["Location"])
+    assert _notice(page) == "The form expired: try again"
+    assert 'name="scope" value="invoices:read" checked' in page
+    assert 'name="scope" value="customers:read">' in page
     assert int(installed) == 0
 
 
@@ -306,7 +334,7 @@ async def test_an_unreviewed_app_installs_only_into_its_developers_sandboxes(
     assert catalog.CONSENT_NOT_REVIEWED in refused
     assert _options(page) == [developer.business_id]
     assert status == 303
-    assert _notice(shown) == "Not installed: That business is not one you may choose here"
+    assert (_notice(shown) or "").startswith("That business cannot be chosen here")
     assert done == 303
     assert opened == f"/apps/{developer.app_id}?business_id={developer.business_id}"
 

@@ -166,7 +166,7 @@ async def test_an_unreachable_database_answers_each_blueprint_in_its_shape(
     assert (await token.get_json())["error"] == "server_error"
     assert consent.status_code == 503
     assert consent.mimetype == "text/html"
-    assert "Service temporarily unavailable" in await consent.get_data(as_text=True)
+    assert "The service is briefly unavailable" in await consent.get_data(as_text=True)
     # The admin token check needs no database: 401 before any storage is touched.
     assert admin.status_code == 401
 

@@ -26,11 +26,12 @@ from .webhook_world import console_for
 TIMEOUT = 30
 LISTING = "/marketplace/books-sync"
 SAVED = "Thank you: your rating is saved"
+_PROBLEM = "problem:"
 FORGED = "Your account is locked: call +1 555 0100 with your password"
 
 
 def _notice(page: str) -> str | None:
-    found = re.search(r'<p class="notice" role="status">(.*?)</p>', page, re.S)
+    found = re.search(r'<p class="notice notice-\w+" role="(?:status|alert)">(.*?)</p>', page, re.S)
     return html.unescape(found[1]) if found else None
 
 
@@ -106,10 +107,13 @@ async def test_a_notice_in_the_query_string_shows_nothing(client, admin_headers)
 
 def _tampered(genuine: str, case: str) -> str:
     payload, _, signature = genuine.rpartition(".")
-    path, expires, _ = json.loads(base64.urlsafe_b64decode(payload))
+    path, expires, code, _ = json.loads(base64.urlsafe_b64decode(payload))
     if case == "other-words":
-        forged = json.dumps([path, expires, FORGED]).encode()
+        forged = json.dumps([path, expires, code, [FORGED]]).encode()
         return f"{base64.urlsafe_b64encode(forged).decode()}.{signature}"
+    if case == "other-code":
+        forged = json.dumps([path, expires, f"{_PROBLEM}ledgerport.errors.DomainError", [FORGED]])
+        return f"{base64.urlsafe_b64encode(forged.encode()).decode()}.{signature}"
     if case == "other-signature":
         return f"{payload}.{'0' * len(signature)}"
     if case == "unsigned":
@@ -119,7 +123,9 @@ def _tampered(genuine: str, case: str) -> str:
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", ["other-words", "other-signature", "unsigned", "not-base64"])
+@pytest.mark.parametrize(
+    "case", ["other-words", "other-code", "other-signature", "unsigned", "not-base64"]
+)
 async def test_a_tampered_notice_shows_nothing(client, admin_headers, case: str) -> None:
     with trio.fail_after(TIMEOUT):
         _, rated = await _rated(client, admin_headers)

@@ -42,6 +42,8 @@ from ._apps import set_app_status as set_app_status
 from ._assets import ASSET_MAX_BYTES as ASSET_MAX_BYTES
 from ._assets import ASSET_SIGNATURES as ASSET_SIGNATURES
 from ._assets import Asset as Asset
+from ._assets import app_asset as app_asset
+from ._assets import app_assets as app_assets
 from ._assets import delete_asset as delete_asset
 from ._assets import known_assets as known_assets
 from ._assets import listed_asset as listed_asset
@@ -157,6 +159,7 @@ from ._idempotency import StoredAnswer as StoredAnswer
 from ._idempotency import claim_idempotency_key as claim_idempotency_key
 from ._idempotency import purge_idempotency_keys as purge_idempotency_keys
 from ._idempotency import store_idempotent_answer as store_idempotent_answer
+from ._listings import EDITABLE_REVISION_STATES as EDITABLE_REVISION_STATES
 from ._listings import LISTING_CATEGORIES as LISTING_CATEGORIES
 from ._listings import REVIEW_ACTIONS as REVIEW_ACTIONS
 from ._listings import REVIEW_TRANSITIONS as REVIEW_TRANSITIONS
@@ -178,13 +181,16 @@ from ._nodes import register_node as register_node
 from ._nodes import remove_node as remove_node
 from ._nodes import take_over as take_over
 from ._ratings import REVIEW_MAX_LENGTH as REVIEW_MAX_LENGTH
+from ._ratings import REVIEWS_SHOWN as REVIEWS_SHOWN
 from ._ratings import LiveListing as LiveListing
 from ._ratings import Rating as Rating
 from ._ratings import RatingSummary as RatingSummary
+from ._ratings import Review as Review
 from ._ratings import live_listing as live_listing
 from ._ratings import live_listings as live_listings
 from ._ratings import rate_app as rate_app
 from ._ratings import rating_summary as rating_summary
+from ._ratings import reviews as reviews
 from ._ratings import user_rating as user_rating
 from ._targets import Resolver as Resolver
 from ._targets import address_allowed as address_allowed

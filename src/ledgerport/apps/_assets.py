@@ -74,6 +74,32 @@ async def known_assets(tx: Transaction, app_id: str, asset_ids: list[str]) -> se
     return {asset_id for asset_id in asset_ids if asset_id in mine}
 
 
+async def app_assets(tx: Transaction, app_id: str) -> list[Asset]:
+    """The app's uploaded images, the newest first, for its developer to choose from."""
+    rows = await tx.fetch(
+        "SELECT id, app_id, content_type, size, created_at FROM app_assets WHERE app_id = $1"
+        " ORDER BY created_at DESC, id",
+        app_id,
+    )
+    return [
+        Asset(r["id"], r["app_id"], r["content_type"], int(r["size"]), float(r["created_at"]))
+        for r in rows
+    ]
+
+
+async def app_asset(tx: Transaction, app_id: str, asset_id: str) -> tuple[str, bytes]:
+    """The type and bytes of one of the app's images, whatever shows it (the console previews
+    drafts with it); AssetNotFound for any other app's."""
+    row = await tx.fetchrow(
+        "SELECT content_type, data FROM app_assets WHERE id = $1 AND app_id = $2",
+        asset_id,
+        app_id,
+    )
+    if row is None:
+        raise AssetNotFound(asset_id)
+    return row["content_type"], bytes(row["data"])
+
+
 async def listed_asset(tx: Transaction, asset_id: str) -> tuple[str, bytes]:
     """The type and bytes of an asset that a live listing shows (its icon or a screenshot), for
     the marketplace pages; AssetNotFound for any other asset, so that drafts stay private."""

@@ -56,7 +56,9 @@ REVIEW_TRANSITIONS: Mapping[tuple[RevisionState, ReviewAction], RevisionState] =
     ("in_review", "request_changes"): "changes_requested",
 }
 """The operator's review: (state, action) -> the state after; anything else is refused."""
-EDITABLE: frozenset[RevisionState] = frozenset({"draft", "changes_requested", "rejected"})
+EDITABLE_REVISION_STATES: frozenset[RevisionState] = frozenset(
+    {"draft", "changes_requested", "rejected"}
+)
 """States of the open revision a save edits (it becomes a draft again)."""
 LISTING_CATEGORIES: tuple[str, ...] = (
     "accounting",
@@ -252,7 +254,7 @@ async def save_listing(
         json.dumps(list(content.screenshot_asset_ids)),
         now,
     )
-    if latest is not None and latest["state"] in EDITABLE:
+    if latest is not None and latest["state"] in EDITABLE_REVISION_STATES:
         await tx.execute(
             "UPDATE listing_revisions SET state = 'draft', slug = $1, name = $2, tagline = $3,"
             " description = $4, category = $5, icon_asset_id = $6, screenshot_asset_ids = $7,"

@@ -18,6 +18,8 @@ from ._errors import ListingNotFound, RatingNotAllowed
 from ._listings import Revision
 
 REVIEW_MAX_LENGTH = 2000
+REVIEWS_SHOWN = 50
+"""How many ratings a listing's page shows, the most recently written first."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,17 @@ class RatingSummary:
 class Rating:
     stars: int
     review: str | None
+
+
+@dataclass(frozen=True)
+class Review:
+    """A rating as a listing shows it: the stars, the words, who wrote it (their name, if they
+    gave one) and when."""
+
+    stars: int
+    review: str | None
+    author_name: str | None
+    updated_at: float
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,21 @@ async def user_rating(tx: Transaction, app_id: str, user_id: str) -> Rating | No
         user_id,
     )
     return None if row is None else Rating(int(row["stars"]), row["review"])
+
+
+async def reviews(tx: Transaction, app_id: str, limit: int = REVIEWS_SHOWN) -> list[Review]:
+    """The app's ratings, the most recently written first, at most ``limit``."""
+    rows = await tx.fetch(
+        "SELECT r.stars, r.review, r.updated_at, u.name FROM app_ratings r"
+        " JOIN users u ON u.id = r.user_id WHERE r.app_id = $1"
+        " ORDER BY r.updated_at DESC, r.user_id LIMIT $2",
+        app_id,
+        limit,
+    )
+    return [
+        Review(int(row["stars"]), row["review"], row["name"], float(row["updated_at"]))
+        for row in rows
+    ]
 
 
 _LIVE = (

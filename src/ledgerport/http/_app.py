@@ -65,12 +65,12 @@ def create_app(platform: Platform) -> QuartTrio:
     # OpenAPI document states the same shapes.
     error_shapes = {
         oauth.blueprint.name: OAUTH,
-        pages.blueprint.name: page_shape(pages.PAGE_TITLE),
+        pages.blueprint.name: page_shape(pages.PAGE_TITLE, pages.WAYS),
         authorize.blueprint.name: page_shape(PROBLEM_TITLE),
-        device.blueprint.name: page_shape(PROBLEM_TITLE),
-        bridge.blueprint.name: page_shape(bridge.PAGE_TITLE),
-        console_pages.blueprint.name: page_shape(console_pages.PAGE_TITLE),
-        marketplace.blueprint.name: page_shape(marketplace.PAGE_TITLE),
+        device.blueprint.name: page_shape(PROBLEM_TITLE, device.WAYS),
+        bridge.blueprint.name: page_shape(bridge.PAGE_TITLE, bridge.WAYS),
+        console_pages.blueprint.name: page_shape(console_pages.PAGE_TITLE, console_pages.WAYS),
+        marketplace.blueprint.name: page_shape(marketplace.PAGE_TITLE, marketplace.WAYS),
     }
     QuartSchema(
         app,

@@ -1,18 +1,30 @@
-"""The consent form shared by the authorization page and the device verification page, and
-what the marketplace's install form shows the same way: scopes in plain words, the developer."""
+"""The consent form shared by the authorization page and the device verification page: the
+app (its icon, name and developer), the business first, what its installation already grants
+and what is new, where the browser goes next, and Approve or Cancel."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from quart import Response, request
 
-from ledgerport import apps, books, catalog
+from ledgerport import access, apps, books
 from ledgerport.storage import Transaction
 
-from ._browser import current_user_id, form_page, page_csp
+from ._browser import current_user, form_page, page_csp
 from ._context import unit_of_work
+from ._design import ScopeWords, described_scopes
+
+
+@dataclass(frozen=True)
+class AskedScope:
+    """A requested scope as the consent form shows it, with where it is granted already."""
+
+    words: ScopeWords
+    granted_in: tuple[str, ...]
+    """Names of the offered businesses whose installation grants it already."""
 
 
 async def consent_page(
@@ -20,41 +32,50 @@ async def consent_page(
     action: str,
     app: apps.App,
     scopes: Sequence[str],
-    businesses: Sequence[books.Business],
+    offers: Sequence[access.Standing],
     hidden: dict[str, str],
     redirects_to: str | None = None,
+    device_code: str | None = None,
 ) -> Response:
-    """Who is signed in (with a way to switch account), the app's name and developer (with a
-    link to its marketplace listing when it has a live one), the requested scopes in plain
-    words, a ``business_id`` select and approve/deny buttons; the form posts back to
-    ``action`` with ``hidden`` fields and a CSRF token. ``redirects_to`` is the URI the form's
-    answer redirects to, when it leaves this origin (the page's form-action allows its
-    origin)."""
-    user_id = await current_user_id()
+    """Who is signed in (with a way to switch account), the app's icon, name and developer
+    (with a link to its marketplace listing when it has a live one), a ``business_id`` select
+    of ``offers`` (the one the rule prefers selected), the requested scopes in plain words,
+    those the business grants already apart from the new ones and write access marked, where
+    the answer goes, and Approve or Cancel; the form posts back to ``action`` with ``hidden``
+    fields and a CSRF token. ``redirects_to`` is the URI the form's answer redirects to, when it
+    leaves this origin (the page's form-action allows its origin); ``device_code`` the user
+    code the device shows, shown again to compare."""
+    user = await current_user()
     async with unit_of_work() as tx:
-        user = await books.get_user(tx, user_id) if user_id else None
         developer = await developer_name(tx, app)
         listing = await apps.find_listing(tx, app.id)
+    live = listing.live if listing is not None else None
+    asked = [
+        AskedScope(
+            words,
+            tuple(o.business.name for o in offers if o.granted and words.scope in o.granted),
+        )
+        for words in described_scopes(scopes)
+    ]
     here = request.full_path.rstrip("?") if request.method == "GET" else "/"
     return await form_page(
         "consent.html",
         csp=None if redirects_to is None else page_csp(_source(redirects_to)),
         action=action,
         app_name=app.name,
+        app_icon=live.content.icon_asset_id if live is not None else None,
         developer=developer,
-        listing_slug=listing.slug if listing is not None and listing.live is not None else None,
+        listing_slug=listing.slug if listing is not None and live is not None else None,
         user=user,
         switch_next=here,
-        scopes=described_scopes(scopes),
-        businesses=businesses,
+        new_scopes=[s for s in asked if len(s.granted_in) < len(offers)],
+        granted_scopes=[s for s in asked if len(s.granted_in) == len(offers)],
+        offers=offers,
+        chosen=access.preselected(offers, scopes, through="consent"),
         hidden=hidden,
+        returns_to=_origin(redirects_to) if redirects_to is not None else None,
+        device_code=device_code,
     )
-
-
-def described_scopes(scopes: Sequence[str]) -> list[tuple[str, str]]:
-    """Each scope with its plain-language description, as the consent and install forms show
-    them."""
-    return [(scope, catalog.SCOPE_DESCRIPTIONS.get(scope, scope)) for scope in scopes]
 
 
 async def developer_name(tx: Transaction, app: apps.App) -> str | None:
@@ -64,6 +85,11 @@ async def developer_name(tx: Transaction, app: apps.App) -> str | None:
         return None
     developer = await books.get_user(tx, app.developer_user_id)
     return developer.name or developer.email
+
+
+def _origin(uri: str) -> str:
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _source(uri: str) -> str:

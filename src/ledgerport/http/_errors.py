@@ -9,7 +9,15 @@ blueprint that raised chooses the shape (:func:`register_error_handlers`):
   domain error's own list, as INVALID_APP_DATA_VALUE's);
 - the OAuth envelope ``{error, error_description?, message}`` with ``Cache-Control: no-store``
   (the OAuth endpoints: 400 for every error but invalid_client 401, 429 and 5xx);
-- the problem page (the application host's HTML pages), which never redirects.
+- the problem page (the application host's HTML pages), which never redirects: the words a
+  person reads (a row's ``page``: plain, no internal ids, with the way forward; beside the
+  message when the message itself is fixed by the specification, as the consent page's are),
+  or, when the handler of a form said which page it returns to (``_pages.returns_to``), a
+  notice on that page (303) with the same words.
+
+A browser that reaches no route at all (an unknown path) and prefers HTML (``Accept``) gets the
+problem page too; API clients keep the envelope. :data:`NOTICES` is the notice table: what a
+form's answer tells the page it returns to, by code.
 
 Nothing answered here ever holds a traceback; 5xx answers are logged. The OpenAPI document
 (``_openapi``) reads the same table and shapes (:func:`class_answer`, :class:`ErrorShape`), so
@@ -32,7 +40,7 @@ from werkzeug.exceptions import HTTPException
 from ledgerport import access, apps, auth, books, catalog, ops, storage
 from ledgerport.errors import DomainError, InvalidInput
 
-from ._pages import problem_page
+from ._pages import Way, current_user, form_back, problem_page, with_notice
 
 log = logging.getLogger("ledgerport.http")
 
@@ -50,6 +58,10 @@ class Answer:
     ``code`` is the standard envelope's code (None: no code, as for validation failures);
     ``oauth_error`` the OAuth envelope's ``error`` (None: by status). ``message`` and
     ``headers`` are fixed or computed from the exception; a domain error's own message wins.
+    ``page`` is what a page shows a person instead (``{0}``... filled from the exception's
+    params): plain words, no internal ids, and the way forward; with ``explains`` the page shows
+    the message word for word and ``page`` beside it as its explanation (the specification's
+    consent-page messages).
     """
 
     status: int
@@ -58,6 +70,8 @@ class Answer:
     message: Message | Callable[[Any], Message] | None = None
     params: tuple[object, ...] = ()
     headers: Callable[[Any], Mapping[str, str]] | None = field(default=None, compare=False)
+    page: str | None = None
+    explains: bool = False
 
     @property
     def oauth(self) -> str:
@@ -89,6 +103,19 @@ class Answer:
 
     def header_values(self, error: BaseException) -> dict[str, str]:
         return dict(self.headers(error)) if self.headers is not None else {}
+
+    def page_words(self, error: BaseException) -> tuple[str, str | None]:
+        """What a page shows for ``error``: the words in its alert, and the explanation beside
+        them (None when the words stand alone)."""
+        text = self.text(error)
+        message = "; ".join(text) if isinstance(text, list) else text
+        if self.page is None:
+            return message, None
+        try:
+            words = self.page.format(*(str(value) for value in self.arguments(error)))
+        except (IndexError, KeyError):  # an exception raised with fewer params than its row says
+            return message, None
+        return (message, words) if self.explains else (words, None)
 
 
 def _coded(code: str, **extra: Any) -> Answer:
@@ -143,6 +170,11 @@ _HTTP_MESSAGES = {
     413: "Request body too large",
     400: "Bad request",
 }
+_HTTP_PAGES = {
+    404: "There is no page at this address. Check the address, or start again from the home page.",
+    405: "This page cannot be used that way. Go back and use its links and buttons.",
+    413: "What was sent is too large. Send something smaller.",
+}
 
 
 def _http_answer(error: HTTPException) -> Answer:
@@ -158,6 +190,7 @@ def _http_answer(error: HTTPException) -> Answer:
         message=template.format(*params),
         params=params,
         headers=lambda _: allow,
+        page=_HTTP_PAGES.get(status),
     )
 
 
@@ -171,8 +204,13 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     UnicodeEncodeError: Answer(400, message=["request holds text that is not valid Unicode"]),
     RecursionError: Answer(400, message=["request body is nested too deeply"]),
     # books
-    books.BusinessNotFound: _coded("BUSINESS_NOT_FOUND"),
-    books.UserNotFound: _coded("USER_NOT_FOUND"),
+    books.BusinessNotFound: _coded(
+        "BUSINESS_NOT_FOUND",
+        page="That business could not be found. Check the link, or choose the business again.",
+    ),
+    books.UserNotFound: _coded(
+        "USER_NOT_FOUND", page="Your account could not be found. Sign in again."
+    ),
     books.EmailTaken: _coded("EMAIL_TAKEN"),
     books.UnknownCursor: _coded("UNKNOWN_CURSOR"),
     books.UnknownEventTypes: _coded("UNKNOWN_EVENT_TYPE_TYPES"),
@@ -182,13 +220,34 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     books.InvoiceCeilingReached: _coded("PLAN_INVOICE_LIMIT_REACHED"),
     books.AccountCodeTaken: _coded("ACCOUNT_CODE_TAKEN"),
     # apps
-    apps.AppNotFound: _coded("APP_NOT_FOUND"),
+    apps.AppNotFound: _coded(
+        "APP_NOT_FOUND",
+        page="That app could not be found. Check the link, or find the app in the marketplace.",
+    ),
     apps.InstallationNotFound: _coded("INSTALLATION_NOT_FOUND"),
     apps.AppHasNoAccess: _coded("INSTALLATION_NOT_FOUND"),
-    apps.AppNotActive: _coded("APP_NOT_ACTIVE"),
-    apps.NotAMember: _coded("NOT_AN_ACTIVE_MEMBER"),
-    apps.AppNotReviewed: _coded("APP_NOT_REVIEWED"),
-    apps.ScopesNotRegistered: _coded("SCOPES_NOT_REGISTERED"),
+    apps.AppNotActive: _coded(
+        "APP_NOT_ACTIVE",
+        page="This app is switched off for now, so it cannot be opened or installed. Try again"
+        " later, or ask its developer.",
+    ),
+    apps.NotAMember: _coded(
+        "NOT_AN_ACTIVE_MEMBER",
+        page="You are not an active member of that business: ask an owner of the business to"
+        " add you.",
+    ),
+    apps.AppNotReviewed: _coded(
+        "APP_NOT_REVIEWED",
+        page="Its developer has not finished the review of this app yet, so it can connect only"
+        " to sandbox businesses. Choose a sandbox business, or ask the developer when the app"
+        " will be available.",
+        explains=True,
+    ),
+    apps.ScopesNotRegistered: _coded(
+        "SCOPES_NOT_REGISTERED",
+        page="The app asked for access it has not registered. Choose among what is offered, or"
+        " tell the app's developer.",
+    ),
     apps.InstallNotPermitted: _coded("INSTALL_NOT_PERMITTED"),
     apps.UnsupportedApiVersion: _coded("UNSUPPORTED_API_VERSION"),
     apps.IdempotencyKeyReused: _coded("IDEMPOTENCY_KEY_REUSED"),
@@ -202,27 +261,45 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.InvalidChoices: _coded("INVALID_CHOICES"),
     apps.AppDataFieldExists: _coded("APP_DATA_FIELD_EXISTS"),
     apps.AppDataFieldNotFound: _coded("APP_DATA_FIELD_NOT_FOUND"),
-    apps.WebhookNotFound: _coded("WEBHOOK_NOT_FOUND"),
+    apps.WebhookNotFound: _coded(
+        "WEBHOOK_NOT_FOUND",
+        page="That webhook no longer exists: it may have been deleted. Reload the webhooks page.",
+    ),
     apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
     apps.RunNotFound: _coded("RUN_NOT_FOUND"),
     apps.ExtensionNotFound: _coded("EXTENSION_NOT_FOUND"),
     apps.ExtensionNotGranted: Answer(403),
     apps.ListingExists: _coded("LISTING_EXISTS"),
-    apps.AssetNotFound: _coded("ASSET_NOT_FOUND"),
+    apps.AssetNotFound: _coded("ASSET_NOT_FOUND", page="That image is not available."),
     apps.AssetInUse: _coded("ASSET_IN_USE"),
     apps.RatingNotAllowed: Answer(403),
     apps.SlugTaken: _coded("SLUG_TAKEN"),
-    apps.ListingNotFound: _coded("LISTING_NOT_FOUND"),
+    apps.ListingNotFound: _coded(
+        "LISTING_NOT_FOUND",
+        page="Nothing is listed here. The app may have left the marketplace: browse the"
+        " marketplace for it.",
+    ),
     apps.RevisionNotFound: _coded("REVISION_NOT_FOUND"),
-    apps.RevisionInWrongState: _coded("INVALID_STATE"),
+    apps.RevisionInWrongState: _coded(
+        "INVALID_STATE",
+        page="The revision is {1} now, so it cannot be {2}. Reload the page to see where it"
+        " stands.",
+    ),
     apps.ExtensionPathInvalid: _coded("EXTENSION_PATH_INVALID"),
     apps.ExtensionScopeRequired: _coded("EXTENSION_SCOPE_REQUIRED"),
     apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),
     apps.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)
-    access.NoBusinessToConnect: Answer(400),
+    access.NoBusinessToConnect: Answer(
+        400,
+        page="You are not an active member of any business, so there is nowhere to connect the"
+        " app. Ask an owner of your business to add you, then start again.",
+    ),
     access.NoBusinessToInstallIn: Answer(403),
-    access.BusinessNotOffered: Answer(403),
+    access.NoScopeChosen: Answer(400),
+    access.BusinessNotOffered: Answer(
+        403, page="That business cannot be chosen here. Choose one of the businesses offered."
+    ),
     # auth: who is calling
     auth.InvalidAdminToken: _coded(
         "INVALID_ADMIN_TOKEN",
@@ -231,14 +308,20 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     auth.InvalidAccessToken: _coded(
         "INVALID_TOKEN", headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport"'}
     ),
-    auth.NotSignedIn: _coded("NOT_SIGNED_IN"),
+    auth.NotSignedIn: _coded(
+        "NOT_SIGNED_IN", page="You are signed out. Sign in again to continue."
+    ),
     auth.EndpointNotExposed: _coded("ENDPOINT_NOT_EXPOSED"),
     auth.InsufficientScope: _coded("INSUFFICIENT_SCOPE"),
     auth.PermissionDenied: _coded("PERMISSION_DENIED"),
     auth.RateLimited: _coded(
         "APP_RATE_LIMITED", oauth_error="temporarily_unavailable", headers=_retry_after
     ),
-    auth.NoActiveInstallation: _coded("NO_ACTIVE_INSTALLATION"),
+    auth.NoActiveInstallation: _coded(
+        "NO_ACTIVE_INSTALLATION",
+        page="This app is not installed in this business, or was uninstalled. Install it from"
+        " the marketplace, or ask an owner of the business to.",
+    ),
     auth.ConnectedAppsOnly: _coded("EVENT_LOG_AVAILABLE_CONNECTED_APPS_ONLY"),
     # auth: the OAuth endpoints, one class per error value
     auth.OAuthError: _oauth("invalid_request"),
@@ -254,11 +337,56 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     auth.ExpiredToken: _oauth("expired_token"),
     auth.InvalidRedirectUri: _oauth("invalid_redirect_uri"),
     auth.InvalidClientMetadata: _oauth("invalid_client_metadata"),
-    # auth: the consent page's problems
-    auth.AuthorizeProblem: Answer(400),
+    # auth: the consent page's problems, the specification's words and plain ones beside them
+    auth.AuthorizeProblem: Answer(400, page="Go back to the app and start again.", explains=True),
+    auth.UnknownClient: Answer(
+        400,
+        page="The link that brought you here names an app that does not exist or is switched"
+        " off. Go back to the app and start again, or ask its developer.",
+        explains=True,
+    ),
+    auth.RedirectUriMismatch: Answer(
+        400,
+        page="The app asked to send you back to an address it has not registered, so this stops"
+        " here to keep your books safe. Go back to the app and start again; if it happens"
+        " again, tell the app's developer.",
+        explains=True,
+    ),
+    auth.ScopesNotPermitted: Answer(
+        400,
+        page="The app asked for access it has not registered. Go back to the app and start"
+        " again; if it happens again, tell the app's developer.",
+        explains=True,
+    ),
+    auth.PkceRequired: Answer(
+        400,
+        page="The app did not send the security check that apps of its kind must send."
+        " Go back to the app and start again; if it happens again, tell the app's developer.",
+        explains=True,
+    ),
+    auth.TargetRefused: Answer(
+        400,
+        page="The app asked for access to an address that is not this service's API."
+        " Go back to the app and start again; if it happens again, tell the app's developer.",
+        explains=True,
+    ),
+    auth.RequestExpired: Answer(
+        400,
+        page="This page was open for more than five minutes, or its request was already"
+        " answered. Go back to the app and start again.",
+        explains=True,
+    ),
+    auth.MalformedAuthorizeRequest: Answer(
+        400,
+        page="The link that brought you here is incomplete or malformed. Go back to the app and"
+        " start again; if it happens again, tell the app's developer.",
+        explains=True,
+    ),
     # storage
     storage.Conflict: _coded(
-        "CONFLICT", message="The request conflicted with a concurrent change; retry it"
+        "CONFLICT",
+        message="The request conflicted with a concurrent change; retry it",
+        page="Something else changed this at the same moment. Try again.",
     ),
     storage.BadValue: Answer(400, message=["request holds a value that cannot be stored"]),
     ops.NotReady: _coded("NOT_READY", headers=lambda _: {"Retry-After": "5"}),
@@ -266,10 +394,15 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "SERVICE_UNAVAILABLE",
         message="Service temporarily unavailable",
         headers=lambda _: {"Retry-After": "5"},
+        page="The service is briefly unavailable. Try again in a moment.",
     ),
     # the framework, then anything else
     HTTPException: _http_answer,
-    Exception: _coded("INTERNAL_ERROR", message="Internal server error"),
+    Exception: _coded(
+        "INTERNAL_ERROR",
+        message="Internal server error",
+        page="Something went wrong on our side. Try again in a moment.",
+    ),
 }
 """Every exception class the service answers, by the most specific class that has a row."""
 
@@ -373,18 +506,117 @@ async def render_oauth(error: BaseException, answer: Answer) -> Response:
     return oauth_response(body, status, answer.header_values(error))
 
 
-def render_page(title: str) -> Renderer:
-    """Problems shown as the application host's page titled ``title``; never a redirect."""
+def render_page(title: str, ways: Sequence[Way] = ()) -> Renderer:
+    """Problems shown as the application host's page titled ``title``, offering ``ways``
+    forward; never a redirect, but for a form that said which page it returns to: a problem a
+    person can correct there (below 500, not a missing page) goes back to it as a notice."""
 
     async def render(error: BaseException, answer: Answer) -> Response:
-        text = answer.text(error)
-        message = "; ".join(text) if isinstance(text, list) else text
-        response = await problem_page(message, answer.status, title=title)
+        back = form_back()
+        if back is not None and answer.status < 500 and answer.status != 404:
+            path, query = back
+            return with_notice(path, *notice_of(error, answer), query=query)
+        message, explanation = answer.page_words(error)
+        shown_title = title if title else _STATUS_TITLES.get(answer.status, _OTHER_TITLE)
+        await _look_up_viewer(error)
+        response = await problem_page(
+            message, answer.status, title=shown_title, explanation=explanation, ways=ways
+        )
         for name, value in answer.header_values(error).items():
             response.headers[name] = value
         return response
 
     return render
+
+
+async def _look_up_viewer(error: BaseException) -> None:
+    """Who is signed in, for the problem page's header, when the handler had not asked yet and
+    the store can be asked (never after a storage error); nothing when it cannot."""
+    if isinstance(error, storage.StorageError) or answer_for(error).status >= 500:
+        return
+    try:
+        await current_user()
+    except Exception:  # the page goes on without the name: "Sign in" shows instead
+        log.debug("the problem page's viewer could not be looked up", exc_info=True)
+
+
+_STATUS_TITLES = {404: "Page not found", 405: "Not available here", 413: "Too large"}
+_OTHER_TITLE = "Something went wrong"
+
+
+# --- Notices: what a form's answer tells the page it returns to ---------------------------------
+
+
+@dataclass(frozen=True)
+class NoticeWords:
+    """An entry of the notice table: its words (``{0}``... filled from the notice's values)
+    and its tone."""
+
+    words: str
+    tone: Literal["success", "problem"] = "success"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A notice as a page shows it."""
+
+    text: str
+    tone: Literal["success", "problem"]
+
+
+NOTICES: Mapping[str, NoticeWords] = {
+    "form-expired": NoticeWords("The form expired: try again", "problem"),
+    "rating-saved": NoticeWords("Thank you: your rating is saved"),
+    "installed": NoticeWords("{0} is installed in {1}"),
+    "test-queued": NoticeWords("Test delivery {0} queued"),
+    "redelivered": NoticeWords("Delivery {0} queued again"),
+    "listing-saved": NoticeWords("Saved as draft revision {0}: submit it for review when ready"),
+    "revision-submitted": NoticeWords("Revision {0} submitted for review"),
+    "image-uploaded": NoticeWords("Image uploaded: choose it as the icon or a screenshot"),
+}
+"""The notices a form's answer may leave, by code. A problem's notice has the code of its
+exception's row in :data:`ANSWERS` instead (:func:`notice_of`)."""
+
+_PROBLEM_PREFIX = "problem:"
+
+
+def _row_class(error: BaseException) -> type[BaseException]:
+    for cls in type(error).__mro__:
+        if cls in ANSWERS:
+            return cls
+    return Exception
+
+
+def _problem_code(cls: type[BaseException]) -> str:
+    return f"{_PROBLEM_PREFIX}{cls.__module__}.{cls.__qualname__}"
+
+
+_PROBLEM_CLASSES = {_problem_code(cls): cls for cls in ANSWERS}
+
+
+def notice_of(error: BaseException, answer: Answer) -> tuple[str, ...]:
+    """The notice code and values a form's page shows for ``error``: the code of its row, the
+    words the row gives it (and the explanation beside them, for a message the specification
+    fixes)."""
+    message, explanation = answer.page_words(error)
+    words = (message, explanation) if explanation else (message,)
+    return (_problem_code(_row_class(error)), *words)
+
+
+def notice_text(code: str, values: Sequence[str] = ()) -> Notice | None:
+    """The notice ``code`` with ``values`` in words, as the page shows it; None for a code the
+    table does not hold (or values that do not fit it), so nothing else is ever shown."""
+    if code.startswith(_PROBLEM_PREFIX):
+        if code not in _PROBLEM_CLASSES or not 1 <= len(values) <= 2:
+            return None
+        return Notice(" ".join(values), "problem")
+    entry = NOTICES.get(code)
+    if entry is None:
+        return None
+    try:
+        return Notice(entry.words.format(*values), entry.tone)
+    except (IndexError, KeyError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -400,9 +632,20 @@ ENVELOPE = ErrorShape("envelope", render_envelope)
 OAUTH = ErrorShape("oauth", render_oauth)
 
 
-def page_shape(title: str) -> ErrorShape:
-    """Problems shown as the application host's page titled ``title``."""
-    return ErrorShape("page", render_page(title))
+def page_shape(title: str, ways: Sequence[Way] = ()) -> ErrorShape:
+    """Problems shown as the application host's page titled ``title``, offering ``ways``."""
+    return ErrorShape("page", render_page(title, ways))
+
+
+BROWSER_PAGE = page_shape(
+    "", (Way("Go to the home page", "/"), Way("Browse the marketplace", "/marketplace"))
+)
+"""How a browser's request that reached no route is answered: a page titled by its status."""
+
+
+def _prefers_html() -> bool:
+    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
+    return best == "text/html"
 
 
 def _log(error: BaseException, answer: Answer) -> None:
@@ -416,12 +659,17 @@ def _log(error: BaseException, answer: Answer) -> None:
 
 def register_error_handlers(app: Quart, shapes: Mapping[str, ErrorShape]) -> None:
     """Answer every exception by :data:`ANSWERS`, in the shape of the blueprint that raised it
-    (``shapes`` by blueprint name; the standard envelope for the rest)."""
+    (``shapes`` by blueprint name; the standard envelope for the rest, but the problem page for
+    a browser's request that no route took)."""
 
     async def handle(error: Exception) -> Response:
         answer = answer_for(error)
         _log(error, answer)
-        shape = shapes.get(request.blueprint or "", ENVELOPE)
+        shape = shapes.get(request.blueprint or "")
+        if shape is None:
+            # No route: a browser asking for a page gets one; API clients the envelope.
+            unrouted = request.url_rule is None
+            shape = BROWSER_PAGE if unrouted and _prefers_html() else ENVELOPE
         return await shape.render(error, answer)
 
     app.register_error_handler(HTTPException, handle)

@@ -94,7 +94,7 @@ async def authorize() -> ResponseReturnValue:
     if user_id is None:
         return login_redirect()
     async with unit_of_work() as tx:
-        businesses = await access.consent_businesses(tx, params.app, user_id, params.scopes)
+        offers = await access.consent_businesses(tx, params.app, user_id, params.scopes)
         request_id = await auth.hold_request(
             tx, p.keyring, now=p.now(), user_id=user_id, params=params
         )
@@ -102,7 +102,7 @@ async def authorize() -> ResponseReturnValue:
         action="/oauth/authorize",
         app=params.app,
         scopes=params.scopes,
-        businesses=businesses,
+        offers=offers,
         hidden={"request_id": request_id},
         redirects_to=params.redirect_uri,
     )
@@ -130,7 +130,11 @@ async def decide() -> ResponseReturnValue:
     """Approve (install or widen, then a code) or deny; either way back to the app (303)."""
     form = await request.form
     if not csrf_valid(form.get("csrf_token")):
-        return await problem_page("invalid_request: the form expired, start again")
+        return await problem_page(
+            "invalid_request: the form expired, start again",
+            explanation="The page was open too long or came from somewhere else. Go back to the"
+            " app and start again.",
+        )
     user_id = await current_user_id()
     if user_id is None:
         raise auth.RequestExpired()

@@ -21,7 +21,7 @@ from quart_schema import security_scheme
 from ledgerport import apps, auth, books, catalog, storage
 from ledgerport.errors import InvalidInput
 
-from ._browser import current_user_id
+from ._browser import current_user, current_user_id, form_page
 from ._context import unit_of_work
 from ._openapi import (
     NO_STORE,
@@ -33,7 +33,7 @@ from ._openapi import (
     page,
     redirect_reply,
 )
-from ._pages import html_page, login_redirect, problem_page
+from ._pages import Way, html_page, login_redirect, page_csp, problem_page
 from ._session_tokens import SessionToken, session_token_answer
 
 blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
@@ -41,14 +41,12 @@ token_blueprint = Blueprint("bridge_token", __name__)
 
 PAGE_TITLE = "Cannot open this app"
 """Title of the embedded page's problem pages."""
+WAYS = (Way("Browse the marketplace", "/marketplace"), Way("Go to the home page", "/"))
+"""Where an embedded page's problem offers to go on."""
 
 
 def _embedded_csp(app_origin: str) -> str:
-    return (
-        "default-src 'none'; script-src 'self'; connect-src 'self'; "
-        f"frame-src {app_origin}; style-src 'self' 'unsafe-inline'; img-src 'self'; "
-        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-    )
+    return page_csp(frame_src=app_origin)
 
 
 _EMBEDDED_ACCESS = (
@@ -75,22 +73,30 @@ _GIVEN = {"type": "string", "minLength": 1}
     params=(_BUSINESS,),
 )
 async def embedded_app(app_id: str) -> ResponseReturnValue:
-    """The page that frames an installed app's URL for a member of ``business_id``."""
-    user_id = await current_user_id()
-    if user_id is None:
+    """The page that frames an installed app's URL for a member of ``business_id``, the
+    whole width of the window, in the host's frame: the app, the business, the way back; and
+    the notice a one-click install left ("installed in ...")."""
+    user = await current_user()
+    if user is None:
         return login_redirect()
     business_id = request.args.get("business_id", "")
     async with unit_of_work() as tx:
         app = await apps.get_app(tx, app_id)
-        await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
+        await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user.id)
+        business = await books.get_business(tx, business_id)
+        listing = await apps.find_listing(tx, app.id)
     parts = urlsplit(app.app_url or "")
     if parts.scheme not in ("https", "http") or not parts.netloc:
-        return await problem_page("This app has no page to show", 404, title=PAGE_TITLE)
+        return await problem_page("This app has no page to show", 404, title=PAGE_TITLE, ways=WAYS)
     app_origin = f"{parts.scheme}://{parts.netloc}"
-    return await html_page(
+    live = listing.live if listing is not None else None
+    return await form_page(
         "embedded.html",
         csp=_embedded_csp(app_origin),
         app_name=app.name,
+        app_icon=live.content.icon_asset_id if live is not None else None,
+        listing_slug=listing.slug if listing is not None and live is not None else None,
+        business=business,
         app_url=app.app_url,
         app_origin=app_origin,
         app_id=app.id,
@@ -124,9 +130,10 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
     with the record it is shown for: the frame's address carries ``ledgerport_target``,
     ``ledgerport_business`` and, on a record, ``ledgerport_record``; the bridge hands the frame
     session tokens and renews them while the page is open."""
-    user_id = await current_user_id()
-    if user_id is None:
+    user = await current_user()
+    if user is None:
         return login_redirect()
+    user_id = user.id
     business_id = request.args.get("business_id", "")
     record_id = request.args.get("record_id", "")
     kind = catalog.EXTENSION_TARGETS.get(target)
@@ -135,6 +142,7 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user_id)
         extension = await apps.get_extension(tx, app=app, target=target)
         await apps.check_extension_granted(tx, app=app, target=target, business_id=business_id)
+        business = await books.get_business(tx, business_id)
     if kind is not None and kind.record_type is not None and not record_id:
         raise InvalidInput([f"record_id is required: {target} shows a {kind.record_type}"])
     context = {"ledgerport_target": target, "ledgerport_business": business_id}
@@ -148,6 +156,7 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         "extension.html",
         csp=_embedded_csp(app_origin),
         app_name=app.name,
+        business=business,
         label=extension.label,
         frame_url=frame_url,
         app_origin=app_origin,

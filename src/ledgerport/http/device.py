@@ -15,7 +15,7 @@ from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, apps, auth, storage
+from ledgerport import access, apps, auth, catalog, storage
 
 from ._browser import (
     CSRF_COOKIE_PARAM,
@@ -38,7 +38,7 @@ from ._openapi import (
     page,
     redirect_reply,
 )
-from ._pages import login_redirect, notice_page, problem_page
+from ._pages import Way, login_redirect, notice_page, problem_page
 
 blueprint = Blueprint("device", __name__, template_folder="templates")
 
@@ -60,6 +60,9 @@ class DeviceDecision(TypedDict):
     business_id: NotRequired[str]
 
 
+WAYS = (Way("Enter a code again", "/device"),)
+"""Where a device page's problem offers to go on."""
+_AGAIN = WAYS
 MSG_WRONG_CODE = "That code is not valid or has expired. Check the code on your device."
 MSG_CODE_GONE = "This code has expired or was already used. Start again on your device."
 _USER_CODE_INPUT_MAX = 32
@@ -145,14 +148,24 @@ async def device_submit() -> ResponseReturnValue:
             await oauth_guard().wrong_user_code(ip, user_id)
             p.metrics.device_decisions.labels("wrong_code").inc()
             return await _code_form(entered, error=MSG_WRONG_CODE, status=400)
-        businesses = await access.consent_businesses(tx, found.app, user_id, found.scopes)
+        offers = await access.consent_businesses(tx, found.app, user_id, found.scopes)
+    user_code = auth.normalize_user_code(entered)
     return await consent_page(
         action="/device/decision",
         app=found.app,
         scopes=found.scopes,
-        businesses=businesses,
-        hidden={"user_code": auth.normalize_user_code(entered)},
+        offers=offers,
+        hidden={"user_code": user_code},
+        device_code=shown_code(user_code),
     )
+
+
+def shown_code(user_code: str) -> str:
+    """A user code the way the device shows it, in two halves joined by a dash."""
+    half = catalog.USER_CODE_LENGTH // 2
+    if len(user_code) != catalog.USER_CODE_LENGTH:
+        return user_code
+    return f"{user_code[:half]}-{user_code[half:]}"
 
 
 @blueprint.post("/device/decision")
@@ -176,7 +189,11 @@ async def device_decision() -> ResponseReturnValue:
     """Approve (install, then the device's next poll gets tokens) or deny (access_denied)."""
     form = await request.form
     if not csrf_valid(form.get("csrf_token")):
-        return await problem_page("invalid_request: the form expired, start again")
+        return await problem_page(
+            "invalid_request: the form expired, start again",
+            explanation="The page was open too long. Enter the code from your device again.",
+            ways=_AGAIN,
+        )
     guesser = await _code_guesser(form.get("user_code", ""))
     if isinstance(guesser, Response):
         return guesser
@@ -191,13 +208,15 @@ async def device_decision() -> ResponseReturnValue:
             # The decision names its code too: a wrong one counts as a guess.
             await oauth_guard().wrong_user_code(ip, user_id)
             p.metrics.device_decisions.labels("wrong_code").inc()
-            return await problem_page(MSG_CODE_GONE)
+            return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
         if form.get("decision") != "approve":
             if not await auth.deny_device_request(tx, now=now, request=found, user_id=user_id):
-                return await problem_page(MSG_CODE_GONE)
+                return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
             p.metrics.device_decisions.labels("deny").inc()
             return await notice_page(
-                "Access denied", f"{found.app.name} was not connected. You can close this page."
+                "Access denied",
+                f"{found.app.name} was not connected.",
+                next_words="Your device is told so. You can close this page.",
             )
         installation = await access.approve(
             tx,
@@ -210,8 +229,10 @@ async def device_decision() -> ResponseReturnValue:
         if not await auth.approve_device_request(
             tx, now=now, request=found, user_id=user_id, installation=installation
         ):
-            return await problem_page(MSG_CODE_GONE)
+            return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
     p.metrics.device_decisions.labels("approve").inc()
     return await notice_page(
-        "Device connected", f"{found.app.name} is connected. Return to your device."
+        "Device connected",
+        f"{found.app.name} is connected.",
+        next_words="Return to your device: it continues on its own. You can close this page.",
     )

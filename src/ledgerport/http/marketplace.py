@@ -11,27 +11,31 @@ tokens come from exchanging it. Nothing is redirected to the app.
 
 from __future__ import annotations
 
+from typing import NotRequired
 from urllib.parse import urlencode
 
-from quart import Blueprint, Response, redirect, request
+from quart import Blueprint, Response, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, apps, books, storage
+from ledgerport import access, apps, storage
 from ledgerport.errors import InvalidInput
 
 from ._browser import (
     CSRF_COOKIE_PARAM,
     CsrfToken,
     csrf_valid,
-    current_user_id,
+    current_user,
     form_page,
+    require_form_token,
+    returns_to,
     with_notice,
 )
-from ._consent import described_scopes, developer_name
+from ._consent import developer_name
 from ._context import platform, unit_of_work
+from ._design import described_scopes
 from ._openapi import (
     FORM,
     SET_COOKIE,
@@ -44,13 +48,20 @@ from ._openapi import (
     page,
     redirect_reply,
 )
-from ._pages import login_redirect, problem_page
+from ._pages import Way, login_redirect
 
 blueprint = Blueprint("marketplace", __name__)
 
 PAGE_TITLE = "Marketplace"
+WAYS = (Way("Browse the marketplace", "/marketplace"),)
+"""Where a marketplace page's problem offers to go on."""
 _SLUG = Param("slug", "path", "The listing's slug")
 _ERRORS = (storage.BadValue, storage.StorageUnavailable)
+
+
+def _catalogue_link(category: str, search: str) -> str:
+    query = urlencode({k: v for k, v in (("category", category), ("q", search)) if v})
+    return f"/marketplace?{query}" if query else "/marketplace"
 
 
 @blueprint.get("/marketplace")
@@ -63,20 +74,24 @@ _ERRORS = (storage.BadValue, storage.StorageUnavailable)
     ),
 )
 async def catalogue() -> ResponseReturnValue:
-    """The apps listed in the marketplace, by name: ``q`` searches their names, ``category``
-    keeps one category."""
+    """The apps listed in the marketplace, by name, as cards: ``q`` searches their names,
+    ``category`` keeps one category (the chips are links that set it)."""
+    await current_user()
     search = request.args.get("q", "").strip()[:100]
     category = request.args.get("category", "")
     if category not in apps.LISTING_CATEGORIES:
         category = ""
     async with unit_of_work() as tx:
         listed = await apps.live_listings(tx, search=search, category=category)
+    chips = [
+        (label, _catalogue_link(value, search), value == category)
+        for label, value in (
+            ("All", ""),
+            *((value.capitalize(), value) for value in apps.LISTING_CATEGORIES),
+        )
+    ]
     return await form_page(
-        "marketplace.html",
-        listings=listed,
-        search=search,
-        category=category,
-        categories=apps.LISTING_CATEGORIES,
+        "marketplace.html", listings=listed, search=search, category=category, chips=chips
     )
 
 
@@ -84,21 +99,35 @@ async def catalogue() -> ResponseReturnValue:
 @operation(
     page(200, "The listing"),
     page(404, "Nothing is listed there"),
-    raises=_ERRORS,
+    raises=(apps.ListingNotFound, *_ERRORS),
     params=(_SLUG,),
 )
 async def listing_page(slug: str) -> ResponseReturnValue:
-    """A listing: its live revision, its ratings, and for a signed-in member of a business where
-    the app is installed, the form to rate it."""
-    user_id = await current_user_id()
+    """A listing: its live revision (the description in Markdown), its ratings and reviews, the
+    developer, what the app may access, the businesses of a signed-in member where it is
+    installed, and for them the form to rate it."""
+    user = await current_user()
     async with unit_of_work() as tx:
-        try:
-            listed = await apps.live_listing(tx, slug)
-        except apps.ListingNotFound:
-            return await problem_page(f"Nothing is listed at {slug}", 404, title=PAGE_TITLE)
-        mine = await apps.user_rating(tx, listed.app_id, user_id) if user_id else None
-        user = await books.get_user(tx, user_id) if user_id else None
-    return await form_page("marketplace_listing.html", listed=listed, mine=mine, user=user)
+        listed = await apps.live_listing(tx, slug)
+        app = await apps.get_app(tx, listed.app_id)
+        developer = await developer_name(tx, app)
+        reviews = await apps.reviews(tx, app.id)
+        mine = await apps.user_rating(tx, app.id, user.id) if user else None
+        installed_in = (
+            [s.business for s in await access.standings(tx, app, user.id) if s.installed]
+            if user
+            else []
+        )
+    return await form_page(
+        "marketplace_listing.html",
+        listed=listed,
+        app=app,
+        developer=developer,
+        reviews=reviews,
+        mine=mine,
+        installed_in=installed_in,
+        scopes=described_scopes(app.scopes),
+    )
 
 
 @blueprint.post("/marketplace/<slug>/rating")
@@ -106,41 +135,34 @@ async def listing_page(slug: str) -> ResponseReturnValue:
 @operation(
     redirect_reply("Back to the listing, saying what was done or why not", SET_COOKIE.optional()),
     page(404, "Nothing is listed there"),
-    raises=_ERRORS,
+    raises=(apps.ListingNotFound, *_ERRORS),
     params=(_SLUG,),
 )
 async def rate(slug: str) -> ResponseReturnValue:
     """Rate the app 1 to 5 stars with an optional review; rating again edits the rating."""
-    user_id = await current_user_id()
-    if user_id is None:
+    user = await current_user()
+    if user is None:
         return login_redirect()
     form = await request.form
     back = f"/marketplace/{slug}"
     if not csrf_valid(form.get("csrf_token")):
-        return with_notice(back, "The form expired: try again")
+        return with_notice(back, "form-expired")
     try:
         stars = int(form.get("stars", ""))
     except ValueError:
         stars = 0
-    try:
-        async with unit_of_work() as tx:
-            listed = await apps.live_listing(tx, slug)
-            await apps.rate_app(
-                tx,
-                now=platform().now(),
-                app_id=listed.app_id,
-                user_id=user_id,
-                stars=stars,
-                review=form.get("review"),
-            )
-    except apps.ListingNotFound:
-        return await problem_page(f"Nothing is listed at {slug}", 404, title=PAGE_TITLE)
-    except (InvalidInput, apps.RatingNotAllowed) as refused:
-        text = (
-            "; ".join(refused.messages) if isinstance(refused, InvalidInput) else refused.rendered
+    returns_to(back)
+    async with unit_of_work() as tx:
+        listed = await apps.live_listing(tx, slug)
+        await apps.rate_app(
+            tx,
+            now=platform().now(),
+            app_id=listed.app_id,
+            user_id=user.id,
+            stars=stars,
+            review=form.get("review"),
         )
-        return with_notice(back, f"Not rated: {text}")
-    return with_notice(back, "Thank you: your rating is saved")
+    return with_notice(back, "rating-saved")
 
 
 _INSTALL_REFUSED = (
@@ -149,6 +171,8 @@ _INSTALL_REFUSED = (
     access.NoBusinessToInstallIn,
 )
 """Why the install page has no business to offer the signed-in user."""
+_CHOSEN = "chosen"
+"""The install form's query flag: the scopes in the query are what the person ticked."""
 
 
 @blueprint.get("/marketplace/<slug>/install")
@@ -157,67 +181,69 @@ _INSTALL_REFUSED = (
     page(200, "The install form: the businesses the user may install in, the app's scopes"),
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     page(404, "Nothing is listed there"),
-    raises=(*_INSTALL_REFUSED, *_ERRORS),
-    params=(_SLUG,),
+    raises=(apps.ListingNotFound, *_INSTALL_REFUSED, *_ERRORS),
+    params=(
+        _SLUG,
+        Param("business_id", "query", "The business to preselect, when it is offered"),
+        Param("scope", "query", "A scope to tick (repeated); with chosen=1, the others unticked"),
+        Param(_CHOSEN, "query", "1: tick only the scopes the query names"),
+    ),
 )
 async def install_page(slug: str) -> ResponseReturnValue:
     """The one-click install form: who is signed in, the app and its developer, a business to
-    install in (those where the user may install apps, or where the app is installed) and the
-    app's scopes in plain words, each one a checkbox."""
-    user_id = await current_user_id()
-    if user_id is None:
+    install in (those where the user may install apps, or where the app is installed; one
+    where it can still be installed preselected) and the app's scopes in plain words, each one
+    a checkbox, and what happens next. After a refusal the form comes back as it was sent."""
+    user = await current_user()
+    if user is None:
         return login_redirect()
     async with unit_of_work() as tx:
-        try:
-            listed = await apps.live_listing(tx, slug)
-        except apps.ListingNotFound:
-            return await problem_page(f"Nothing is listed at {slug}", 404, title=PAGE_TITLE)
+        listed = await apps.live_listing(tx, slug)
         app = await apps.get_app(tx, listed.app_id)
-        businesses = await access.install_businesses(tx, app, user_id)
-        installed = {
-            business.id
-            for business in businesses
-            if await apps.active_installation(tx, app.id, business.id) is not None
-        }
-        user = await books.get_user(tx, user_id)
+        offers = await access.install_businesses(tx, app, user.id)
         developer = await developer_name(tx, app)
+    asked = request.args.get("business_id", "")
+    chosen = (
+        asked
+        if any(o.business.id == asked for o in offers)
+        else access.preselected(offers, app.scopes, through="marketplace")
+    )
+    ticked = (
+        set(request.args.getlist("scope")) if request.args.get(_CHOSEN) == "1" else set(app.scopes)
+    )
     return await form_page(
         "marketplace_install.html",
         listed=listed,
         app=app,
         user=user,
         developer=developer,
-        businesses=businesses,
-        installed=installed,
+        offers=offers,
+        chosen=chosen,
+        ticked=ticked,
         scopes=described_scopes(app.scopes),
     )
 
 
 class InstallForm(TypedDict):
-    """The install form: the business and the scopes (``scope`` repeated, one per checkbox)."""
+    """The install form: the business and the scopes (``scope`` repeated, one per checkbox;
+    none ticked, or no business, and the form comes back saying why)."""
 
     csrf_token: CsrfToken
-    business_id: str
-    scope: list[str]
+    business_id: NotRequired[str]
+    scope: NotRequired[list[str] | str]
 
 
 @blueprint.post("/marketplace/<slug>/install")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
     redirect_reply(
-        "Installed: to the app's embedded page in the business (or back to the install form,"
-        " saying why not)",
+        "Installed: to the app's embedded page in the business (or its listing, for an app"
+        " without a page), saying where it is installed; or back to the install form as it was"
+        " sent, saying why not",
         SET_COOKIE.optional(),
     ),
-    page(400, "The form expired (CSRF check failed)"),
     page(404, "Nothing is listed there"),
-    raises=(
-        *_INSTALL_REFUSED,
-        access.BusinessNotOffered,
-        RequestEntityTooLarge,
-        storage.Conflict,
-        *_ERRORS,
-    ),
+    raises=(apps.ListingNotFound, InvalidInput, RequestEntityTooLarge, *_ERRORS),
     bodies=(Body(FORM, InstallForm),),
     params=(_SLUG, CSRF_COOKIE_PARAM),
 )
@@ -225,52 +251,40 @@ async def install(slug: str) -> ResponseReturnValue:
     """Install the app in the chosen business with the chosen scopes (a managed install; it
     widens an installation that is already there), then open the app's page in that business,
     where the app's first tokens come from token exchange."""
-    user_id = await current_user_id()
-    if user_id is None:
+    user = await current_user()
+    if user is None:
         return login_redirect()
     form = await request.form
-    back = f"/marketplace/{slug}/install"
-    if not csrf_valid(form.get("csrf_token")):
-        return await problem_page(
-            "The form expired: open the install page again", 400, title=PAGE_TITLE
-        )
     business_id = form.get("business_id", "")
     scopes = form.getlist("scope")
-    p = platform()
-    try:
-        async with unit_of_work() as tx:
-            listed = await apps.live_listing(tx, slug)
-            app = await apps.get_app(tx, listed.app_id)
-            offered = await access.install_businesses(tx, app, user_id)
-            business = next((b for b in offered if b.id == business_id), None)
-            if business is None:
-                raise access.BusinessNotOffered()
-            if not scopes:
-                raise InvalidInput(["choose at least one of the scopes"])
-            await apps.install(
-                tx,
-                now=p.now(),
-                app_id=app.id,
-                business_id=business.id,
-                user_id=user_id,
-                scopes=scopes,
-            )
-    except apps.ListingNotFound:
-        return await problem_page(f"Nothing is listed at {slug}", 404, title=PAGE_TITLE)
-    except (
-        InvalidInput,
-        access.BusinessNotOffered,
-        apps.InstallNotPermitted,
-        apps.ScopesNotRegistered,
-        apps.AppNotActive,
-    ) as refused:
-        text = (
-            "; ".join(refused.messages) if isinstance(refused, InvalidInput) else refused.rendered
+    back = f"/marketplace/{slug}/install"
+    sent = urlencode(
+        [("business_id", business_id), *(("scope", s) for s in scopes), (_CHOSEN, "1")]
+    )
+    require_form_token(form.get("csrf_token"))
+    if not csrf_valid(form.get("csrf_token")):
+        return with_notice(back, "form-expired", query=sent)
+    returns_to(back, sent)
+    async with unit_of_work() as tx:
+        listed = await apps.live_listing(tx, slug)
+        app = await apps.get_app(tx, listed.app_id)
+        _, business = await access.install_from_marketplace(
+            tx,
+            now=platform().now(),
+            app=app,
+            business_id=business_id,
+            user_id=user.id,
+            scopes=scopes,
         )
-        return with_notice(back, f"Not installed: {text}")
     if app.app_url:
-        return redirect(f"/apps/{app.id}?{urlencode({'business_id': business.id})}", 303)
-    return with_notice(f"/marketplace/{slug}", f"Installed in {business.name}")
+        return with_notice(
+            f"/apps/{app.id}",
+            "installed",
+            app.name,
+            business.name,
+            query=urlencode({"business_id": business.id}),
+        )
+    return with_notice(f"/marketplace/{slug}", "installed", app.name, business.name)
 
 
 _IMAGE_HEADERS = (Header("Cache-Control", "Kept for a day: an asset never changes"),)
@@ -281,17 +295,14 @@ _IMAGE_HEADERS = (Header("Cache-Control", "Kept for a day: an asset never change
     Reply(200, "The image", "image/png", None, _IMAGE_HEADERS),
     Reply(200, "The image", "image/jpeg", None, _IMAGE_HEADERS),
     page(404, "No live listing shows that image"),
-    raises=_ERRORS,
+    raises=(apps.AssetNotFound, *_ERRORS),
     params=(Param("asset_id", "path", "The asset's id"),),
 )
 async def asset(asset_id: str) -> ResponseReturnValue:
     """An icon or screenshot that a live listing shows. An asset's bytes never change (a new
     image is a new asset), so it may be kept for a day."""
-    try:
-        async with unit_of_work() as tx:
-            content_type, data = await apps.listed_asset(tx, asset_id)
-    except apps.AssetNotFound:
-        return await problem_page("No live listing shows that image", 404, title=PAGE_TITLE)
+    async with unit_of_work() as tx:
+        content_type, data = await apps.listed_asset(tx, asset_id)
     response = Response(data, content_type=content_type)
     response.headers["Cache-Control"] = "public, max-age=86400, immutable"
     return response

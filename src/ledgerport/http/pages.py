@@ -1,17 +1,21 @@
-"""Application host pages: sign in and sign out."""
+"""Application host pages: sign in and sign out, the home page, and the design's static files
+with the template helpers every page uses (``asset``, ``ago``, ``stars``, ``markdown``)."""
 
 from __future__ import annotations
 
+import re
 from typing import NotRequired
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
+from markupsafe import Markup
 from quart import Blueprint, Response, redirect, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
-from ledgerport import auth, books, storage
+from ledgerport import apps, auth, books, storage
+from ledgerport.storage import Transaction
 
 from ._browser import (
     CSRF_COOKIE_PARAM,
@@ -19,28 +23,83 @@ from ._browser import (
     CsrfToken,
     clear_session_cookie,
     csrf_valid,
-    current_user_id,
+    current_user,
     form_page,
     safe_next,
     set_session_cookie,
 )
 from ._context import platform, unit_of_work
+from ._design import (
+    ASSET_CACHE_CONTROL,
+    asset_url,
+    render_markdown,
+    served_file,
+    stars_element,
+    time_element,
+)
 from ._openapi import (
     FORM,
     SET_COOKIE,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
     TEXT,
     Body,
+    Header,
     Param,
     Reply,
     operation,
     page,
     redirect_reply,
 )
+from ._pages import Way, html_page
 
 blueprint = Blueprint("pages", __name__, template_folder="templates")
 PAGE_TITLE = "Sign in"
 """The title of the page this blueprint's problems are shown on."""
+WAYS = (Way("Sign in", "/login"),)
+"""Where a problem of these pages offers to go on."""
+
+
+@blueprint.app_template_global("asset")
+def _asset(name: str) -> str:
+    return asset_url(name)
+
+
+@blueprint.app_template_filter("ago")
+def _ago(moment: float | None) -> Markup:
+    return time_element(moment, platform().now())
+
+
+@blueprint.app_template_filter("stars")
+def _stars(stars: float) -> Markup:
+    return stars_element(stars)
+
+
+@blueprint.app_template_filter("markdown")
+def _markdown(text: str) -> Markup:
+    return render_markdown(text)
+
+
+_ASSET_HEADERS = (Header("Cache-Control", "Kept for a year: the name holds the content's hash"),)
+
+
+@blueprint.get("/assets/<name>")
+@operation(
+    Reply(200, "The stylesheet", "text/css", None, _ASSET_HEADERS),
+    Reply(200, "The product mark, also the favicon", "image/svg+xml", None, _ASSET_HEADERS),
+    page(404, "No design file has that name and hash"),
+    raises=(NotFound,),
+    params=(Param("name", "path", "The file's name with its content's hash"),),
+)
+async def design_file(name: str) -> ResponseReturnValue:
+    """A static file of the pages' design. Its name holds its content's hash, so it may be
+    kept for a year; a name with another hash is not found."""
+    found = served_file(name)
+    if found is None:
+        raise NotFound()
+    response = Response(found.data, content_type=found.content_type)
+    response.headers["Cache-Control"] = ASSET_CACHE_CONTROL
+    return response
+
 
 _NEXT = "A path on this host to return to; anything else returns to /"
 
@@ -58,11 +117,56 @@ class LogoutForm(TypedDict):
     """Where to go once signed in again (a path of this site): how "switch account" returns."""
 
 
+_APP_PAGE = re.compile(r"^/apps/([^/]+)")
+_LISTING_PAGE = re.compile(r"^/marketplace/([^/]+)(/install)?$")
+
+
+async def _purpose(tx: Transaction, next_path: str) -> str:
+    """What signing in is for, by where it returns: the app the consent page, the install form
+    or the app's page is for, a device, the console."""
+    parts = urlsplit(next_path)
+    query = parse_qs(parts.query)
+    if parts.path == "/oauth/authorize" and query.get("client_id"):
+        app = await apps.find_app_by_client_id(tx, query["client_id"][0])
+        if app is not None and app.active:
+            return f"Sign in to continue to {app.name}."
+    if parts.path.startswith("/device"):
+        return "Sign in to connect a device."
+    if parts.path.startswith("/console"):
+        return "Sign in to the developer console."
+    listing = _LISTING_PAGE.match(parts.path)
+    if listing is not None and listing[1] != "assets":
+        try:
+            listed = await apps.live_listing(tx, listing[1])
+        except apps.ListingNotFound:
+            listed = None
+        if listed is not None:
+            verb = "install" if listing[2] else "continue to"
+            return f"Sign in to {verb} {listed.live.content.name}."
+    opened = _APP_PAGE.match(parts.path)
+    if opened is not None:
+        try:
+            app = await apps.get_app(tx, opened[1])
+        except apps.AppNotFound:
+            app = None
+        if app is not None:
+            return f"Sign in to open {app.name}."
+    return "Sign in to continue to ledgerport."
+
+
 async def _login_page(
     *, next_path: str, email: str = "", error: str | None = None, status: int = 200
 ) -> Response:
+    async with unit_of_work() as tx:
+        purpose = await _purpose(tx, next_path)
     return await form_page(
-        "login.html", status=status, action="/login", next=next_path, email=email, error=error
+        "login.html",
+        status=status,
+        action="/login",
+        next=next_path,
+        email=email,
+        error=error,
+        purpose=purpose,
     )
 
 
@@ -145,15 +249,18 @@ async def logout() -> ResponseReturnValue:
 @blueprint.get("/")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    Reply(200, "Who is signed in", TEXT),
+    Reply(200, "Who is signed in (a client that does not ask for HTML)", TEXT),
+    page(200, "Who is signed in, and where to go (a browser, which asks for HTML)"),
     redirect_reply("Not signed in: to the sign-in page"),
     raises=(storage.StorageUnavailable,),
 )
 async def home() -> ResponseReturnValue:
-    """Where a sign-in without ``next`` lands: who is signed in."""
-    user_id = await current_user_id()
-    if user_id is None:
+    """Where a sign-in without ``next`` lands: who is signed in; a browser gets the home page
+    with the ways on (the marketplace, the console)."""
+    user = await current_user()
+    if user is None:
         return redirect("/login", 303)
-    async with unit_of_work() as tx:
-        user = await books.get_user(tx, user_id)
+    wants = request.accept_mimetypes.best_match(["text/plain", "text/html"])
+    if wants == "text/html":
+        return await html_page("home.html")
     return Response(f"Signed in as {user.email}", content_type="text/plain; charset=utf-8")
