@@ -74,7 +74,9 @@ class _UnreachableStore:
     kind = "sqlite"
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Any]:
+    async def transaction(
+        self, *, background: bool = False, reads: bool = False
+    ) -> AsyncIterator[Any]:
         raise StorageUnavailable("database is down")
         yield  # pragma: no cover
 
