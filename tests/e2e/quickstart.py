@@ -44,6 +44,7 @@ from urllib.parse import quote
 
 import pytest
 
+from . import served
 from .served import Server, free_port, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,19 +216,7 @@ def shell_environment(base: str, workdir: Path, control: Path) -> dict[str, str]
 def launch(workdir: Path, env: Mapping[str, str], port: int, log_name: str) -> Server:
     """``ledgerport serve`` as the reader starts it (the installed command, in ``workdir``,
     nothing of the test's environment's LEDGERPORT_*), with ``env`` and on ``port``."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERPORT_")}
-    environment |= {"LEDGERPORT_BIND": f"127.0.0.1:{port}", "PYTHONUNBUFFERED": "1", **env}
-    log = workdir / log_name
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(LEDGERPORT), "serve"],
-            cwd=workdir,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return Server(process, f"http://127.0.0.1:{port}", log)
+    return served.launch([str(LEDGERPORT), "serve"], workdir, env, port, log_name)
 
 
 def printed_admin_token(server: Server) -> str:

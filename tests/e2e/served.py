@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,18 +49,27 @@ class Server:
 
 def start_server(workdir: Path, admin_token: str, env: dict[str, str] | None = None) -> Server:
     port = free_port()
+    defaults = {"LEDGERPORT_ENV": "development", "LEDGERPORT_ADMIN_TOKEN": admin_token}
+    return launch(
+        [sys.executable, "-m", "ledgerport", "serve"], workdir, defaults | (env or {}), port
+    )
+
+
+def launch(
+    command: Sequence[str],
+    workdir: Path,
+    env: Mapping[str, str],
+    port: int,
+    log_name: str = "server.log",
+) -> Server:
+    """``command`` (a ``serve``) in ``workdir`` on ``port``, with ``env`` and nothing of this
+    process's LEDGERPORT_* variables; its output goes to ``workdir / log_name``."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERPORT_")}
-    environment |= {
-        "LEDGERPORT_ENV": "development",
-        "LEDGERPORT_ADMIN_TOKEN": admin_token,
-        "LEDGERPORT_BIND": f"127.0.0.1:{port}",
-        "PYTHONUNBUFFERED": "1",
-        **(env or {}),
-    }
-    log = workdir / "server.log"
+    environment |= {"LEDGERPORT_BIND": f"127.0.0.1:{port}", "PYTHONUNBUFFERED": "1", **env}
+    log = workdir / log_name
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ledgerport", "serve"],
+            list(command),
             cwd=workdir,
             env=environment,
             stdin=subprocess.DEVNULL,
