@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from ledgerport import apps
+from ledgerport import queues
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import FunctionRunner, Scheduler
 from ledgerport.http import in_process_api
@@ -407,7 +407,7 @@ async def test_the_listing_answers_excerpts_and_a_runs_own_route_answers_it_whol
     assert listed["logsTruncated"] is True
     assert 0 < len(listed["logs"]) < 200
     assert listed["logs"] == lines[: len(listed["logs"])]
-    assert sum(len(line) for line in listed["logs"]) <= apps.RUN_EXCERPT_CHARS
+    assert sum(len(line) for line in listed["logs"]) <= queues.RUN_EXCERPT_CHARS
     assert (listed["result"], listed["resultTruncated"]) == (None, True)
     assert whole["logs"] == lines
     assert (whole["logsTruncated"], whole["resultTruncated"]) == (False, False)

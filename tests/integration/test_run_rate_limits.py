@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 
-from ledgerport import apps
+from ledgerport import queues
 from ledgerport.engine import FunctionRunner
 from ledgerport.platform import Platform
 from ledgerport.runtime import ApiAnswer, ApiCall, RunLimits, RunOutcome, RunRequest
@@ -46,8 +46,8 @@ def _runner(platform: Platform, api: LimitedApi) -> FunctionRunner:
     return runner
 
 
-def _ended(runner: FunctionRunner, ok: bool) -> apps.RunEnded:
-    run = apps.ClaimedRun(RUN.run_id, "fn", "app", "evt", "biz", "customer.created", "{}", 0, "x")
+def _ended(runner: FunctionRunner, ok: bool) -> queues.RunEnded:
+    run = queues.ClaimedRun(RUN.run_id, "fn", "app", "evt", "biz", "customer.created", "{}", 0, "x")
     outcome = RunOutcome(
         ok=ok,
         result=None,

@@ -1,10 +1,10 @@
 """Hosted-function runs: claimed from the run queue and run in the sandbox pool.
 
-The dispatcher's fan-out (``apps.plan_fan_out``) queues one run per subscribed function of every
+The dispatcher's fan-out (``queues.plan_fan_out``) queues one run per subscribed function of every
 app an event reaches, in the transaction that creates the event's deliveries: exactly once, under
 the same audience rules. The runner claims due runs, as many as the pool can take at once, with
 a lease (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so several processes share the queue). Just
-before a run starts it is checked (``apps.run_plan``: the function deleted, the app stopped, the
+before a run starts it is checked (``queues.run_plan``: the function deleted, the app stopped, the
 installation ended or the event's scope no longer held make it fail unrun) and gets its own
 access token (``auth.mint_run_token``): the installation's scopes, its installing user, living
 no longer than the run's wall limit. The token is revoked in the transaction that records how
@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from ledgerport import apps, auth
+from ledgerport import auth, queues
 from ledgerport.ids import new_id
 from ledgerport.platform import Platform
 from ledgerport.runtime import (
@@ -154,7 +154,7 @@ class FunctionRunner:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with (
-            self._platform.store.listen(apps.FUNCTION_RUNS_CHANNEL, self._wake.set),
+            self._platform.store.listen(queues.FUNCTION_RUNS_CHANNEL, self._wake.set),
             self.running() as nursery,
         ):
             nursery.start_soon(self._claim_loop)
@@ -227,7 +227,7 @@ class FunctionRunner:
         while True:
             try:
                 async with self._platform.store.transaction(background=True) as tx:
-                    depth = await apps.run_queue_depth(tx)
+                    depth = await queues.run_queue_depth(tx)
             except StorageError:
                 pass
             else:
@@ -243,7 +243,7 @@ class FunctionRunner:
         assert self._nursery is not None
         if self._book.room <= 0:
             return 0
-        prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]] = []
+        prepared: list[tuple[queues.ClaimedRun, queues.RunPlan | str, str | None]] = []
         chosen: list[tuple[DueRuns, int]] = []
         try:
             await self._claim(prepared, chosen)
@@ -266,17 +266,17 @@ class FunctionRunner:
 
     async def _claim(
         self,
-        prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]],
+        prepared: list[tuple[queues.ClaimedRun, queues.RunPlan | str, str | None]],
         chosen: list[tuple[DueRuns, int]],
     ) -> None:
         p = self._platform
         async with p.store.transaction(background=True) as tx:
             now = p.now()
-            due = await apps.run_due_times(tx)
+            due = await queues.run_due_times(tx)
             chosen += self._book.choose(
                 [DueRuns(app_id, business) for (app_id, business), at in due if at <= now]
             )
-            claimed = await apps.claim_runs(
+            claimed = await queues.claim_runs(
                 tx,
                 now=now,
                 lease=self.lease,
@@ -289,9 +289,9 @@ class FunctionRunner:
                 now if more_now else min((at for _, at in due if at > now), default=None)
             )
             for run in claimed:
-                plan = await apps.run_plan(tx, run)
+                plan = await queues.run_plan(tx, run)
                 family_id: str | None = None
-                if isinstance(plan, apps.RunPlan) and plan.installation_id and run.business_id:
+                if isinstance(plan, queues.RunPlan) and plan.installation_id and run.business_id:
                     assert plan.user_id is not None
                     family_id, token = await auth.mint_run_token(
                         tx,
@@ -308,7 +308,7 @@ class FunctionRunner:
                 prepared.append((run, plan, family_id))
 
     async def _execute(
-        self, run: apps.ClaimedRun, plan: apps.RunPlan | str, family_id: str | None
+        self, run: queues.ClaimedRun, plan: queues.RunPlan | str, family_id: str | None
     ) -> None:
         try:
             if isinstance(plan, str):
@@ -340,7 +340,7 @@ class FunctionRunner:
             self._wake.set()
 
     async def _record(
-        self, run: apps.ClaimedRun, ended: apps.RunEnded, family_id: str | None
+        self, run: queues.ClaimedRun, ended: queues.RunEnded, family_id: str | None
     ) -> None:
         """Write how the run ended and revoke its token, in one transaction (shielded: a
         stopping runner still records what ran)."""
@@ -351,12 +351,12 @@ class FunctionRunner:
                     await auth.revoke_family(
                         tx, now=p.now(), family_id=family_id, reason="run_ended"
                     )
-                await apps.record_runs(tx, [ended])
+                await queues.record_runs(tx, [ended])
         p.metrics.function_runs.labels(ended.status).inc()
 
-    def _given_back(self, run: apps.ClaimedRun) -> apps.RunEnded:
+    def _given_back(self, run: queues.ClaimedRun) -> queues.RunEnded:
         now = self._platform.now()
-        return apps.RunEnded(
+        return queues.RunEnded(
             run_id=run.id,
             lease=run.lease,
             status="retrying" if run.attempts else "queued",
@@ -370,8 +370,8 @@ class FunctionRunner:
             next_attempt_at=now,
         )
 
-    def _unrun(self, run: apps.ClaimedRun, reason: str) -> apps.RunEnded:
-        return apps.RunEnded(
+    def _unrun(self, run: queues.ClaimedRun, reason: str) -> queues.RunEnded:
+        return queues.RunEnded(
             run_id=run.id,
             lease=run.lease,
             status="failed",
@@ -385,14 +385,14 @@ class FunctionRunner:
             next_attempt_at=None,
         )
 
-    def _ended(self, run: apps.ClaimedRun, version: int, outcome: RunOutcome) -> apps.RunEnded:
+    def _ended(self, run: queues.ClaimedRun, version: int, outcome: RunOutcome) -> queues.RunEnded:
         p = self._platform
         now = p.now()
         attempts = run.attempts + 1
         p.metrics.function_run_seconds.observe(outcome.seconds)
         # Checked once more before anything is stored: nothing of the guest's is believed.
         kept = recheck(self.pool.limits, outcome)
-        status: apps.RunStatus
+        status: queues.RunStatus
         due: float | None = None
         held_back = self._held_back.get(run.id)
         if kept.ok:
@@ -404,7 +404,7 @@ class FunctionRunner:
             if due is not None and held_back is not None:
                 due = max(due, now + held_back)
             status = "retrying" if due is not None else "failed"
-        return apps.RunEnded(
+        return queues.RunEnded(
             run_id=run.id,
             lease=run.lease,
             status=status,
@@ -420,5 +420,5 @@ class FunctionRunner:
         )
 
 
-def _tenant(run: apps.ClaimedRun) -> DueRuns:
+def _tenant(run: queues.ClaimedRun) -> DueRuns:
     return DueRuns(run.app_id, run.business_id or "")

@@ -29,7 +29,7 @@ from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
-from ledgerport import access, apps, auth, books, catalog, ops, storage
+from ledgerport import access, apps, auth, books, catalog, ops, queues, storage
 from ledgerport.errors import DomainError, InvalidInput
 
 from ._pages import problem_page
@@ -204,7 +204,6 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.AppDataFieldNotFound: _coded("APP_DATA_FIELD_NOT_FOUND"),
     apps.WebhookNotFound: _coded("WEBHOOK_NOT_FOUND"),
     apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
-    apps.RunNotFound: _coded("RUN_NOT_FOUND"),
     apps.ExtensionNotFound: _coded("EXTENSION_NOT_FOUND"),
     apps.ExtensionNotGranted: Answer(403),
     apps.ListingExists: _coded("LISTING_EXISTS"),
@@ -218,7 +217,9 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.ExtensionPathInvalid: _coded("EXTENSION_PATH_INVALID"),
     apps.ExtensionScopeRequired: _coded("EXTENSION_SCOPE_REQUIRED"),
     apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),
-    apps.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
+    # queues
+    queues.RunNotFound: _coded("RUN_NOT_FOUND"),
+    queues.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)
     access.NoBusinessToConnect: Answer(400),
     access.NoBusinessToInstallIn: Answer(403),

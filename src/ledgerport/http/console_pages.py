@@ -11,7 +11,7 @@ from quart import Blueprint, Response, g, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
-from ledgerport import apps, storage
+from ledgerport import apps, queues, storage
 
 from ._browser import csrf_valid, current_user_id, form_page, with_notice
 from ._context import platform, unit_of_work
@@ -116,7 +116,7 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         webhooks = [
-            (webhook, await apps.recent_deliveries(tx, webhook.id))
+            (webhook, await queues.recent_deliveries(tx, webhook.id))
             for webhook in await apps.list_webhooks(tx, app_id)
         ]
     return await form_page(
@@ -145,10 +145,10 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        delivery_id = await apps.create_test_delivery(
+        delivery_id = await queues.create_test_delivery(
             tx, now=p.now(), webhook=webhook, pinned_version=app.pinned_version
         )
-        await tx.notify(apps.DELIVERIES_CHANNEL)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
     return _back(app_id, f"Test delivery {delivery_id} queued")
 
 
@@ -172,9 +172,9 @@ async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseR
         async with unit_of_work() as tx:
             await apps.get_developed_app(tx, app_id, user_id)
             webhook = await apps.get_webhook(tx, app_id, webhook_id)
-            await apps.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
-            await tx.notify(apps.DELIVERIES_CHANNEL)
-    except apps.RedeliveryRefused as refused:
+            await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
+            await tx.notify(queues.DELIVERIES_CHANNEL)
+    except queues.RedeliveryRefused as refused:
         return _back(app_id, f"Not redelivered: {refused.rendered}")
     return _back(app_id, f"Delivery {delivery_id} queued again")
 
@@ -195,7 +195,7 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         functions = [
-            (function, await apps.recent_runs(tx, function))
+            (function, await queues.recent_runs(tx, function))
             for function in await apps.list_functions(tx, app_id)
         ]
     return await form_page(

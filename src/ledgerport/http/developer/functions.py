@@ -10,7 +10,7 @@ from quart import Response
 from quart_schema import validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
-from ledgerport import apps, auth, catalog, storage
+from ledgerport import apps, auth, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
@@ -18,7 +18,7 @@ from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, opera
 from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
-RunStatus = Annotated[str, WithJsonSchema(one_of(apps.RUN_STATUSES))]
+RunStatus = Annotated[str, WithJsonSchema(one_of(queues.RUN_STATUSES))]
 NAME = Param(
     "name",
     "path",
@@ -129,7 +129,7 @@ def _function(function: apps.HostedFunction) -> Function:
     }
 
 
-def _run(run: apps.FunctionRun) -> Run:
+def _run(run: queues.FunctionRun) -> Run:
     return {
         "id": run.id,
         "eventId": run.event_id,
@@ -251,7 +251,7 @@ async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
-        run_id = await apps.create_test_run(
+        run_id = await queues.create_test_run(
             tx,
             now=p.now(),
             function_id=function.id,
@@ -277,14 +277,14 @@ async def list_runs(app_id: str, name: str) -> RunPage:
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
-        runs = await apps.recent_runs(tx, function)
+        runs = await queues.recent_runs(tx, function)
     return {"data": [_run(run) for run in runs], "next": None}
 
 
 @blueprint.get("/apps/<app_id>/functions/<name>/runs/<run_id>")
 @operation(
     json_reply(200, RunDetail, "The run whole"),
-    raises=(storage.BadValue, apps.FunctionNotFound, apps.RunNotFound),
+    raises=(storage.BadValue, apps.FunctionNotFound, queues.RunNotFound),
     params=(NAME, RUN_ID),
 )
 async def get_run(app_id: str, name: str, run_id: str) -> RunDetail:
@@ -293,5 +293,5 @@ async def get_run(app_id: str, name: str, run_id: str) -> RunDetail:
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
-        detail = await apps.get_run(tx, function, run_id)
+        detail = await queues.get_run(tx, function, run_id)
     return {**_run(detail.run), "event": detail.event, "stack": detail.stack}

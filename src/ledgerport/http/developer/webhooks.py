@@ -13,7 +13,7 @@ from quart import Response
 from quart_schema import validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
-from ledgerport import apps, catalog, storage
+from ledgerport import apps, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
@@ -21,7 +21,7 @@ from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, opera
 from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
-Status = Annotated[str, WithJsonSchema(one_of(apps.DELIVERY_STATUSES))]
+Status = Annotated[str, WithJsonSchema(one_of(queues.DELIVERY_STATUSES))]
 WEBHOOK_ID = Param("webhook_id", "path", "The webhook's id")
 DELIVERY_ID = Param("delivery_id", "path", "The delivery's id")
 URL_DESCRIPTION = (
@@ -132,7 +132,7 @@ def _webhook(webhook: apps.Webhook) -> Webhook:
     }
 
 
-def _delivery(delivery: apps.Delivery) -> Delivery:
+def _delivery(delivery: queues.Delivery) -> Delivery:
     waiting = delivery.status in ("queued", "retrying")
     return {
         "id": delivery.id,
@@ -245,10 +245,10 @@ async def send_test_delivery(app_id: str, webhook_id: str) -> tuple[Queued, int]
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        delivery_id = await apps.create_test_delivery(
+        delivery_id = await queues.create_test_delivery(
             tx, now=p.now(), webhook=webhook, pinned_version=app.pinned_version
         )
-        await tx.notify(apps.DELIVERIES_CHANNEL)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
     return {"deliveryId": delivery_id}, 202
 
 
@@ -282,14 +282,14 @@ async def list_deliveries(app_id: str, webhook_id: str) -> DeliveryPage:
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         await apps.get_webhook(tx, app_id, webhook_id)
-        recent = await apps.recent_deliveries(tx, webhook_id)
+        recent = await queues.recent_deliveries(tx, webhook_id)
     return {"data": [_delivery(d) for d in recent], "next": None}
 
 
 @blueprint.post("/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
 @operation(
     json_reply(202, Queued, "The delivery is queued again"),
-    raises=(storage.BadValue, apps.WebhookNotFound, apps.RedeliveryRefused),
+    raises=(storage.BadValue, apps.WebhookNotFound, queues.RedeliveryRefused),
     params=(WEBHOOK_ID, DELIVERY_ID),
 )
 async def redeliver_delivery(app_id: str, webhook_id: str, delivery_id: str) -> tuple[Queued, int]:
@@ -301,6 +301,6 @@ async def redeliver_delivery(app_id: str, webhook_id: str, delivery_id: str) -> 
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        await apps.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
-        await tx.notify(apps.DELIVERIES_CHANNEL)
+        await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
     return {"deliveryId": delivery_id}, 202

@@ -1,0 +1,323 @@
+"""Webhook deliveries: their claims and leases, attempt outcomes, test deliveries, the history,
+redelivery and the cleanup (spec: States and transitions: Webhook delivery, Delivery,
+Redelivery, Test delivery). The fan-out that creates them is ``_fan_out.py``, the send-time
+check ``_send_checks.py``.
+
+A delivery waits in the hot queue (status queued or retrying, indexed by ``next_attempt_at``)
+until an engine claims it: the claim names itself in ``lease`` and moves ``next_attempt_at`` to
+the lease's end, so a claim whose process dies is due again then and another process takes it
+over. Only the claim that holds the lease records the attempt's outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ledgerport import catalog
+from ledgerport.apps import Webhook
+from ledgerport.ids import new_id
+from ledgerport.storage import Row, Transaction, first_per_key, placeholders
+
+from ._bodies import test_body
+from ._entitlement import gating_scope, installation_scopes
+from ._errors import RedeliveryRefused
+from ._tenants import tenant_due_times_sql
+
+DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
+DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("queued", "retrying", "delivered", "failed")
+DELIVERIES_CHANNEL = "deliveries"
+"""Notified by every commit that queues deliveries for an attempt (a test, a redelivery)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery as the console shows it."""
+
+    id: str
+    webhook_id: str
+    event_id: str | None
+    type: str
+    status: DeliveryStatus
+    attempts: int
+    response_code: int | None
+    last_error: str | None
+    created_at: float
+    next_attempt_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Delivery:
+        return cls(
+            id=row["id"],
+            webhook_id=row["webhook_id"],
+            event_id=row["event_id"],
+            type=row["type"],
+            status=row["status"],
+            attempts=int(row["attempts"]),
+            response_code=row["response_code"],
+            last_error=row["last_error"],
+            created_at=float(row["created_at"]),
+            next_attempt_at=row["next_attempt_at"],
+        )
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A delivery an engine holds the lease of: what its next attempt sends."""
+
+    id: str
+    webhook_id: str
+    app_id: str
+    event_id: str | None
+    business_id: str | None
+    type: str
+    body: bytes
+    attempts: int
+    """Attempts made before this one."""
+    lease: str
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Row, lease: str) -> ClaimedDelivery:
+        return cls(
+            id=row["id"],
+            webhook_id=row["webhook_id"],
+            app_id=row["app_id"],
+            event_id=row["event_id"],
+            business_id=row["business_id"],
+            type=row["type"],
+            body=row["body"].encode(),
+            attempts=int(row["attempts"]),
+            lease=lease,
+            created_at=float(row["created_at"]),
+        )
+
+
+INSERT_DELIVERY = (
+    "INSERT INTO webhook_deliveries (id, webhook_id, app_id, event_id, business_id, type, body,"
+    " status, attempts, created_at, updated_at, next_attempt_at, lease)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $9, $10)"
+)
+
+
+# --- Claims and attempts -------------------------------------------------------------------------
+
+
+async def delivery_due_times(tx: Transaction) -> list[tuple[str, float]]:
+    """Each app with deliveries waiting for an attempt, and when its earliest is due (a
+    claimed delivery is due when its claim runs out)."""
+    rows = await tx.fetch(tenant_due_times_sql("webhook_deliveries", "app_id"))
+    return [(row["k"], float(row["due"])) for row in rows if row["due"] is not None]
+
+
+async def claim_due(
+    tx: Transaction,
+    *,
+    now: float,
+    lease: str,
+    lease_until: float,
+    quotas: Sequence[tuple[str, int]],
+    take: Callable[[str, str], bool],
+    full: Sequence[str] = (),
+) -> list[ClaimedDelivery]:
+    """Claim due deliveries, for each ``(app_id, n)`` of ``quotas`` the app's ``n`` oldest due
+    at most (a tenant's backlog is read through its own index range: it never hides another's
+    work); ``take(app_id, webhook_id)`` says whether the caller can attempt one more of that
+    webhook now, and the webhooks in ``full`` are passed over (a webhook with a backlog holds up
+    no other)."""
+    if not quotas:
+        return []
+    passed_over = f" AND webhook_id NOT IN ({placeholders(len(full), start=2)})" if full else ""
+    sql, extra = first_per_key(
+        tx,
+        select=(
+            "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts,"
+            " created_at FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
+            f" AND next_attempt_at <= $1{passed_over}"
+        ),
+        key="app_id",
+        order="next_attempt_at",
+        quotas=quotas,
+        start=2 + len(full),
+    )
+    rows = await tx.fetch(sql, now, *full, *extra)
+    chosen = [row for row in rows if take(row["app_id"], row["webhook_id"])]
+    if chosen:
+        await tx.executemany(
+            "UPDATE webhook_deliveries SET lease = $1, next_attempt_at = $2 WHERE id = $3",
+            [(lease, lease_until, row["id"]) for row in chosen],
+        )
+    return [ClaimedDelivery.from_row(row, lease) for row in chosen]
+
+
+async def next_due_at(tx: Transaction) -> float | None:
+    """When the earliest waiting delivery is due (None when none waits)."""
+    value = await tx.fetchval(
+        "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
+    )
+    return None if value is None else float(value)
+
+
+async def queue_depth(tx: Transaction) -> tuple[int, int]:
+    """Deliveries waiting for their first attempt, and those waiting for a retry."""
+    rows = await tx.fetch(
+        "SELECT status, COUNT(*) AS n FROM webhook_deliveries"
+        " WHERE status IN ('queued', 'retrying') GROUP BY status"
+    )
+    counts = {row["status"]: int(row["n"]) for row in rows}
+    return counts.get("queued", 0), counts.get("retrying", 0)
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What became of one claimed delivery: delivered, retrying (``next_attempt_at`` set) or
+    failed; ``attempts`` counts the attempts made so far (a refusal makes none)."""
+
+    delivery_id: str
+    lease: str
+    status: DeliveryStatus
+    attempts: int
+    response_code: int | None
+    error: str | None
+    finished_at: float
+    next_attempt_at: float | None
+    first_attempt_at: float | None
+
+
+async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -> None:
+    """Record attempt outcomes; an outcome whose claim no longer holds the lease (it expired
+    and another process took the delivery over) changes nothing.
+
+    Rows are written in the order of their ids, the order :func:`renew_claims` locks them in:
+    two transactions of an engine over the same claims wait for each other, never deadlock."""
+    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
+    await tx.executemany(
+        "UPDATE webhook_deliveries SET status = $1, attempts = $2, response_code = $3,"
+        " last_error = $4, updated_at = $5, next_attempt_at = $6,"
+        " first_attempt_at = COALESCE(first_attempt_at, $7), lease = NULL"
+        " WHERE id = $8 AND lease = $9",
+        [
+            (
+                o.status,
+                o.attempts,
+                o.response_code,
+                o.error,
+                o.finished_at,
+                o.next_attempt_at,
+                o.first_attempt_at,
+                o.delivery_id,
+                o.lease,
+            )
+            for o in outcomes
+        ],
+    )
+
+
+async def renew_claims(tx: Transaction, *, lease: str, until: float, limit: int) -> int:
+    """Extend to ``until`` at most ``limit`` claims of ``lease`` still waiting for their
+    outcome and ending before it; answers how many (the caller calls again, in a transaction
+    of its own, while that is ``limit``: no transaction holds the store for all of them)."""
+    return await tx.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id IN"
+        " (SELECT id FROM webhook_deliveries WHERE lease = $2"
+        " AND status IN ('queued', 'retrying') AND next_attempt_at < $1"
+        f" ORDER BY id LIMIT $3{tx.row_lock})",
+        until,
+        lease,
+        limit,
+    )
+
+
+async def release_claims(tx: Transaction, *, lease: str, now: float) -> int:
+    """Give back every claim of ``lease`` (its engine is stopping): due again at ``now``."""
+    return await tx.execute(
+        "UPDATE webhook_deliveries SET lease = NULL, next_attempt_at = $1"
+        " WHERE lease = $2 AND status IN ('queued', 'retrying')",
+        now,
+        lease,
+    )
+
+
+# --- Console -------------------------------------------------------------------------------------
+
+
+async def create_test_delivery(
+    tx: Transaction, *, now: float, webhook: Webhook, pinned_version: str | None
+) -> str:
+    """Queue a test delivery (spec: Test delivery); answers its id."""
+    delivery_id = new_id("dlv")
+    kind, body = test_body(delivery_id, webhook.test_event_type, now, pinned_version)
+    await tx.execute(
+        INSERT_DELIVERY,
+        delivery_id,
+        webhook.id,
+        webhook.app_id,
+        None,
+        None,
+        kind,
+        body,
+        now,
+        now,
+        None,
+    )
+    return delivery_id
+
+
+async def recent_deliveries(tx: Transaction, webhook_id: str) -> list[Delivery]:
+    """The webhook's most recent deliveries, newest first (spec: the console shows 100)."""
+    rows = await tx.fetch(
+        "SELECT * FROM webhook_deliveries WHERE webhook_id = $1"
+        " ORDER BY created_at DESC, id DESC LIMIT $2",
+        webhook_id,
+        catalog.CONSOLE_DELIVERIES_SHOWN,
+    )
+    return [Delivery.from_row(row) for row in rows]
+
+
+async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str) -> str:
+    """Queue the delivery again: same id, eventId and body, a fresh attempt count (each attempt
+    signs afresh). RedeliveryRefused (spec: Redelivery) when it is unknown or older than the
+    history kept, waits for an attempt, the app is suspended or deactivated, or, for a business
+    or privacy event, the app is no longer installed there or the scope no longer held."""
+    row = await tx.fetchrow(
+        "SELECT d.*, a.status AS app_status, a.scopes AS app_scopes FROM webhook_deliveries d"
+        " JOIN apps a ON a.id = d.app_id WHERE d.id = $1 AND d.webhook_id = $2" + tx.row_lock,
+        delivery_id,
+        webhook.id,
+    )
+    if row is None or float(row["created_at"]) < now - catalog.DELIVERY_RETENTION:
+        raise RedeliveryRefused(delivery_id, "it is unknown or more than 30 days old")
+    if row["status"] in ("queued", "retrying"):
+        raise RedeliveryRefused(delivery_id, "it waits for an attempt")
+    if row["app_status"] != "ACTIVE":
+        raise RedeliveryRefused(delivery_id, f"the app is {row['app_status'].lower()}")
+    scope = gating_scope(row["type"]) if row["event_id"] is not None else None
+    if scope is not None:
+        granted = await installation_scopes(tx, [row["app_id"]], [row["business_id"] or ""])
+        held = granted.get((row["app_id"], row["business_id"] or ""))
+        if held is None:
+            raise RedeliveryRefused(delivery_id, "the app is no longer installed in the business")
+        if scope not in held or scope not in json.loads(row["app_scopes"]):
+            raise RedeliveryRefused(delivery_id, f"the app no longer holds {scope}")
+    changed = await tx.execute(
+        "UPDATE webhook_deliveries SET status = 'queued', attempts = 0, response_code = NULL,"
+        " last_error = NULL, next_attempt_at = $1, updated_at = $1, lease = NULL"
+        " WHERE id = $2 AND status IN ('delivered', 'failed')",
+        now,
+        delivery_id,
+    )
+    if not changed:
+        raise RedeliveryRefused(delivery_id, "it waits for an attempt")
+    return delivery_id
+
+
+async def purge_deliveries(tx: Transaction, *, now: float) -> int:
+    """Delete delivered and failed deliveries past the history kept (30 days); answers how
+    many. ``apps.purge_deleted_webhooks`` then deletes the webhooks they kept."""
+    return await tx.execute(
+        "DELETE FROM webhook_deliveries WHERE created_at < $1"
+        " AND status IN ('delivered', 'failed')",
+        now - catalog.DELIVERY_RETENTION,
+    )
