@@ -583,6 +583,10 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "redact",
     },
     "ledgerport.queues": {
+        "AttemptMade",
+        "LoggedAttempt",
+        "RESPONSE_BODY_KEPT",
+        "attempt_log",
         "AttemptOutcome",
         "ClaimedDelivery",
         "ClaimedRun",

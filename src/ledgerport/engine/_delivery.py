@@ -53,7 +53,7 @@ from ledgerport.storage import FIRST_PER_KEY_MAX, StorageError, Transaction
 from ._core import Capped, DeliveryBook, FanOut, Refusal, Verdict
 from ._retry import next_attempt_at
 from ._signing import signature_header
-from ._transport import delivery_client, verifying_context
+from ._transport import delivery_client, stop_reading, verifying_context
 
 log = logging.getLogger("ledgerport.engine.delivery")
 
@@ -118,8 +118,10 @@ PLAN_FRESH = 30.0
 for its attempt. Any entitlement change committed meanwhile (``apps.ENTITLEMENTS_CHANNEL``), in
 this process or another, voids it at once: the delivery is checked again just before it is
 sent."""
-RESPONSE_READ_LIMIT = 64 * 1024
-"""Bytes of a receiver's answer read (and dropped); beyond it the connection is closed."""
+RESPONSE_READ_LIMIT = queues.RESPONSE_BODY_KEPT
+"""Bytes of a receiver's answer read (and kept for the attempt log); beyond them nothing more
+is read and the connection is closed, so an endless or huge answer costs the engine no more
+than this (and httpcore's one read buffer) for as long as the attempt's timeout."""
 
 
 @dataclass
@@ -213,6 +215,28 @@ async def _take_slot(slots: trio.Semaphore) -> None:
         slots.acquire_nowait()
     except trio.WouldBlock:
         await slots.acquire()
+
+
+async def _read_head(response: httpx.Response, kept: bytearray) -> bool:
+    """Read the answer's body into ``kept``, RESPONSE_READ_LIMIT bytes at most, and nothing more
+    from the receiver (``stop_reading``); answers whether the body may go on past what was
+    kept (more arrived, or it was not read to its end)."""
+    stopped = False
+    more = False
+    try:
+        async for chunk in response.aiter_raw():
+            room = RESPONSE_READ_LIMIT - len(kept)
+            kept += chunk[:room]
+            more = more or len(chunk) > room
+            if len(kept) == RESPONSE_READ_LIMIT and not stopped:
+                stopped = True
+                if not stop_reading(response):
+                    return True
+    except httpx.ReadError:
+        if not stopped:
+            raise
+        return True
+    return more
 
 
 @dataclass(frozen=True)
@@ -773,41 +797,60 @@ class DeliveryEngine:
         event_at = self._event_at.pop(delivery.id, None)
         if event_at is not None:
             p.metrics.delivery_event_lag.observe(max(started_at - event_at, 0.0))
+        client = self._client(actor)
         code: int | None = None
         error: str | None = None
+        kept = bytearray()
+        truncated = False
         async with _SendSlot(self._sending) as slot:
+            request = client.build_request(
+                "POST",
+                plan.url,
+                content=delivery.body,
+                headers=headers,
+                extensions={"trace": slot},
+            )
             with trio.move_on_after(timeout) as deadline:
                 try:
-                    async with self._client(actor).stream(
-                        "POST",
-                        plan.url,
-                        content=delivery.body,
-                        headers=headers,
-                        extensions={"trace": slot},
-                    ) as response:
+                    response = await client.send(request, stream=True)
+                    try:
                         code = response.status_code
-                        read = 0
-                        async for chunk in response.aiter_raw():
-                            read += len(chunk)
-                            if read > RESPONSE_READ_LIMIT:
-                                break
+                        truncated = await _read_head(response, kept)
+                    finally:
+                        await response.aclose()
                 except httpx.TimeoutException:
                     error = f"timeout: no answer within {timeout:g} s"
                 except httpx.HTTPError as exc:
                     error = f"connection error: {exc or type(exc).__name__}"[:500]
+        seconds = trio.current_time() - started
         if deadline.cancelled_caught:
-            code, error = None, f"timeout: no answer within {timeout:g} s"
-        p.metrics.delivery_attempt_seconds.observe(trio.current_time() - started)
-        if code is not None and not 200 <= code < 300:
+            truncated = code is not None  # its body was not read to its end
+            error = (
+                f"timeout: no answer within {timeout:g} s"
+                if code is None
+                else f"timeout: the answer's body did not end within {timeout:g} s"
+            )
+        elif code is not None and not 200 <= code < 300:
             error = f"HTTP {code}"
-        return self._outcome(delivery, code, error, started_at)
+        p.metrics.delivery_attempt_seconds.observe(seconds)
+        made = queues.AttemptMade(
+            started_at=started_at,
+            duration_ms=round(seconds * 1000, 3),
+            response_body=bytes(kept),
+            response_truncated=truncated,
+            request_headers={
+                name.decode("latin-1"): value.decode("latin-1")
+                for name, value in request.headers.raw
+            },
+        )
+        return self._outcome(delivery, code, error, made)
 
     def _outcome(
         self,
         delivery: queues.ClaimedDelivery,
         code: int | None,
         error: str | None,
-        started_at: float,
+        made: queues.AttemptMade,
     ) -> queues.AttemptOutcome:
         p = self._platform
         now = p.now()
@@ -827,7 +870,8 @@ class DeliveryEngine:
             error=error,
             finished_at=now,
             next_attempt_at=due,
-            first_attempt_at=started_at,
+            first_attempt_at=made.started_at,
+            made=made,
         )
 
     def _refused(self, delivery: queues.ClaimedDelivery, reason: str) -> queues.AttemptOutcome:

@@ -4,6 +4,10 @@ ended, the history the console shows, redelivery, test deliveries and test runs,
 claim and the takeover of a dead node's claims. Used by the engine and by the console; it reads
 ``apps``' configuration (webhooks, functions), which never imports it."""
 
+from ._attempts import RESPONSE_BODY_KEPT as RESPONSE_BODY_KEPT
+from ._attempts import AttemptMade as AttemptMade
+from ._attempts import LoggedAttempt as LoggedAttempt
+from ._attempts import attempt_log as attempt_log
 from ._bodies import TEST_BUSINESS_ID as TEST_BUSINESS_ID
 from ._deliveries import DELIVERIES_CHANNEL as DELIVERIES_CHANNEL
 from ._deliveries import DELIVERY_STATUSES as DELIVERY_STATUSES

@@ -21,6 +21,7 @@ from ledgerport.apps import Webhook
 from ledgerport.ids import new_id
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
+from ._attempts import AttemptMade, headers_text
 from ._bodies import test_body
 from ._entitlement import gating_scope, installation_scopes
 from ._errors import RedeliveryRefused
@@ -173,7 +174,9 @@ async def queue_depth(tx: Transaction) -> tuple[int, int]:
 @dataclass(frozen=True)
 class AttemptOutcome:
     """What became of one claimed delivery: delivered, retrying (``next_attempt_at`` set) or
-    failed; ``attempts`` counts the attempts made so far (a refusal makes none)."""
+    failed; ``attempts`` counts the attempts made so far (a refusal makes none). ``made`` is
+    what the attempt log keeps of the attempt this outcome is of (None: no attempt was made,
+    the delivery was refused or given back unattempted)."""
 
     delivery_id: str
     lease: str
@@ -184,35 +187,94 @@ class AttemptOutcome:
     finished_at: float
     next_attempt_at: float | None
     first_attempt_at: float | None
+    made: AttemptMade | None = None
 
 
 async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -> None:
-    """Record attempt outcomes; an outcome whose claim no longer holds the lease (it expired
-    and another process took the delivery over) changes nothing.
+    """Record attempt outcomes, and log the attempts they are of (``_attempts.py``); an outcome
+    whose claim no longer holds the lease (it expired and another process took the delivery
+    over) changes nothing and logs nothing.
 
-    Rows are written in the order of their ids, the order :func:`renew_claims` locks them in:
-    two transactions of an engine over the same claims wait for each other, never deadlock."""
-    outcomes = sorted(outcomes, key=lambda o: o.delivery_id)
-    await tx.executemany(
-        "UPDATE webhook_deliveries SET status = $1, attempts = $2, response_code = $3,"
-        " last_error = $4, updated_at = $5, next_attempt_at = $6,"
-        " first_attempt_at = COALESCE(first_attempt_at, $7), lease = NULL"
-        " WHERE id = $8 AND lease = $9",
-        [
-            (
-                o.status,
-                o.attempts,
-                o.response_code,
-                o.error,
-                o.finished_at,
-                o.next_attempt_at,
-                o.first_attempt_at,
-                o.delivery_id,
-                o.lease,
-            )
-            for o in outcomes
-        ],
+    Rows are locked and written in the order of their ids, the order :func:`renew_claims`
+    locks them in: two transactions of an engine over the same claims wait for each other,
+    never deadlock. On PostgreSQL a batch is one statement; on SQLite, whose one writer holds
+    the database, two."""
+    by_id: dict[str, AttemptOutcome] = {}
+    for outcome in outcomes:
+        by_id.setdefault(outcome.delivery_id, outcome)
+    ordered = [by_id[delivery_id] for delivery_id in sorted(by_id)]
+    if not ordered:
+        return
+    rows = [_row(o) for o in ordered]
+    if tx.kind == "postgresql":
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        await tx.execute(_RECORD_POSTGRES, *columns)
+        return
+    made = [row for row, o in zip(rows, ordered, strict=True) if o.made is not None]
+    if made:
+        await tx.executemany(_LOG_SQLITE, made)
+    await tx.executemany(_RECORD_SQLITE, [row[:10] for row in rows])
+
+
+def _row(o: AttemptOutcome) -> tuple[object, ...]:
+    made = o.made
+    return (
+        o.delivery_id,
+        o.lease,
+        o.status,
+        o.attempts,
+        o.response_code,
+        o.error,
+        o.finished_at,
+        o.next_attempt_at,
+        o.first_attempt_at,
+        made is not None,
+        None if made is None else made.started_at,
+        None if made is None else made.duration_ms,
+        None if made is None or o.response_code is None else made.response_body,
+        made is not None and made.response_truncated,
+        None if made is None else headers_text(made.request_headers),
     )
+
+
+_LOG_COLUMNS = (
+    "delivery_id, attempt, started_at, duration_ms, response_code, response_body,"
+    " response_truncated, error, request_headers"
+)
+_RECORD_POSTGRES = (
+    "WITH o AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],"
+    " $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::bool[], $11::float8[],"
+    " $12::float8[], $13::bytea[], $14::bool[], $15::text[]) AS o(id, lease, status, attempts,"
+    " response_code, error, finished_at, next_attempt_at, first_attempt_at, made, started_at,"
+    " duration_ms, response_body, response_truncated, request_headers)),"
+    " held AS (SELECT d.id, d.attempts_made FROM webhook_deliveries d"
+    " JOIN o ON o.id = d.id AND o.lease = d.lease ORDER BY d.id FOR UPDATE OF d),"
+    f" logged AS (INSERT INTO webhook_attempts ({_LOG_COLUMNS})"
+    " SELECT o.id, held.attempts_made + 1, o.started_at, o.duration_ms, o.response_code,"
+    " o.response_body, o.response_truncated, o.error, o.request_headers"
+    " FROM o JOIN held ON held.id = o.id WHERE o.made)"
+    " UPDATE webhook_deliveries d SET status = o.status, attempts = o.attempts,"
+    " response_code = o.response_code, last_error = o.error, updated_at = o.finished_at,"
+    " next_attempt_at = o.next_attempt_at,"
+    " first_attempt_at = COALESCE(d.first_attempt_at, o.first_attempt_at),"
+    " attempts_made = d.attempts_made + CASE WHEN o.made THEN 1 ELSE 0 END, lease = NULL"
+    " FROM o JOIN held ON held.id = o.id WHERE d.id = o.id"
+)
+"""One batch of outcomes with their attempts, in one statement: the rows the outcomes' leases
+still hold are locked in id order, the attempts logged under their next numbers, the outcomes
+written."""
+_LOG_SQLITE = (
+    f"INSERT INTO webhook_attempts ({_LOG_COLUMNS})"
+    " SELECT id, attempts_made + 1, $11, $12, $5, $13, $14, $6, $15"
+    " FROM webhook_deliveries WHERE id = $1 AND lease = $2"
+)
+_RECORD_SQLITE = (
+    "UPDATE webhook_deliveries SET status = $3, attempts = $4, response_code = $5,"
+    " last_error = $6, updated_at = $7, next_attempt_at = $8,"
+    " first_attempt_at = COALESCE(first_attempt_at, $9),"
+    " attempts_made = attempts_made + CASE WHEN $10 THEN 1 ELSE 0 END, lease = NULL"
+    " WHERE id = $1 AND lease = $2"
+)
 
 
 async def renew_claims(tx: Transaction, *, lease: str, until: float, limit: int) -> int:
