@@ -218,6 +218,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.ExtensionScopeRequired: _coded("EXTENSION_SCOPE_REQUIRED"),
     apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),
     # queues
+    queues.DeliveryNotFound: _coded("DELIVERY_NOT_FOUND"),
     queues.RunNotFound: _coded("RUN_NOT_FOUND"),
     queues.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)

@@ -1,7 +1,7 @@
-"""Webhook deliveries: their claims and leases, attempt outcomes, test deliveries, the history,
-redelivery and the cleanup (spec: States and transitions: Webhook delivery, Delivery,
-Redelivery, Test delivery). The fan-out that creates them is ``_fan_out.py``, the send-time
-check ``_send_checks.py``.
+"""Webhook deliveries: their claims and leases, attempt outcomes and the cleanup (spec: States
+and transitions: Webhook delivery, Delivery). The fan-out that creates them is ``_fan_out.py``,
+the send-time check ``_send_checks.py``, the attempt log ``_attempts.py``, what the console
+reads and does (the history, redelivery, recovery, test deliveries) ``_history.py``.
 
 A delivery waits in the hot queue (status queued or retrying, indexed by ``next_attempt_at``)
 until an engine claims it: the claim names itself in ``lease`` and moves ``next_attempt_at`` to
@@ -11,20 +11,14 @@ over. Only the claim that holds the lease records the attempt's outcome.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ledgerport import catalog
-from ledgerport.apps import Webhook
-from ledgerport.ids import new_id
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._attempts import AttemptMade, headers_text
-from ._bodies import test_body
-from ._entitlement import gating_scope, installation_scopes
-from ._errors import RedeliveryRefused
 from ._tenants import tenant_due_times_sql
 
 DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
@@ -47,6 +41,11 @@ class Delivery:
     last_error: str | None
     created_at: float
     next_attempt_at: float | None
+
+    @property
+    def test(self) -> bool:
+        """A test delivery (spec: Test delivery): it has no event."""
+        return self.event_id is None
 
     @classmethod
     def from_row(cls, row: Row) -> Delivery:
@@ -300,79 +299,6 @@ async def release_claims(tx: Transaction, *, lease: str, now: float) -> int:
         now,
         lease,
     )
-
-
-# --- Console -------------------------------------------------------------------------------------
-
-
-async def create_test_delivery(
-    tx: Transaction, *, now: float, webhook: Webhook, pinned_version: str | None
-) -> str:
-    """Queue a test delivery (spec: Test delivery); answers its id."""
-    delivery_id = new_id("dlv")
-    kind, body = test_body(delivery_id, webhook.test_event_type, now, pinned_version)
-    await tx.execute(
-        INSERT_DELIVERY,
-        delivery_id,
-        webhook.id,
-        webhook.app_id,
-        None,
-        None,
-        kind,
-        body,
-        now,
-        now,
-        None,
-    )
-    return delivery_id
-
-
-async def recent_deliveries(tx: Transaction, webhook_id: str) -> list[Delivery]:
-    """The webhook's most recent deliveries, newest first (spec: the console shows 100)."""
-    rows = await tx.fetch(
-        "SELECT * FROM webhook_deliveries WHERE webhook_id = $1"
-        " ORDER BY created_at DESC, id DESC LIMIT $2",
-        webhook_id,
-        catalog.CONSOLE_DELIVERIES_SHOWN,
-    )
-    return [Delivery.from_row(row) for row in rows]
-
-
-async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str) -> str:
-    """Queue the delivery again: same id, eventId and body, a fresh attempt count (each attempt
-    signs afresh). RedeliveryRefused (spec: Redelivery) when it is unknown or older than the
-    history kept, waits for an attempt, the app is suspended or deactivated, or, for a business
-    or privacy event, the app is no longer installed there or the scope no longer held."""
-    row = await tx.fetchrow(
-        "SELECT d.*, a.status AS app_status, a.scopes AS app_scopes FROM webhook_deliveries d"
-        " JOIN apps a ON a.id = d.app_id WHERE d.id = $1 AND d.webhook_id = $2" + tx.row_lock,
-        delivery_id,
-        webhook.id,
-    )
-    if row is None or float(row["created_at"]) < now - catalog.DELIVERY_RETENTION:
-        raise RedeliveryRefused(delivery_id, "it is unknown or more than 30 days old")
-    if row["status"] in ("queued", "retrying"):
-        raise RedeliveryRefused(delivery_id, "it waits for an attempt")
-    if row["app_status"] != "ACTIVE":
-        raise RedeliveryRefused(delivery_id, f"the app is {row['app_status'].lower()}")
-    scope = gating_scope(row["type"]) if row["event_id"] is not None else None
-    if scope is not None:
-        granted = await installation_scopes(tx, [row["app_id"]], [row["business_id"] or ""])
-        held = granted.get((row["app_id"], row["business_id"] or ""))
-        if held is None:
-            raise RedeliveryRefused(delivery_id, "the app is no longer installed in the business")
-        if scope not in held or scope not in json.loads(row["app_scopes"]):
-            raise RedeliveryRefused(delivery_id, f"the app no longer holds {scope}")
-    changed = await tx.execute(
-        "UPDATE webhook_deliveries SET status = 'queued', attempts = 0, response_code = NULL,"
-        " last_error = NULL, next_attempt_at = $1, updated_at = $1, lease = NULL"
-        " WHERE id = $2 AND status IN ('delivered', 'failed')",
-        now,
-        delivery_id,
-    )
-    if not changed:
-        raise RedeliveryRefused(delivery_id, "it waits for an attempt")
-    return delivery_id
 
 
 async def purge_deliveries(tx: Transaction, *, now: float) -> int:

@@ -1,4 +1,5 @@
-"""What the queues refuse: a redelivery the rules do not allow, a run that is not there."""
+"""What the queues refuse: a redelivery the rules do not allow, a delivery or a run that is not
+there."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ from ledgerport.errors import DomainError
 
 class QueuesError(DomainError):
     """Root of the queues package's errors."""
+
+
+class DeliveryNotFound(QueuesError):
+    """The webhook has no delivery of that id (or it aged out)."""
+
+    def __init__(self, delivery_id: str) -> None:
+        super().__init__("Delivery {0} not found", params=[delivery_id])
 
 
 class RunNotFound(QueuesError):
