@@ -52,12 +52,13 @@ def _ended(runner: FunctionRunner, ok: bool) -> queues.RunEnded:
         ok=ok,
         result=None,
         logs=["handler line"],
+        log_times=[0],
         error=None if ok else "Error: 429",
         limit=None,
         platform_failure=False,
         seconds=0.1,
     )
-    return runner._ended(run, 1, outcome)
+    return runner._ended(run, 1, outcome, runner._platform.now())
 
 
 @pytest.mark.parametrize("refusals", [1, 3])
@@ -76,6 +77,8 @@ async def test_a_call_waits_for_the_budget_within_the_wall_limit(
     notes = [line for line in ended.logs if line.startswith("[ledgerport]")]
     assert len(notes) == refusals
     assert all("waited 2 s" in note for note in notes)
+    # Each note is timed when it was written, among the handler's own lines.
+    assert list(ended.log_times) == [0, *(2000 * n for n in range(refusals))]
 
 
 async def test_a_wait_past_the_wall_limit_answers_the_429_and_the_run_goes_again_after_it(

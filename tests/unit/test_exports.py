@@ -178,6 +178,14 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "webhook_url_problem",
         "write_app_data",
         "purge_deleted_functions",
+        "SCRIPT_NAME",
+        "source_stack",
+        "FUNCTION_VERSIONS_KEPT",
+        "FunctionVersion",
+        "FunctionVersionNotFound",
+        "activate_version",
+        "function_versions",
+        "version_source",
         "purge_deleted_webhooks",
     },
     "ledgerport.auth": {
@@ -583,6 +591,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "redact",
     },
     "ledgerport.queues": {
+        "replay_run",
         "DeliveryDetail",
         "DeliveryNotFound",
         "RECOVER_MAX",

@@ -287,6 +287,13 @@ class FunctionNotFound(AppsError):
         super().__init__("Function {0} not found", params=[name])
 
 
+class FunctionVersionNotFound(AppsError):
+    """The function keeps no version of that number (never uploaded, or no longer kept)."""
+
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__("Function {0} has no version {1}", params=[name, version])
+
+
 class FunctionSourceNoHandler(AppsError):
     """The upload is not an ES module exporting ``handler``; ``reason`` says what is wrong."""
 

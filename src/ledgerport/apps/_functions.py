@@ -1,15 +1,18 @@
-"""An app's hosted functions as code: upload (a new version each time), list, read, delete
-(contract.md: Hosted functions, Developer console API). Their runs are the queues package's.
+"""An app's hosted functions as code: upload (a new version each time), list, read, delete,
+the versions kept and the active one (contract.md: Hosted functions, Developer console API and
+its second round). Their runs are the queues package's.
 
 An upload is an ES module exporting ``handler`` and the event types it runs on. The module is
 turned into a script at upload (:mod:`._module_source`), in a worker process and before any
 transaction opens (:func:`prepare_function`): a slow parse holds neither the event loop nor the
-store. The source, the script and a version number are kept, and the latest version is the one
-that runs. Each event type must be one the app may receive: business and privacy events need
-their gating scope among the app's registered scopes (an installation may grant it), app events
-need none. Deleting a function
-keeps its row (``deleted_at``), so its runs stay listed until they age out and a run still
-queued for it fails unrun; the name is free again at once.
+store. Each upload keeps its source and script as a new version, numbered on, which becomes the
+active one: the version runs use. An earlier version kept can be made active again (a
+rollback); the FUNCTION_VERSIONS_KEPT newest are kept, and the active one always. The event
+types are the function's, not a version's: an upload sets them, an activation leaves them.
+Each event type must be one the app may receive: business and privacy events need their
+gating scope among the app's registered scopes (an installation may grant it), app events need
+none. Deleting a function keeps its row (``deleted_at``), so its runs stay listed until they
+age out and a run still queued for it fails unrun; the name is free again at once.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ledgerport import catalog
 from ledgerport.errors import InvalidInput
@@ -26,10 +29,16 @@ from ledgerport.storage import Row, Transaction
 
 from ._apps import App
 from ._compiler import compile_upload
-from ._errors import FunctionNotFound
+from ._errors import FunctionNotFound, FunctionVersionNotFound
 from ._module_source import CompiledModule
 
 _NAME = re.compile(catalog.FUNCTION_NAME_PATTERN)
+_VERSION_MAX = 2**31 - 1
+"""The largest version number a database integer holds: none beyond it can exist."""
+FUNCTION_VERSIONS_KEPT = 10
+"""Versions of a function kept: the newest ones (and always the active one). Enough to roll
+back over several bad uploads; each keeps a source of up to 256 KiB and its script, so a
+function keeps a few MiB at most however often it is uploaded."""
 
 
 @dataclass(frozen=True)
@@ -39,9 +48,11 @@ class HostedFunction:
     name: str
     events: tuple[str, ...]
     version: int
-    """The latest version: the one that runs."""
+    """The active version: the one runs use."""
     created_at: float
     updated_at: float
+    latest_version: int
+    """The newest version uploaded (the active one, unless an earlier one was activated)."""
 
     @classmethod
     def from_row(cls, row: Row) -> HostedFunction:
@@ -53,7 +64,19 @@ class HostedFunction:
             version=int(row["version"]),
             created_at=float(row["created_at"]),
             updated_at=float(row["updated_at"]),
+            latest_version=int(row["latest_version"]),
         )
+
+
+@dataclass(frozen=True)
+class FunctionVersion:
+    """A version kept of a function."""
+
+    version: int
+    created_at: float
+    active: bool
+    source_bytes: int
+    """The size of its source, as uploaded (UTF-8)."""
 
 
 def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[str]:
@@ -117,9 +140,10 @@ async def put_function(
     tx: Transaction, *, now: float, app: App, upload: FunctionUpload
 ) -> HostedFunction:
     """Create the function of ``app`` the upload names, or give it a new version: the upload's
-    source, script and events. The rules are checked again against ``app`` as this transaction
-    read it (its scopes may have changed since the upload was prepared); nothing is parsed
-    here. Raises InvalidInput (name, size, events, an app's 21st function)."""
+    source, script and events, the new version active, the versions older than the
+    FUNCTION_VERSIONS_KEPT newest deleted. The rules are checked again against ``app`` as this
+    transaction read it (its scopes may have changed since the upload was prepared); nothing is
+    parsed here. Raises InvalidInput (name, size, events, an app's 21st function)."""
     name, source, events = upload.name, upload.source, upload.events
     problems = _problems(app, name, source, events)
     if problems:
@@ -141,8 +165,8 @@ async def put_function(
             raise InvalidInput([f"an app has at most {catalog.FUNCTIONS_PER_APP_MAX} functions"])
         function_id, version, created_at = new_id("fn"), 1, now
         await tx.execute(
-            "INSERT INTO functions (id, app_id, name, events, version, created_at, updated_at)"
-            " VALUES ($1, $2, $3, $4, 1, $5, $5)",
+            "INSERT INTO functions (id, app_id, name, events, version, latest_version,"
+            " created_at, updated_at) VALUES ($1, $2, $3, $4, 1, 1, $5, $5)",
             function_id,
             app.id,
             name,
@@ -150,14 +174,20 @@ async def put_function(
             now,
         )
     else:
-        function_id, version = row["id"], int(row["version"]) + 1
+        function_id, version = row["id"], int(row["latest_version"]) + 1
         created_at = float(row["created_at"])
         await tx.execute(
-            "UPDATE functions SET events = $1, version = $2, updated_at = $3 WHERE id = $4",
+            "UPDATE functions SET events = $1, version = $2, latest_version = $2,"
+            " updated_at = $3 WHERE id = $4",
             events_json,
             version,
             now,
             function_id,
+        )
+        await tx.execute(
+            "DELETE FROM function_versions WHERE function_id = $1 AND version <= $2",
+            function_id,
+            version - FUNCTION_VERSIONS_KEPT,
         )
     await tx.execute(
         "INSERT INTO function_versions (function_id, version, source, script, created_at)"
@@ -168,7 +198,7 @@ async def put_function(
         upload.module.script,
         now,
     )
-    return HostedFunction(function_id, app.id, name, events, version, created_at, now)
+    return HostedFunction(function_id, app.id, name, events, version, created_at, now, version)
 
 
 async def list_functions(tx: Transaction, app_id: str) -> list[HostedFunction]:
@@ -192,13 +222,82 @@ async def get_function(tx: Transaction, app_id: str, name: str) -> HostedFunctio
 
 
 async def function_source(tx: Transaction, function: HostedFunction) -> str:
-    """The source of the function's latest version, as uploaded."""
+    """The source of the function's active version, as uploaded."""
     source: str = await tx.fetchval(
         "SELECT source FROM function_versions WHERE function_id = $1 AND version = $2",
         function.id,
         function.version,
     )
     return source
+
+
+async def function_versions(tx: Transaction, function: HostedFunction) -> list[FunctionVersion]:
+    """Every version kept of the function, newest first."""
+    size = "octet_length(source)" if tx.kind == "postgresql" else "length(CAST(source AS BLOB))"
+    rows = await tx.fetch(
+        f"SELECT version, created_at, {size} AS size FROM function_versions"
+        " WHERE function_id = $1 ORDER BY version DESC",
+        function.id,
+    )
+    return [
+        FunctionVersion(
+            version=int(row["version"]),
+            created_at=float(row["created_at"]),
+            active=int(row["version"]) == function.version,
+            source_bytes=int(row["size"]),
+        )
+        for row in rows
+    ]
+
+
+async def version_source(
+    tx: Transaction, function: HostedFunction, version: int
+) -> tuple[FunctionVersion, str]:
+    """A version kept of the function and its source, as uploaded; FunctionVersionNotFound
+    when it is not kept."""
+    if not 1 <= version <= _VERSION_MAX:
+        raise FunctionVersionNotFound(function.name, version)
+    row = await tx.fetchrow(
+        "SELECT created_at, source FROM function_versions WHERE function_id = $1 AND version = $2",
+        function.id,
+        version,
+    )
+    if row is None:
+        raise FunctionVersionNotFound(function.name, version)
+    source: str = row["source"]
+    kept = FunctionVersion(
+        version, float(row["created_at"]), version == function.version, len(source.encode())
+    )
+    return kept, source
+
+
+async def activate_version(
+    tx: Transaction, *, now: float, app_id: str, name: str, version: int
+) -> HostedFunction:
+    """Make ``version`` of the app's function ``name`` the active one (a rollback, or forward
+    again): runs claimed from then on run it; a run already claimed keeps the version it was
+    claimed with. FunctionNotFound, FunctionVersionNotFound when the version is not kept."""
+    if not 1 <= version <= _VERSION_MAX:
+        await get_function(tx, app_id, name)
+        raise FunctionVersionNotFound(name, version)
+    await tx.serialize(f"function:{app_id}:{name}")
+    row = await tx.fetchrow(
+        "SELECT f.*, v.version AS kept FROM functions f LEFT JOIN function_versions v"
+        " ON v.function_id = f.id AND v.version = $3"
+        " WHERE f.app_id = $1 AND f.name = $2 AND f.deleted_at IS NULL"
+        f"{tx.row_lock and tx.row_lock + ' OF f'}",
+        app_id,
+        name,
+        version,
+    )
+    if row is None:
+        raise FunctionNotFound(name)
+    if row["kept"] is None:
+        raise FunctionVersionNotFound(name, version)
+    await tx.execute(
+        "UPDATE functions SET version = $1, updated_at = $2 WHERE id = $3", version, now, row["id"]
+    )
+    return replace(HostedFunction.from_row(row), version=version, updated_at=now)
 
 
 async def delete_function(tx: Transaction, *, now: float, app_id: str, name: str) -> None:

@@ -134,6 +134,9 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("DELIVERY_NOT_FOUND", 404, "the webhook has no delivery with that id"),
         ErrorCode("FUNCTION_NOT_FOUND", 404, "the app has no hosted function of that name"),
         ErrorCode("RUN_NOT_FOUND", 404, "the function has no run with that id"),
+        ErrorCode(
+            "FUNCTION_VERSION_NOT_FOUND", 404, "the function keeps no version by that number"
+        ),
         ErrorCode("EXTENSION_NOT_FOUND", 404, "the app has no extension at that target"),
         ErrorCode("LISTING_NOT_FOUND", 404, "the app has no marketplace listing"),
         ErrorCode("ASSET_NOT_FOUND", 404, "the app has no asset with that id"),

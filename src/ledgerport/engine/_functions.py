@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from ledgerport import auth, queues
+from ledgerport import apps, auth, queues
 from ledgerport.ids import new_id
 from ledgerport.platform import Platform
 from ledgerport.runtime import (
@@ -85,8 +85,9 @@ class FunctionRunner:
         """The token of each run going on, by run id."""
         self._deadlines: dict[str, float] = {}
         """When each run going on reaches its wall limit (trio's clock), by run id."""
-        self._notes: dict[str, list[str]] = {}
-        """What the platform tells a run's log (a rate-limited call), by run id."""
+        self._notes: dict[str, list[tuple[int, str]]] = {}
+        """What the platform tells a run's log (a rate-limited call), by run id, each with when
+        it was told (milliseconds after the run started)."""
         self._held_back: dict[str, float] = {}
         """Runs whose call was refused for a rate limit they could not wait out: the
         Retry-After, after which a failed run goes again."""
@@ -136,7 +137,9 @@ class FunctionRunner:
     def _note(self, run_id: str, note: str) -> None:
         notes = self._notes.setdefault(run_id, [])
         if len(notes) < MAX_NOTES:
-            notes.append(f"[ledgerport] {note}")
+            started = self._deadlines.get(run_id, trio.current_time()) - self.pool.limits.wall
+            at = max(round((trio.current_time() - started) * 1000), 0)
+            notes.append((at, f"[ledgerport] {note}"))
 
     async def _call_once(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
         token = self._tokens.get(request.run_id)
@@ -315,6 +318,7 @@ class FunctionRunner:
                 await self._record(run, self._unrun(run, plan), None)
                 return
             self._deadlines[run.id] = trio.current_time() + self.pool.limits.wall
+            started_at = self._platform.now()
             try:
                 outcome = await self.pool.invoke(
                     RunRequest(run.id, f"{run.function_id}:{plan.version}", plan.script, run.body)
@@ -327,7 +331,7 @@ class FunctionRunner:
             finally:
                 self._tokens.pop(run.id, None)
                 self._deadlines.pop(run.id, None)
-            await self._record(run, self._ended(run, plan.version, outcome), family_id)
+            await self._record(run, self._ended(run, plan.version, outcome, started_at), family_id)
         except StorageError as exc:
             # Unrecorded: the claim runs out and the run goes again.
             log.warning("function runner: run %s: %s", run.id, exc)
@@ -385,7 +389,9 @@ class FunctionRunner:
             next_attempt_at=None,
         )
 
-    def _ended(self, run: queues.ClaimedRun, version: int, outcome: RunOutcome) -> queues.RunEnded:
+    def _ended(
+        self, run: queues.ClaimedRun, version: int, outcome: RunOutcome, started_at: float
+    ) -> queues.RunEnded:
         p = self._platform
         now = p.now()
         attempts = run.attempts + 1
@@ -404,6 +410,7 @@ class FunctionRunner:
             if due is not None and held_back is not None:
                 due = max(due, now + held_back)
             status = "retrying" if due is not None else "failed"
+        logs, times = _with_notes(kept.logs, kept.log_times, self._notes.get(run.id, []))
         return queues.RunEnded(
             run_id=run.id,
             lease=run.lease,
@@ -411,13 +418,26 @@ class FunctionRunner:
             attempts=attempts,
             version=version,
             duration_ms=round(outcome.seconds * 1000, 3),
-            logs=[*kept.logs, *self._notes.get(run.id, ())],
+            logs=logs,
             error=kept.error,
-            stack=kept.stack,
+            stack=None if kept.stack is None else apps.source_stack(kept.stack),
             result=kept.result,
             finished_at=now,
             next_attempt_at=due,
+            started_at=started_at,
+            log_times=times,
         )
+
+
+def _with_notes(
+    logs: list[str], times: list[int], notes: list[tuple[int, str]]
+) -> tuple[list[str], list[int]]:
+    """The run's log lines and the platform's notes in the order they were written, with their
+    times; the notes after the lines, and no times, when the lines' times are not known."""
+    if len(times) != len(logs):
+        return [*logs, *(note for _, note in notes)], []
+    merged = sorted([*zip(times, logs, strict=True), *notes], key=lambda line: line[0])
+    return [line for _, line in merged], [at for at, _ in merged]
 
 
 def _tenant(run: queues.ClaimedRun) -> DueRuns:

@@ -217,6 +217,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.ExtensionPathInvalid: _coded("EXTENSION_PATH_INVALID"),
     apps.ExtensionScopeRequired: _coded("EXTENSION_SCOPE_REQUIRED"),
     apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),
+    apps.FunctionVersionNotFound: _coded("FUNCTION_VERSION_NOT_FOUND"),
     # queues
     queues.DeliveryNotFound: _coded("DELIVERY_NOT_FOUND"),
     queues.RunNotFound: _coded("RUN_NOT_FOUND"),

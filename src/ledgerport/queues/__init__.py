@@ -66,6 +66,7 @@ from ._runs import next_run_due_at as next_run_due_at
 from ._runs import purge_runs as purge_runs
 from ._runs import recent_runs as recent_runs
 from ._runs import record_runs as record_runs
+from ._runs import replay_run as replay_run
 from ._runs import run_due_times as run_due_times
 from ._runs import run_plan as run_plan
 from ._runs import run_queue_depth as run_queue_depth

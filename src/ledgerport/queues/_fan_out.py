@@ -298,6 +298,7 @@ def _run_row(event: Event, function: Row, now: float) -> tuple[object, ...]:
         event.type,
         body,
         now,
+        None,
     )
 
 

@@ -1,20 +1,21 @@
-"""Hosted-function runs: queued by the fan-out or the console's test run, claimed with a lease,
-checked just before they start, recorded, listed and purged (contract.md: Hosted functions,
-Developer console API). A run works like a delivery in the queue: status queued or retrying in
-the hot queue, ``next_attempt_at`` and ``lease`` as for deliveries (``_deliveries.py``).
+"""Hosted-function runs: queued by the fan-out, the console's test run or a replay, claimed
+with a lease, checked just before they start, recorded, listed and purged (contract.md: Hosted
+functions, Developer console API and its second round). A run works like a delivery in the
+queue: status queued or retrying in the hot queue, ``next_attempt_at`` and ``lease`` as for
+deliveries (``_deliveries.py``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ledgerport import catalog
 from ledgerport.apps import HostedFunction
 from ledgerport.ids import new_id
-from ledgerport.storage import Row, Transaction, first_per_key
+from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._bodies import test_body
 from ._errors import RunNotFound
@@ -26,10 +27,10 @@ FUNCTION_RUNS_CHANNEL = "function_runs"
 """Notified by every commit that queues hosted-function runs."""
 INSERT_RUN = (
     "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id, type,"
-    " body, status, attempts, created_at, updated_at, next_attempt_at)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $8)"
+    " body, status, attempts, created_at, updated_at, next_attempt_at, replay_of)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $8, $9)"
 )
-"""A queued run: (id, function, app, event, business, type, body, now)."""
+"""A queued run: (id, function, app, event, business, type, body, now, the run it replays)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class FunctionRun:
     created_at: float
     logs_truncated: bool = False
     result_truncated: bool = False
+    replay_of: str | None = None
+    """The run this one replays (a replay)."""
 
     @classmethod
     def from_row(cls, row: Row) -> FunctionRun:
@@ -69,6 +72,7 @@ class FunctionRun:
             created_at=float(row["created_at"]),
             logs_truncated=logs_truncated,
             result_truncated=result_size > RUN_EXCERPT_CHARS,
+            replay_of=row["replay_of"],
         )
 
 
@@ -80,14 +84,28 @@ class RunDetail:
     event: Any
     """What the handler got (the webhook delivery body's shape)."""
     stack: str | None
-    """The stack of what the handler threw, when it threw an Error."""
+    """The stack of what the handler threw, when it threw an Error, with positions into the
+    uploaded source (``apps.source_stack``)."""
+    started_at: float | None = None
+    """When the handler was called (None: it was not, or the run ended before this was kept)."""
+    log_times: Sequence[int] | None = None
+    """When each log line was written, in milliseconds after ``started_at`` (None: not known)."""
+
+    @property
+    def log_lines(self) -> list[tuple[float | None, str]]:
+        """Each log line with when it was written (None where that is not known)."""
+        times = self.log_times
+        start = self.started_at
+        if start is None or times is None or len(times) != len(self.run.logs):
+            return [(None, line) for line in self.run.logs]
+        return [(start + ms / 1000, line) for ms, line in zip(times, self.run.logs, strict=True)]
 
 
 RUN_EXCERPT_CHARS = 4096
 """Characters of a run's log lines, and of its result's JSON, a listing of runs answers at most
 (a run may keep 64 KiB of each: a listing of 100 whole runs would weigh 12.8 MB)."""
 _RUN_LIST_COLUMNS = (
-    "id, event_id, type, status, attempts, version, duration_ms, error, created_at,"
+    "id, event_id, type, status, attempts, version, duration_ms, error, created_at, replay_of,"
     " substr(logs, 1, $2) AS logs_head, length(logs) AS logs_size,"
     " CASE WHEN length(result) <= $2 THEN result END AS result, length(result) AS result_size"
 )
@@ -113,15 +131,22 @@ def _log_excerpt(head: str | None, size: int) -> tuple[list[str], bool]:
     return lines, True
 
 
-async def recent_runs(tx: Transaction, function: HostedFunction) -> list[FunctionRun]:
-    """The function's most recent runs (catalog.CONSOLE_RUNS_SHOWN), newest first, each with an
-    excerpt of what it wrote (see :class:`FunctionRun`): only the excerpts are read."""
+async def recent_runs(
+    tx: Transaction, function: HostedFunction, *, statuses: Collection[RunStatus] = ()
+) -> list[FunctionRun]:
+    """The function's most recent runs (catalog.CONSOLE_RUNS_SHOWN), newest first, of those in
+    one of ``statuses`` when given, each with an excerpt of what it wrote (see
+    :class:`FunctionRun`): only the excerpts are read."""
+    among = ""
+    if statuses:
+        among = f" AND status IN ({placeholders(len(statuses), start=4)})"
     rows = await tx.fetch(
-        f"SELECT {_RUN_LIST_COLUMNS} FROM function_runs WHERE function_id = $1"
+        f"SELECT {_RUN_LIST_COLUMNS} FROM function_runs WHERE function_id = $1{among}"
         " ORDER BY created_at DESC, id DESC LIMIT $3",
         function.id,
         RUN_EXCERPT_CHARS,
         catalog.CONSOLE_RUNS_SHOWN,
+        *sorted(statuses),
     )
     return [FunctionRun.from_row(row) for row in rows]
 
@@ -130,8 +155,8 @@ async def get_run(tx: Transaction, function: HostedFunction, run_id: str) -> Run
     """The function's run ``run_id`` whole; RunNotFound when the function has none of that id
     (or it aged out)."""
     row = await tx.fetchrow(
-        f"SELECT {_RUN_LIST_COLUMNS}, logs, result AS whole_result, body, error_stack"
-        " FROM function_runs WHERE function_id = $1 AND id = $3",
+        f"SELECT {_RUN_LIST_COLUMNS}, logs, result AS whole_result, body, error_stack,"
+        " started_at, log_times FROM function_runs WHERE function_id = $1 AND id = $3",
         function.id,
         RUN_EXCERPT_CHARS,
         run_id,
@@ -144,7 +169,14 @@ async def get_run(tx: Transaction, function: HostedFunction, run_id: str) -> Run
         "result": row["whole_result"],
         "result_size": 0,
     }
-    return RunDetail(FunctionRun.from_row(whole), json.loads(row["body"]), row["error_stack"])
+    times = row["log_times"]
+    return RunDetail(
+        FunctionRun.from_row(whole),
+        json.loads(row["body"]),
+        row["error_stack"],
+        started_at=row["started_at"],
+        log_times=None if times is None else json.loads(times),
+    )
 
 
 async def create_test_run(
@@ -162,9 +194,43 @@ async def create_test_run(
     runs like any other. Answers its id."""
     run_id = new_id("run")
     kind, body = test_body(run_id, event_type, now, pinned_version)
-    await tx.execute(INSERT_RUN, run_id, function_id, app_id, None, None, kind, body, now)
+    await tx.execute(INSERT_RUN, run_id, function_id, app_id, None, None, kind, body, now, None)
     await tx.notify(FUNCTION_RUNS_CHANNEL)
     return run_id
+
+
+async def replay_run(tx: Transaction, *, now: float, function: HostedFunction, run_id: str) -> str:
+    """Queue a new run of the function on the event its run ``run_id`` ran on (a replay): the
+    same event, business and app as that run, taken from it, never from the caller; the body's
+    ``id`` is the new run's. It goes through the queue as any run: claimed fairly, checked just
+    before it starts (the function deleted, the app stopped, the installation ended or the
+    event's scope no longer held make it fail unrun), run on the version active when it is
+    claimed, with a token of its own. RunNotFound when the function has no run of that id.
+    Answers the new run's id."""
+    row = await tx.fetchrow(
+        "SELECT event_id, business_id, type, body FROM function_runs"
+        " WHERE function_id = $1 AND id = $2",
+        function.id,
+        run_id,
+    )
+    if row is None:
+        raise RunNotFound(run_id)
+    replay_id = new_id("run")
+    body = {**json.loads(row["body"]), "id": replay_id}
+    await tx.execute(
+        INSERT_RUN,
+        replay_id,
+        function.id,
+        function.app_id,
+        row["event_id"],
+        row["business_id"],
+        row["type"],
+        json.dumps(body, separators=(",", ":")),
+        now,
+        run_id,
+    )
+    await tx.notify(FUNCTION_RUNS_CHANNEL)
+    return replay_id
 
 
 # --- The queue -----------------------------------------------------------------------------------
@@ -338,6 +404,11 @@ class RunEnded:
     finished_at: float
     next_attempt_at: float | None
     stack: str | None = None
+    started_at: float | None = None
+    """When the handler was called (None: it was not)."""
+    log_times: Sequence[int] = ()
+    """When each line of ``logs`` was written, in milliseconds after ``started_at`` (empty:
+    not known)."""
 
 
 async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
@@ -345,7 +416,8 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
     await tx.executemany(
         "UPDATE function_runs SET status = $1, attempts = $2, version = $3, duration_ms = $4,"
         " logs = $5, error = $6, result = $7, updated_at = $8, next_attempt_at = $9,"
-        " error_stack = $12, lease = NULL WHERE id = $10 AND lease = $11",
+        " error_stack = $12, started_at = $13, log_times = $14, lease = NULL"
+        " WHERE id = $10 AND lease = $11",
         [
             (
                 run.status,
@@ -360,6 +432,10 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
                 run.run_id,
                 run.lease,
                 run.stack,
+                run.started_at,
+                json.dumps(list(run.log_times))
+                if run.log_times and len(run.log_times) == len(run.logs)
+                else None,
             )
             for run in ended
         ],
