@@ -311,6 +311,8 @@ LOAD_WEBHOOKS = 20
 LOAD_BUSINESSES = 100
 """20 webhooks of one app, each subscribed to app.installed, and 100 installations: 2,000
 deliveries."""
+GRACEFUL_BUSINESSES = 40
+"""Installations of the graceful stop's load: 800 deliveries."""
 
 
 TAKEN_OVER_WITHIN = 15.0
@@ -375,9 +377,13 @@ def test_a_graceful_stop_under_load_finishes_its_attempts_and_sends_nothing_twic
 ) -> None:
     """SIGINT while attempts wait for slow answers: the process takes no new work, lets the
     attempts in flight end and records them within the grace, gives back the rest and exits
-    0; after a restart everything arrives, each delivery once."""
+    0; after a restart everything arrives, each delivery once.
+
+    The engine has 8 attempts in flight a webhook, 160 at once, each answered after 0.5 s: the
+    800 deliveries take at least 2.5 s to send, which leaves a loaded machine time to send the
+    signal well before the last of them."""
     hits = Hits(behave=lambda _n: 0.5)
-    total = LOAD_WEBHOOKS * 10
+    total = LOAD_WEBHOOKS * GRACEFUL_BUSINESSES
     with receiver(hits) as url, store_env(backend, tmp_path) as env:
         server = start_server(tmp_path, ADMIN_TOKEN, env)
         try:
@@ -385,7 +391,7 @@ def test_a_graceful_stop_under_load_finishes_its_attempts_and_sends_nothing_twic
             with tenant(server) as t:
                 for _ in range(LOAD_WEBHOOKS):
                     add_webhook(t, url)
-                install_in_new_businesses(t, 10)
+                install_in_new_businesses(t, GRACEFUL_BUSINESSES)
             wait_until(lambda: len(hits.requests) >= 40, 60, "deliveries did not start")
             server.process.send_signal(signal.SIGINT)
             code = server.process.wait(timeout=30)
