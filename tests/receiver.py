@@ -1,6 +1,6 @@
 """A real webhook receiver on loopback for the tests: an HTTP/1.1 server (trio and h11) that
-records every request and answers as the test scripts it (a status, a delay, or a dropped
-connection), with keep-alive like a real server."""
+records every request and answers as the test scripts it (a status, a delay, a body, an answer
+that never ends, or a dropped connection), with keep-alive like a real server."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import h11
 import trio
 
 READ_SIZE = 65536
+FILLER = b"x" * 65536
+"""What an endless answer sends, again and again."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,12 @@ class Answer:
     delay: float = 0.0
     drop: bool = False
     """Close the connection without answering."""
+    body: bytes = b'{"ok":true}'
+    """The answer's body, with its Content-Length (none for 204 and 304)."""
+    endless: bool = False
+    """Send ``body`` chunked, then FILLER without end, until the client closes."""
+    stall: bool = False
+    """Send ``body`` chunked, then nothing more: the answer never ends."""
 
 
 @dataclass
@@ -44,7 +52,12 @@ class Receiver:
     default: Answer = field(default_factory=Answer)
     answer_for: Callable[[Received], Answer] | None = None
     connections: int = 0
+    streamed: int = 0
+    """Bytes of body sent by endless answers before their client closed."""
+    cut_off: int = 0
+    """Endless answers whose client closed the connection."""
     _arrived: trio.Event = field(default_factory=trio.Event)
+    _cut: trio.Event = field(default_factory=trio.Event)
 
     @property
     def url(self) -> str:
@@ -65,6 +78,11 @@ class Receiver:
                 await self._arrived.wait()
         return self.received
 
+    async def wait_cut_off(self, within: float = 10.0) -> None:
+        """Wait until a client closed an endless answer."""
+        with trio.fail_after(within):
+            await self._cut.wait()
+
     async def _serve(self, stream: trio.SocketStream) -> None:
         self.connections += 1
         conn = h11.Connection(h11.SERVER)
@@ -81,7 +99,10 @@ class Receiver:
                     await trio.sleep(answer.delay)
                 if answer.drop:
                     return
-                body = b"" if answer.status in (204, 304) else b'{"ok":true}'
+                if answer.endless or answer.stall:
+                    await self._stream(conn, stream, answer)
+                    return
+                body = b"" if answer.status in (204, 304) else answer.body
                 headers = [("content-length", str(len(body)))] if body else []
                 answer_bytes = b"".join(
                     conn.send(event) or b""
@@ -99,6 +120,26 @@ class Receiver:
             return
         finally:
             await stream.aclose()
+
+    async def _stream(
+        self, conn: h11.Connection, stream: trio.SocketStream, answer: Answer
+    ) -> None:
+        """An answer whose body goes on (FILLER without end) or stops short (``stall``)."""
+        head = h11.Response(status_code=answer.status, headers=[("transfer-encoding", "chunked")])
+        await stream.send_all(
+            (conn.send(head) or b"") + (conn.send(h11.Data(data=answer.body)) or b"")
+        )
+        self.streamed += len(answer.body)
+        if answer.stall:
+            await trio.sleep_forever()
+        try:
+            while True:
+                await stream.send_all(conn.send(h11.Data(data=FILLER)) or b"")
+                self.streamed += len(FILLER)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.cut_off += 1
+            self._cut.set()
+            raise
 
     async def _read_request(
         self, conn: h11.Connection, stream: trio.SocketStream

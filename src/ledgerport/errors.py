@@ -2,9 +2,9 @@
 
 Domain exceptions are named for what happened (``BusinessNotFound``, ``RefreshTokenReused``...)
 and carry no HTTP status: each package has one root (``books.BooksError``, ``apps.AppsError``,
-``auth.AuthError``, ``access.AccessError``), and ``http/_errors.py`` maps every class to its
-status, code and headers in one table. ``message`` is English prose that may hold ``{0}``-style
-placeholders filled from ``params`` (the envelope's p0, p1, ...).
+``queues.QueuesError``, ``auth.AuthError``, ``access.AccessError``), and ``http/_errors.py``
+maps every class to its status, code and headers in one table. ``message`` is English prose
+that may hold ``{0}``-style placeholders filled from ``params`` (the envelope's p0, p1, ...).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The webhook engine of a served ``ledgerport serve`` against a real receiver on loopback:
-a receiver that fails, times out and recovers; SIGKILL during a load of 2,000 deliveries and a
-restart (none lost, duplicates counted); two processes on one PostgreSQL database sharing the
-work without double sends; and production's refusal of private targets."""
+a receiver that fails, times out and recovers; one that fails, then answers more than 4 KiB,
+as the console's attempt log shows it; SIGKILL during a load of 2,000 deliveries and a restart
+(none lost, duplicates counted); two processes on one PostgreSQL database sharing the work
+without double sends; and production's refusal of private targets."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ import asyncpg
 import httpx
 import pytest
 import stripe
+import trio
 
+from ..receiver import Answer, receiving
 from .served import (
     Server,
     postgres_database,
@@ -211,6 +214,97 @@ def test_a_receiver_that_fails_then_times_out_then_recovers(tmp_path: Path) -> N
             body.decode(), headers["x-webhook-signature"], webhook["secret"], tolerance=300
         )
         assert json.loads(body)["type"] == "app.installed"
+
+
+async def test_the_attempt_log_shows_a_failure_then_the_first_4_kib_of_an_answer(
+    tmp_path: Path,
+) -> None:
+    """A real receiver answers the first attempt 500 with a short body and the second 200 with
+    10 KiB: the console's delivery shows both attempts, each with its body (the second cut at
+    4 KiB), its code and the headers it arrived with, and the payload as received."""
+    answer = (b"0123456789abcdef" * 640)[: 10 * 1024]
+    env = {"LEDGERPORT_SECRET_KEY": SECRET_KEY, **FAST_RETRIES}
+    admin_headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with trio.fail_after(120), served(tmp_path, ADMIN_TOKEN, env) as server:
+        async with (
+            receiving() as hooks,
+            httpx.AsyncClient(
+                base_url=server.base, timeout=HTTP_TIMEOUT, trust_env=False, headers=admin_headers
+            ) as admin,
+        ):
+            hooks.script = [Answer(500, body=b'{"error":"busy"}'), Answer(200, body=answer)]
+            user = (
+                await admin.post(
+                    "/admin/users", json={"email": "log@example.com", "password": "pw-123456789"}
+                )
+            ).json()
+            app = (
+                await admin.post(
+                    "/admin/apps",
+                    json={
+                        "name": "Logged",
+                        "type": "CONFIDENTIAL",
+                        "redirectUris": ["https://hooks.example.com/cb"],
+                        "scopes": ["customers:read"],
+                        "developerUserId": user["id"],
+                        "reviewed": True,
+                    },
+                )
+            ).json()
+            token = (
+                await admin.post("/admin/developer-tokens", json={"userId": user["id"]})
+            ).json()["token"]
+            async with httpx.AsyncClient(
+                base_url=f"{server.base}/developer/apps/{app['id']}",
+                timeout=HTTP_TIMEOUT,
+                trust_env=False,
+                headers={"Authorization": f"Bearer {token}"},
+            ) as console:
+                webhook = (
+                    await console.post(
+                        "/webhooks", json={"url": hooks.url, "events": ["app.installed"]}
+                    )
+                ).json()
+                business = (await admin.post("/admin/businesses", json={"name": "Logged"})).json()
+                await admin.put(
+                    f"/admin/businesses/{business['id']}/members/{user['id']}",
+                    json={"role": "owner"},
+                )
+                installed = await admin.post(
+                    "/admin/installations",
+                    json={
+                        "appId": app["id"],
+                        "businessId": business["id"],
+                        "userId": user["id"],
+                        "scopes": ["customers:read"],
+                    },
+                )
+                assert installed.status_code == 201
+                deliveries = f"/webhooks/{webhook['id']}/deliveries"
+                while True:
+                    page = (await console.get(deliveries)).json()
+                    if page["data"] and page["data"][0]["status"] == "delivered":
+                        break
+                    await trio.sleep(0.1)
+                delivery = (await console.get(f"{deliveries}/{page['data'][0]['id']}")).json()
+    first, second = hooks.received
+    log = delivery["attemptLog"]
+    assert (delivery["status"], delivery["attempts"], delivery["test"]) == ("delivered", 2, False)
+    assert delivery["payload"].encode() == first.body == second.body
+    assert [a["attempt"] for a in log] == [1, 2]
+    assert [a["responseCode"] for a in log] == [500, 200]
+    assert log[0]["responseBody"] == '{"error":"busy"}'
+    assert log[1]["responseBody"] == answer[:4096].decode()
+    assert [a["responseBodyTruncated"] for a in log] == [False, True]
+    assert [a["error"] for a in log] == ["HTTP 500", None]
+    for attempt, request in zip(log, (first, second), strict=True):
+        assert {k.lower(): v for k, v in attempt["requestHeaders"].items()} == request.headers
+        stripe.WebhookSignature.verify_header(
+            delivery["payload"],
+            attempt["requestHeaders"]["X-Webhook-Signature"],
+            webhook["secret"],
+            tolerance=300,
+        )
 
 
 LOAD_WEBHOOKS = 20

@@ -1,5 +1,5 @@
 """Webhooks whose deliveries keep failing, per app, without an app id in any label: the rule
-(``apps.failing_webhooks``) as a table, the operator's list (``GET /admin/webhooks/failing``)
+(``queues.failing_webhooks``) as a table, the operator's list (``GET /admin/webhooks/failing``)
 and the two gauges of ``/metrics``, on both stores with the injected clock."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from ledgerport import apps
+from ledgerport import queues
 from ledgerport.clock import FrozenClock
 from ledgerport.http import create_app
 from ledgerport.ids import new_id
@@ -24,7 +24,7 @@ from ..receiver import Answer
 from .webhook_world import Hooked, deliver, engine_for, hooked
 
 TIMEOUT = 30
-WINDOW = apps.FAILING_WINDOW
+WINDOW = queues.FAILING_WINDOW
 REACH = 2 * 24 * 3600.0
 """How far back the table's calls read deliveries' creation."""
 MINUTE = 60.0
@@ -77,12 +77,12 @@ async def _write(store: Store, now: float, hook: Hooked, deliveries: list[Ended]
             )
 
 
-async def _failing(store: Store, now: float) -> list[apps.FailingWebhook]:
-    return await apps.failing_webhooks(
+async def _failing(store: Store, now: float) -> list[queues.FailingWebhook]:
+    return await queues.failing_webhooks(
         store.autocommit,
         since=now - WINDOW,
         created_since=now - REACH,
-        at_least=apps.FAILING_AT_LEAST,
+        at_least=queues.FAILING_AT_LEAST,
     )
 
 
@@ -203,7 +203,7 @@ async def test_a_receiver_that_fails_makes_its_app_listed_and_counted(
             engine_for(platform) as engine,
         ):
             hook.receiver.default = Answer(500)
-            for index in range(apps.FAILING_AT_LEAST):
+            for index in range(queues.FAILING_AT_LEAST):
                 await hook.api.customer(f"Customer {index}")
             await deliver(engine)
             deliveries = await hook.console.deliveries(hook.webhook["id"])
@@ -381,4 +381,4 @@ async def test_the_list_needs_the_admin_token(client: Any) -> None:
 def test_the_alert_and_the_docs_state_the_window_and_the_threshold(document: Path) -> None:
     text = " ".join(document.read_text().split())
     assert f"ended in the last {int(WINDOW // 60)} minutes" in text
-    assert f"at least {apps.FAILING_AT_LEAST} and more than half" in text
+    assert f"at least {queues.FAILING_AT_LEAST} and more than half" in text

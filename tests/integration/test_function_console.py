@@ -293,6 +293,7 @@ async def test_runs_are_listed_newest_first_with_their_outcome(
             "createdAt": "2023-11-14T22:13:21.000Z",
             "logsTruncated": False,
             "resultTruncated": False,
+            "replayOf": None,
         },
         {
             "id": "run_0",
@@ -308,6 +309,7 @@ async def test_runs_are_listed_newest_first_with_their_outcome(
             "createdAt": "2023-11-14T22:13:20.000Z",
             "logsTruncated": False,
             "resultTruncated": False,
+            "replayOf": None,
         },
     ]
 

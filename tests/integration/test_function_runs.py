@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from ledgerport import apps
+from ledgerport import apps, queues
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import FunctionRunner, Scheduler
 from ledgerport.http import in_process_api
@@ -407,18 +407,24 @@ async def test_the_listing_answers_excerpts_and_a_runs_own_route_answers_it_whol
     assert listed["logsTruncated"] is True
     assert 0 < len(listed["logs"]) < 200
     assert listed["logs"] == lines[: len(listed["logs"])]
-    assert sum(len(line) for line in listed["logs"]) <= apps.RUN_EXCERPT_CHARS
+    assert sum(len(line) for line in listed["logs"]) <= queues.RUN_EXCERPT_CHARS
     assert (listed["result"], listed["resultTruncated"]) == (None, True)
-    assert whole["logs"] == lines
-    assert (whole["logsTruncated"], whole["resultTruncated"]) == (False, False)
+    assert [line["message"] for line in whole["logs"]] == lines
+    assert all(line["at"] >= whole["startedAt"] for line in whole["logs"])
+    assert "logsTruncated" not in whole
     assert whole["result"] == {"padding": "y" * 10000}
     assert whole["event"]["type"] == "customer.created"
     assert whole["event"]["id"] == listed["id"]
     assert whole["stack"] is None
     assert thrown["error"] == "RangeError: out of range on purpose"
     assert thrown["logsTruncated"] is False
-    assert "RangeError: out of range on purpose" in thrown_whole["stack"]
-    assert "deep" in thrown_whole["stack"]
+    # The stack's positions are the uploaded source's: the throw on line 2, column 25, called
+    # from the handler on line 3, column 29 (THROWS begins with a line break).
+    assert thrown_whole["stack"].splitlines() == [
+        "RangeError: out of range on purpose",
+        f"    at deep ({apps.SCRIPT_NAME}:2:25)",
+        f"    at handler ({apps.SCRIPT_NAME}:3:29)",
+    ]
     assert elsewhere.status_code == unknown.status_code == 404
     assert (await unknown.get_json())["code"] == "RUN_NOT_FOUND"
 

@@ -1,4 +1,4 @@
-"""Nodes and the takeover of a dead node's claims (``apps.take_over``, ``engine.Node``), and the
+"""Nodes and the takeover of a dead node's claims (``queues.take_over``, ``engine.Node``), and the
 graceful drain of the engine and the runner.
 
 A node's claims are given back as soon as the node is known dead: on PostgreSQL when the mark
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from ledgerport import apps
+from ledgerport import queues
 from ledgerport.engine import UNRECORDED_MAX, FunctionRunner, Node
 from ledgerport.http import in_process_api
 from ledgerport.platform import Platform
@@ -41,9 +41,9 @@ async def _fan_out(platform: Platform, *, lease: str | None) -> list[str]:
     or queued (due now) when it is None; answers their ids."""
     before = set(await _rows(platform.store))
     async with platform.store.transaction() as tx:
-        pending = await apps.pending_events(tx, 100)
+        pending = await queues.pending_events(tx, 100)
         now = platform.now()
-        fanned = apps.plan_fan_out(
+        fanned = queues.plan_fan_out(
             pending,
             keyring=platform.keyring,
             now=now,
@@ -52,7 +52,7 @@ async def _fan_out(platform: Platform, *, lease: str | None) -> list[str]:
             take=lambda _app, _webhook: lease is not None,
             max_rows=512,
         )
-        await apps.write_fan_out(tx, fanned)
+        await queues.write_fan_out(tx, fanned)
     return sorted(set(await _rows(platform.store)) - before)
 
 
@@ -80,10 +80,10 @@ async def _other_process(store: Store, postgres_url: str | None) -> AsyncIterato
         yield other
 
 
-async def _take_over_when_gone(store: Store) -> apps.TakenOver:
+async def _take_over_when_gone(store: Store) -> queues.TakenOver:
     while True:
         async with store.transaction() as tx:
-            taken = await apps.take_over(tx, alive=[])
+            taken = await queues.take_over(tx, alive=[])
         if taken.nodes or not store.shared:
             return taken
         await trio.sleep(0.02)
@@ -98,7 +98,7 @@ async def _dead_node_with_claims(
         await hook.console.webhook(hook.receiver.url, ["customer.created"])
         await hook.api.customer()
         async with other.transaction() as tx:
-            await apps.register_node(tx, node_id=DEAD, host="elsewhere", pid=1, now=0.0)
+            await queues.register_node(tx, node_id=DEAD, host="elsewhere", pid=1, now=0.0)
         claimed = await _fan_out(platform, lease=DEAD)
         platform.clock.advance(1.0)  # type: ignore[attr-defined]
         await hook.api.customer()
@@ -116,7 +116,7 @@ async def test_a_dead_nodes_claims_go_back_to_the_queue_before_newer_work(
     with trio.fail_after(TIMEOUT):
         async with _other_process(store, other_url) as other:
             if store.shared:
-                await other.hold(apps.NODE_KEY_PREFIX + DEAD)
+                await other.hold(queues.NODE_KEY_PREFIX + DEAD)
             app_id, claimed, newer = await _dead_node_with_claims(
                 platform, client, admin_headers, other
             )
@@ -125,8 +125,8 @@ async def test_a_dead_nodes_claims_go_back_to_the_queue_before_newer_work(
             if store.shared:
                 # Alive: its process holds the mark. Nothing is taken.
                 async with store.transaction() as tx:
-                    alive = await apps.take_over(tx, alive=[])
-                assert alive == apps.TakenOver((), 0, 0)
+                    alive = await queues.take_over(tx, alive=[])
+                assert alive == queues.TakenOver((), 0, 0)
                 assert await _node_ids(store) == [DEAD]
         # The other process ended (on SQLite: it is not this one). Its session's marks go when
         # the server has seen the connection close, a moment after the socket closed here.
@@ -134,7 +134,7 @@ async def test_a_dead_nodes_claims_go_back_to_the_queue_before_newer_work(
         rows = await _rows(store)
         async with store.transaction() as tx:
             now = platform.now()
-            claims = await apps.claim_due(
+            claims = await queues.claim_due(
                 tx,
                 now=now,
                 lease="node_here",
@@ -142,7 +142,7 @@ async def test_a_dead_nodes_claims_go_back_to_the_queue_before_newer_work(
                 quotas=[(app_id, 2)],
                 take=lambda _app, _webhook: True,
             )
-    assert taken == apps.TakenOver((DEAD,), 2, 0)
+    assert taken == queues.TakenOver((DEAD,), 2, 0)
     assert await _node_ids(store) == []
     for delivery_id in claimed:
         assert rows[delivery_id]["lease"] is None
@@ -164,10 +164,10 @@ async def test_on_sqlite_every_claim_of_another_process_is_taken_over_at_once(
         async with hooked(client, admin_headers, ["customer.created"]) as hook:
             await hook.api.customer()
             claimed = await _fan_out(platform, lease="engine_of_a_process_before")
-        await store.hold(apps.NODE_KEY_PREFIX + "node_here")
+        await store.hold(queues.NODE_KEY_PREFIX + "node_here")
         async with store.transaction() as tx:
-            taken = await apps.take_over(tx, alive=["node_here"])
-    assert taken == apps.TakenOver((), len(claimed), 0)
+            taken = await queues.take_over(tx, alive=["node_here"])
+    assert taken == queues.TakenOver((), len(claimed), 0)
     assert all(row["lease"] is None for row in (await _rows(store)).values())
 
 
@@ -181,11 +181,11 @@ async def test_a_node_takes_over_a_dead_node_within_a_second(
     woken = trio.Event()
     with trio.fail_after(TIMEOUT):
         async with open_postgres(url) as dying:
-            await dying.hold(apps.NODE_KEY_PREFIX + DEAD)
+            await dying.hold(queues.NODE_KEY_PREFIX + DEAD)
             await _dead_node_with_claims(platform, client, admin_headers, dying)
         node = Node(platform, every=0.05)
         async with (
-            store.listen(apps.DELIVERIES_CHANNEL, woken.set),
+            store.listen(queues.DELIVERIES_CHANNEL, woken.set),
             trio.open_nursery() as nursery,
         ):
             await nursery.start(node.run)
@@ -202,7 +202,7 @@ async def test_a_mark_held_by_a_live_process_cannot_be_taken_twice(
     store: Store,
 ) -> None:
     url: str = store._url  # type: ignore[attr-defined]
-    key = apps.NODE_KEY_PREFIX + "node_one"
+    key = queues.NODE_KEY_PREFIX + "node_one"
     with trio.fail_after(TIMEOUT):
         assert await store.hold(key) is True
         assert await store.hold(key) is False  # held already: nothing to do

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 
-from ledgerport import apps
+from ledgerport import queues
 from ledgerport.engine import FunctionRunner
 from ledgerport.platform import Platform
 from ledgerport.runtime import ApiAnswer, ApiCall, RunLimits, RunOutcome, RunRequest
@@ -46,18 +46,19 @@ def _runner(platform: Platform, api: LimitedApi) -> FunctionRunner:
     return runner
 
 
-def _ended(runner: FunctionRunner, ok: bool) -> apps.RunEnded:
-    run = apps.ClaimedRun(RUN.run_id, "fn", "app", "evt", "biz", "customer.created", "{}", 0, "x")
+def _ended(runner: FunctionRunner, ok: bool) -> queues.RunEnded:
+    run = queues.ClaimedRun(RUN.run_id, "fn", "app", "evt", "biz", "customer.created", "{}", 0, "x")
     outcome = RunOutcome(
         ok=ok,
         result=None,
         logs=["handler line"],
+        log_times=[0],
         error=None if ok else "Error: 429",
         limit=None,
         platform_failure=False,
         seconds=0.1,
     )
-    return runner._ended(run, 1, outcome)
+    return runner._ended(run, 1, outcome, runner._platform.now())
 
 
 @pytest.mark.parametrize("refusals", [1, 3])
@@ -76,6 +77,8 @@ async def test_a_call_waits_for_the_budget_within_the_wall_limit(
     notes = [line for line in ended.logs if line.startswith("[ledgerport]")]
     assert len(notes) == refusals
     assert all("waited 2 s" in note for note in notes)
+    # Each note is timed when it was written, among the handler's own lines.
+    assert list(ended.log_times) == [0, *(2000 * n for n in range(refusals))]
 
 
 async def test_a_wait_past_the_wall_limit_answers_the_429_and_the_run_goes_again_after_it(

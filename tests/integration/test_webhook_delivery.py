@@ -12,7 +12,7 @@ import stripe
 import trio
 import trio.testing
 
-from ledgerport import apps, catalog
+from ledgerport import apps, catalog, queues
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import DeliveryEngine, verify_header
 from ledgerport.platform import Platform
@@ -329,8 +329,8 @@ async def test_fan_out_happens_once_and_not_at_all_when_its_transaction_fails(
 
             async def fan_out_then_crash() -> None:
                 async with store.transaction() as tx:
-                    pending = await apps.pending_events(tx, 100)
-                    fanned = apps.plan_fan_out(
+                    pending = await queues.pending_events(tx, 100)
+                    fanned = queues.plan_fan_out(
                         pending,
                         keyring=platform.keyring,
                         now=platform.now(),
@@ -338,7 +338,7 @@ async def test_fan_out_happens_once_and_not_at_all_when_its_transaction_fails(
                         lease_until=platform.now(),
                         take=lambda _app, _webhook: False,
                     )
-                    await apps.write_fan_out(tx, fanned)
+                    await queues.write_fan_out(tx, fanned)
                     raise Crash
 
             with pytest.raises(Crash):
@@ -369,9 +369,9 @@ async def test_an_attempt_made_before_its_fan_out_failed_to_commit_goes_again_un
     store: Store,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    write = apps.write_fan_out
+    write = queues.write_fan_out
 
-    async def write_then_fail_after_the_attempt(tx: Any, fan_out: apps.FanOut) -> None:
+    async def write_then_fail_after_the_attempt(tx: Any, fan_out: queues.FanOut) -> None:
         await write(tx, fan_out)
         await hook.receiver.wait_for(1, within=TIMEOUT)
         raise StorageUnavailable("the commit did not happen")
@@ -383,10 +383,10 @@ async def test_an_attempt_made_before_its_fan_out_failed_to_commit_goes_again_un
         ):
             await hook.api.customer()
             waiting = await _dispatch_state(store)
-            monkeypatch.setattr(apps, "write_fan_out", write_then_fail_after_the_attempt)
+            monkeypatch.setattr(queues, "write_fan_out", write_then_fail_after_the_attempt)
             with pytest.raises(StorageUnavailable):
                 await engine.dispatch_once()
-            monkeypatch.setattr(apps, "write_fan_out", write)
+            monkeypatch.setattr(queues, "write_fan_out", write)
             await engine.settle()
             # Nothing of the fan-out was written: the same events wait, no delivery exists.
             assert await _dispatch_state(store) == waiting
@@ -427,11 +427,11 @@ async def test_outcomes_waiting_are_written_by_the_next_fan_out(
 
 
 def test_a_delivery_id_is_derived_from_its_event_and_webhook() -> None:
-    one = apps.delivery_id_for("evt_1", "wh_1")
-    assert one == apps.delivery_id_for("evt_1", "wh_1")
+    one = queues.delivery_id_for("evt_1", "wh_1")
+    assert one == queues.delivery_id_for("evt_1", "wh_1")
     assert one.startswith("dlv_")
     assert len(one) == len("dlv_") + 24
-    others = {apps.delivery_id_for("evt_2", "wh_1"), apps.delivery_id_for("evt_1", "wh_2")}
+    others = {queues.delivery_id_for("evt_2", "wh_1"), queues.delivery_id_for("evt_1", "wh_2")}
     assert len({one, *others}) == 3
 
 
@@ -821,8 +821,8 @@ async def test_a_fan_out_stops_at_whole_events_once_its_rows_reach_the_budget(
             for index in range(5):
                 await hook.api.customer(f"Customer {index}")
             async with store.transaction() as tx:
-                pending = await apps.pending_events(tx, 100)
-            fanned = apps.plan_fan_out(
+                pending = await queues.pending_events(tx, 100)
+            fanned = queues.plan_fan_out(
                 pending,
                 keyring=platform.keyring,
                 now=platform.now(),
@@ -847,8 +847,8 @@ async def test_claims_are_renewed_in_bounded_batches(
             for index in range(7):
                 await hook.api.customer(f"Customer {index}")
             async with store.transaction() as tx:
-                pending = await apps.pending_events(tx, 100)
-                fanned = apps.plan_fan_out(
+                pending = await queues.pending_events(tx, 100)
+                fanned = queues.plan_fan_out(
                     pending,
                     keyring=platform.keyring,
                     now=platform.now(),
@@ -856,13 +856,13 @@ async def test_claims_are_renewed_in_bounded_batches(
                     lease_until=platform.now() + 30,
                     take=lambda _app, _webhook: True,
                 )
-                await apps.write_fan_out(tx, fanned)
+                await queues.write_fan_out(tx, fanned)
             until = platform.now() + 60
             renewed = []
             for _ in range(4):
                 async with store.transaction() as tx:
                     renewed.append(
-                        await apps.renew_claims(tx, lease="lease_a", until=until, limit=3)
+                        await queues.renew_claims(tx, lease="lease_a", until=until, limit=3)
                     )
             async with store.transaction() as tx:
                 ends = await tx.fetch("SELECT DISTINCT next_attempt_at FROM webhook_deliveries")

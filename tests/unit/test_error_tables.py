@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, apps, auth, books, catalog, storage
+from ledgerport import access, apps, auth, books, catalog, queues, storage
 from ledgerport.errors import DomainError, InvalidInput
 from ledgerport.http import ANSWERS, Answer, answer_for
 from ledgerport.ops import redact
@@ -113,7 +113,13 @@ def _subclasses(root: type) -> list[type]:
 
 # Roots with a row that answers for subclasses the HTTP layer never sees alone.
 GROUPED_ROOTS = (auth.OAuthError, auth.AuthorizeProblem)
-DOMAIN_ROOTS = (books.BooksError, apps.AppsError, auth.AuthError, access.AccessError)
+DOMAIN_ROOTS = (
+    books.BooksError,
+    apps.AppsError,
+    queues.QueuesError,
+    auth.AuthError,
+    access.AccessError,
+)
 
 
 @pytest.mark.parametrize(("code", "status"), SPEC_API_CODES.items())

@@ -40,7 +40,7 @@ FRAMES: list[Frame] = [
     Api(run="run_1", call=1, method="GET", path="/customers", body=None),
     Api(run="run_1", call=2, method="POST", path="/customers", body='{"name":"A"}'),
     ApiResult(run="run_1", call=1, status=200, body={"data": [{"id": "cus_1"}], "next": None}),
-    Done(run="run_1", ok=True, result='"x"', logs=["a", "b"], cpu_ms=1.5),
+    Done(run="run_1", ok=True, result='"x"', logs=["a", "b"], log_times=[0, 12], cpu_ms=1.5),
     Done(run="run_1", ok=False, result=None, error="boom", limit="log", clean=False),
 ]
 
@@ -86,6 +86,9 @@ REFUSED = {
     "a run id that is no string": _map(API, run=7),
     "ok that is no boolean": _map(DONE, ok=1),
     "logs that are no strings": _map(DONE, logs=[1, 2]),
+    "log times that are no integers": _map(DONE, logs=["a"], log_times=[1.5]),
+    "log times that are booleans": _map(DONE, logs=["a"], log_times=[True]),
+    "log times that are no list": _map(DONE, log_times="0"),
     "a result that is a map": _map(DONE, result={"a": 1}),
 }
 

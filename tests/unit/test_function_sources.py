@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ledgerport import catalog
-from ledgerport.apps import FunctionSourceNoHandler, compile_module
+from ledgerport.apps import SCRIPT_NAME, FunctionSourceNoHandler, compile_module, source_stack
 from ledgerport.errors import InvalidInput
 
 ACCEPTED = {
@@ -136,7 +136,89 @@ def test_line_numbers_in_the_script_are_the_sources() -> None:
     lines = compile_module(source).script.splitlines()
     assert lines[0].endswith("const a = 1;")
     assert lines[1] == "const b = 2;"
-    assert lines[2] == "function handler() { return a + b }"
+    assert lines[2] == " " * len("export ") + "function handler() { return a + b }"
+
+
+POSITIONED = (
+    "export const first = 1; export function handler(event) { if (event.n) return deep(); }\n"
+    "export {\n"
+    "  \U0001d465 as alias,\n"
+    "};\n"
+    "const \U0001d465 = 'wide'; export const later = 2;\n"
+    "function deep() { throw new RangeError('on purpose') }\n"
+)
+"""A source whose exports are taken off on several lines; an identifier of an astral
+character (two UTF-16 units) in a clause taken off."""
+
+
+def _units(text: str) -> int:
+    """The length of ``text`` in UTF-16 code units, as V8 counts columns."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def test_what_is_taken_off_the_source_leaves_its_lines_and_columns() -> None:
+    script = compile_module(POSITIONED).script
+    lines = script.split("\n")
+    source = POSITIONED.split("\n")
+    # The first line: the wrapper's opening, then the source's own columns.
+    prefix = '(async function () {"use strict";'
+    assert lines[0] == prefix + source[0].replace("export ", " " * 7)
+    assert lines[1:4] == [" " * _units(line) for line in source[1:4]]
+    assert lines[4] == source[4].replace("export ", " " * 7)
+    assert lines[5] == source[5]
+
+
+STACK = """
+import json, sys
+from py_mini_racer import MiniRacer
+racer = MiniRacer()
+promise = racer.eval(
+    "(0, eval)(" + json.dumps(sys.stdin.read()) + ")()"
+    ".then(m => { try { m.handler({n: 1}) } catch (e) { return e.stack } })"
+)
+print(json.dumps(promise.get(timeout=5)))
+"""
+
+
+def test_a_stack_points_into_the_uploaded_source() -> None:
+    """Run in V8 as the sandbox runs it (a script of its own), a throwing handler's stack names
+    ``function.js`` at the source's lines and columns, and holds nothing of the code around."""
+    done = subprocess.run(
+        [sys.executable, "-c", STACK],
+        input=compile_module(POSITIONED).script,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=True,
+    )
+    stack = source_stack(json.loads(done.stdout))
+    frames = [line.strip() for line in stack.splitlines()[1:]]
+    thrown = POSITIONED.split("\n")[5].index("new RangeError") + 1
+    called = POSITIONED.split("\n")[0].index("deep()") + 1
+    assert stack.splitlines()[0] == "RangeError: on purpose"
+    assert frames == [
+        f"at deep ({SCRIPT_NAME}:6:{thrown})",
+        f"at Object.handler ({SCRIPT_NAME}:1:{called})",
+    ]
+
+
+def test_source_stack_moves_the_first_lines_columns_and_drops_the_runtimes_frames() -> None:
+    wrapper = len('(async function () {"use strict";')
+    stack = (
+        "Error: x\n"
+        f"    at f (function.js:1:{wrapper + 5})\n"
+        "    at g (function.js:12:3)\n"
+        "    at Array.map (<anonymous>)\n"
+        "    at invoke (<anonymous>:180:20)\n"
+        "    at <anonymous>:1:25"
+    )
+    assert source_stack(stack) == (
+        "Error: x\n"
+        "    at f (function.js:1:5)\n"
+        "    at g (function.js:12:3)\n"
+        "    at Array.map (<anonymous>)"
+    )
 
 
 MAX_DEPTH = catalog.FUNCTION_SOURCE_MAX_DEPTH

@@ -287,11 +287,11 @@ class FunctionNotFound(AppsError):
         super().__init__("Function {0} not found", params=[name])
 
 
-class RunNotFound(AppsError):
-    """The function has no run of that id (or it aged out)."""
+class FunctionVersionNotFound(AppsError):
+    """The function keeps no version of that number (never uploaded, or no longer kept)."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__("Run {0} not found", params=[run_id])
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__("Function {0} has no version {1}", params=[name, version])
 
 
 class FunctionSourceNoHandler(AppsError):
@@ -301,10 +301,3 @@ class FunctionSourceNoHandler(AppsError):
         super().__init__(
             "Function source is not an ES module exporting a handler: {0}", params=[reason]
         )
-
-
-class RedeliveryRefused(AppsError):
-    """spec: Redelivery; ``reason`` says which refusal applies."""
-
-    def __init__(self, delivery_id: str, reason: str) -> None:
-        super().__init__("Delivery {0} cannot be redelivered: {1}", params=[delivery_id, reason])

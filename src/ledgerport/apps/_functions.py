@@ -1,15 +1,18 @@
-"""An app's hosted functions: upload (a new version each time), list, read, delete, and their
-recent runs (contract.md: Hosted functions, Developer console API).
+"""An app's hosted functions as code: upload (a new version each time), list, read, delete,
+the versions kept and the active one (contract.md: Hosted functions, Developer console API and
+its second round). Their runs are the queues package's.
 
 An upload is an ES module exporting ``handler`` and the event types it runs on. The module is
 turned into a script at upload (:mod:`._module_source`), in a worker process and before any
 transaction opens (:func:`prepare_function`): a slow parse holds neither the event loop nor the
-store. The source, the script and a version number are kept, and the latest version is the one
-that runs. Each event type must be one the app may receive: business and privacy events need
-their gating scope among the app's registered scopes (an installation may grant it), app events
-need none. Deleting a function
-keeps its row (``deleted_at``), so its runs stay listed until they age out and a run still
-queued for it fails unrun; the name is free again at once.
+store. Each upload keeps its source and script as a new version, numbered on, which becomes the
+active one: the version runs use. An earlier version kept can be made active again (a
+rollback); the FUNCTION_VERSIONS_KEPT newest are kept, and the active one always. The event
+types are the function's, not a version's: an upload sets them, an activation leaves them.
+Each event type must be one the app may receive: business and privacy events need their
+gating scope among the app's registered scopes (an installation may grant it), app events need
+none. Deleting a function keeps its row (``deleted_at``), so its runs stay listed until they
+age out and a run still queued for it fails unrun; the name is free again at once.
 """
 
 from __future__ import annotations
@@ -17,23 +20,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
 
 from ledgerport import catalog
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
-from ledgerport.storage import Row, Transaction, first_per_key
+from ledgerport.storage import Row, Transaction
 
 from ._apps import App
 from ._compiler import compile_upload
-from ._deliveries import tenant_due_times_sql
-from ._errors import FunctionNotFound, RunNotFound
+from ._errors import FunctionNotFound, FunctionVersionNotFound
 from ._module_source import CompiledModule
 
-RunStatus = Literal["queued", "retrying", "succeeded", "failed"]
-RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "retrying", "succeeded", "failed")
 _NAME = re.compile(catalog.FUNCTION_NAME_PATTERN)
+_VERSION_MAX = 2**31 - 1
+"""The largest version number a database integer holds: none beyond it can exist."""
+FUNCTION_VERSIONS_KEPT = 10
+"""Versions of a function kept: the newest ones (and always the active one). Enough to roll
+back over several bad uploads; each keeps a source of up to 256 KiB and its script, so a
+function keeps a few MiB at most however often it is uploaded."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,11 @@ class HostedFunction:
     name: str
     events: tuple[str, ...]
     version: int
-    """The latest version: the one that runs."""
+    """The active version: the one runs use."""
     created_at: float
     updated_at: float
+    latest_version: int
+    """The newest version uploaded (the active one, unless an earlier one was activated)."""
 
     @classmethod
     def from_row(cls, row: Row) -> HostedFunction:
@@ -57,88 +64,19 @@ class HostedFunction:
             version=int(row["version"]),
             created_at=float(row["created_at"]),
             updated_at=float(row["updated_at"]),
+            latest_version=int(row["latest_version"]),
         )
 
 
 @dataclass(frozen=True)
-class FunctionRun:
-    """A run as the console lists it: what it wrote, in an excerpt (RUN_EXCERPT_CHARS of
-    log lines; the result when its JSON is no longer), the flags saying whether more exists."""
+class FunctionVersion:
+    """A version kept of a function."""
 
-    id: str
-    event_id: str | None
-    type: str
-    status: RunStatus
-    attempts: int
-    version: int | None
-    duration_ms: float | None
-    logs: list[str]
-    error: str | None
-    result: Any
+    version: int
     created_at: float
-    logs_truncated: bool = False
-    result_truncated: bool = False
-
-    @classmethod
-    def from_row(cls, row: Row) -> FunctionRun:
-        logs, logs_truncated = _log_excerpt(row["logs_head"], int(row["logs_size"] or 0))
-        result_size = int(row["result_size"] or 0)
-        return cls(
-            id=row["id"],
-            event_id=row["event_id"],
-            type=row["type"],
-            status=row["status"],
-            attempts=int(row["attempts"]),
-            version=None if row["version"] is None else int(row["version"]),
-            duration_ms=row["duration_ms"],
-            logs=logs,
-            error=row["error"],
-            result=json.loads(row["result"]) if row["result"] is not None else None,
-            created_at=float(row["created_at"]),
-            logs_truncated=logs_truncated,
-            result_truncated=result_size > RUN_EXCERPT_CHARS,
-        )
-
-
-@dataclass(frozen=True)
-class RunDetail:
-    """One run whole: what it ran on and everything it wrote."""
-
-    run: FunctionRun
-    event: Any
-    """What the handler got (the webhook delivery body's shape)."""
-    stack: str | None
-    """The stack of what the handler threw, when it threw an Error."""
-
-
-RUN_EXCERPT_CHARS = 4096
-"""Characters of a run's log lines, and of its result's JSON, a listing of runs answers at most
-(a run may keep 64 KiB of each: a listing of 100 whole runs would weigh 12.8 MB)."""
-_RUN_LIST_COLUMNS = (
-    "id, event_id, type, status, attempts, version, duration_ms, error, created_at,"
-    " substr(logs, 1, $2) AS logs_head, length(logs) AS logs_size,"
-    " CASE WHEN length(result) <= $2 THEN result END AS result, length(result) AS result_size"
-)
-
-
-def _log_excerpt(head: str | None, size: int) -> tuple[list[str], bool]:
-    """The log lines whole within ``head``, the first characters of a run's logs (a JSON
-    array of strings), and whether the logs go on past them."""
-    if head is None:
-        return [], False
-    if len(head) >= size:
-        return list(json.loads(head)), False
-    lines: list[str] = []
-    decoder = json.JSONDecoder()
-    at = 1  # past the "["
-    while at < len(head):
-        try:
-            line, at = decoder.raw_decode(head, at)
-        except ValueError:
-            break
-        lines.append(line)
-        at += 1  # past the ","
-    return lines, True
+    active: bool
+    source_bytes: int
+    """The size of its source, as uploaded (UTF-8)."""
 
 
 def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[str]:
@@ -202,9 +140,10 @@ async def put_function(
     tx: Transaction, *, now: float, app: App, upload: FunctionUpload
 ) -> HostedFunction:
     """Create the function of ``app`` the upload names, or give it a new version: the upload's
-    source, script and events. The rules are checked again against ``app`` as this transaction
-    read it (its scopes may have changed since the upload was prepared); nothing is parsed
-    here. Raises InvalidInput (name, size, events, an app's 21st function)."""
+    source, script and events, the new version active, the versions older than the
+    FUNCTION_VERSIONS_KEPT newest deleted. The rules are checked again against ``app`` as this
+    transaction read it (its scopes may have changed since the upload was prepared); nothing is
+    parsed here. Raises InvalidInput (name, size, events, an app's 21st function)."""
     name, source, events = upload.name, upload.source, upload.events
     problems = _problems(app, name, source, events)
     if problems:
@@ -226,8 +165,8 @@ async def put_function(
             raise InvalidInput([f"an app has at most {catalog.FUNCTIONS_PER_APP_MAX} functions"])
         function_id, version, created_at = new_id("fn"), 1, now
         await tx.execute(
-            "INSERT INTO functions (id, app_id, name, events, version, created_at, updated_at)"
-            " VALUES ($1, $2, $3, $4, 1, $5, $5)",
+            "INSERT INTO functions (id, app_id, name, events, version, latest_version,"
+            " created_at, updated_at) VALUES ($1, $2, $3, $4, 1, 1, $5, $5)",
             function_id,
             app.id,
             name,
@@ -235,14 +174,20 @@ async def put_function(
             now,
         )
     else:
-        function_id, version = row["id"], int(row["version"]) + 1
+        function_id, version = row["id"], int(row["latest_version"]) + 1
         created_at = float(row["created_at"])
         await tx.execute(
-            "UPDATE functions SET events = $1, version = $2, updated_at = $3 WHERE id = $4",
+            "UPDATE functions SET events = $1, version = $2, latest_version = $2,"
+            " updated_at = $3 WHERE id = $4",
             events_json,
             version,
             now,
             function_id,
+        )
+        await tx.execute(
+            "DELETE FROM function_versions WHERE function_id = $1 AND version <= $2",
+            function_id,
+            version - FUNCTION_VERSIONS_KEPT,
         )
     await tx.execute(
         "INSERT INTO function_versions (function_id, version, source, script, created_at)"
@@ -253,7 +198,7 @@ async def put_function(
         upload.module.script,
         now,
     )
-    return HostedFunction(function_id, app.id, name, events, version, created_at, now)
+    return HostedFunction(function_id, app.id, name, events, version, created_at, now, version)
 
 
 async def list_functions(tx: Transaction, app_id: str) -> list[HostedFunction]:
@@ -277,13 +222,82 @@ async def get_function(tx: Transaction, app_id: str, name: str) -> HostedFunctio
 
 
 async def function_source(tx: Transaction, function: HostedFunction) -> str:
-    """The source of the function's latest version, as uploaded."""
+    """The source of the function's active version, as uploaded."""
     source: str = await tx.fetchval(
         "SELECT source FROM function_versions WHERE function_id = $1 AND version = $2",
         function.id,
         function.version,
     )
     return source
+
+
+async def function_versions(tx: Transaction, function: HostedFunction) -> list[FunctionVersion]:
+    """Every version kept of the function, newest first."""
+    size = "octet_length(source)" if tx.kind == "postgresql" else "length(CAST(source AS BLOB))"
+    rows = await tx.fetch(
+        f"SELECT version, created_at, {size} AS size FROM function_versions"
+        " WHERE function_id = $1 ORDER BY version DESC",
+        function.id,
+    )
+    return [
+        FunctionVersion(
+            version=int(row["version"]),
+            created_at=float(row["created_at"]),
+            active=int(row["version"]) == function.version,
+            source_bytes=int(row["size"]),
+        )
+        for row in rows
+    ]
+
+
+async def version_source(
+    tx: Transaction, function: HostedFunction, version: int
+) -> tuple[FunctionVersion, str]:
+    """A version kept of the function and its source, as uploaded; FunctionVersionNotFound
+    when it is not kept."""
+    if not 1 <= version <= _VERSION_MAX:
+        raise FunctionVersionNotFound(function.name, version)
+    row = await tx.fetchrow(
+        "SELECT created_at, source FROM function_versions WHERE function_id = $1 AND version = $2",
+        function.id,
+        version,
+    )
+    if row is None:
+        raise FunctionVersionNotFound(function.name, version)
+    source: str = row["source"]
+    kept = FunctionVersion(
+        version, float(row["created_at"]), version == function.version, len(source.encode())
+    )
+    return kept, source
+
+
+async def activate_version(
+    tx: Transaction, *, now: float, app_id: str, name: str, version: int
+) -> HostedFunction:
+    """Make ``version`` of the app's function ``name`` the active one (a rollback, or forward
+    again): runs claimed from then on run it; a run already claimed keeps the version it was
+    claimed with. FunctionNotFound, FunctionVersionNotFound when the version is not kept."""
+    if not 1 <= version <= _VERSION_MAX:
+        await get_function(tx, app_id, name)
+        raise FunctionVersionNotFound(name, version)
+    await tx.serialize(f"function:{app_id}:{name}")
+    row = await tx.fetchrow(
+        "SELECT f.*, v.version AS kept FROM functions f LEFT JOIN function_versions v"
+        " ON v.function_id = f.id AND v.version = $3"
+        " WHERE f.app_id = $1 AND f.name = $2 AND f.deleted_at IS NULL"
+        f"{tx.row_lock and tx.row_lock + ' OF f'}",
+        app_id,
+        name,
+        version,
+    )
+    if row is None:
+        raise FunctionNotFound(name)
+    if row["kept"] is None:
+        raise FunctionVersionNotFound(name, version)
+    await tx.execute(
+        "UPDATE functions SET version = $1, updated_at = $2 WHERE id = $3", version, now, row["id"]
+    )
+    return replace(HostedFunction.from_row(row), version=version, updated_at=now)
 
 
 async def delete_function(tx: Transaction, *, now: float, app_id: str, name: str) -> None:
@@ -293,251 +307,14 @@ async def delete_function(tx: Transaction, *, now: float, app_id: str, name: str
     )
 
 
-async def recent_runs(tx: Transaction, function: HostedFunction) -> list[FunctionRun]:
-    """The function's most recent runs (catalog.CONSOLE_RUNS_SHOWN), newest first, each with an
-    excerpt of what it wrote (see :class:`FunctionRun`): only the excerpts are read."""
-    rows = await tx.fetch(
-        f"SELECT {_RUN_LIST_COLUMNS} FROM function_runs WHERE function_id = $1"
-        " ORDER BY created_at DESC, id DESC LIMIT $3",
-        function.id,
-        RUN_EXCERPT_CHARS,
-        catalog.CONSOLE_RUNS_SHOWN,
-    )
-    return [FunctionRun.from_row(row) for row in rows]
-
-
-async def get_run(tx: Transaction, function: HostedFunction, run_id: str) -> RunDetail:
-    """The function's run ``run_id`` whole; RunNotFound when the function has none of that id
-    (or it aged out)."""
-    row = await tx.fetchrow(
-        f"SELECT {_RUN_LIST_COLUMNS}, logs, result AS whole_result, body, error_stack"
-        " FROM function_runs WHERE function_id = $1 AND id = $3",
-        function.id,
-        RUN_EXCERPT_CHARS,
-        run_id,
-    )
-    if row is None:
-        raise RunNotFound(run_id)
-    whole = {
-        **row,
-        "logs_head": row["logs"],
-        "result": row["whole_result"],
-        "result_size": 0,
-    }
-    return RunDetail(FunctionRun.from_row(whole), json.loads(row["body"]), row["error_stack"])
-
-
-# --- Runs ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClaimedRun:
-    """A run an engine holds the lease of."""
-
-    id: str
-    function_id: str
-    app_id: str
-    event_id: str | None
-    business_id: str | None
-    type: str
-    body: str
-    attempts: int
-    """Attempts made before this one."""
-    lease: str
-
-
-RUN_TENANT = "(app_id || '/' || COALESCE(business_id, ''))"
-"""A run's tenant as the fair claims key it: its app and its business ('' for none)."""
-
-
-async def run_due_times(tx: Transaction) -> list[tuple[tuple[str, str], float]]:
-    """Each (app id, business id or '') with runs waiting, and when its earliest is due (a
-    claimed run is due when its claim runs out)."""
-    rows = await tx.fetch(tenant_due_times_sql("function_runs", RUN_TENANT))
-    return [(_split_tenant(row["k"]), float(row["due"])) for row in rows if row["due"] is not None]
-
-
-def _split_tenant(key: str) -> tuple[str, str]:
-    app_id, _, business = key.partition("/")
-    return app_id, business
-
-
-async def claim_runs(
-    tx: Transaction,
-    *,
-    now: float,
-    lease: str,
-    lease_until: float,
-    quotas: Sequence[tuple[tuple[str, str], int]],
-) -> list[ClaimedRun]:
-    """Claim due runs, for each ``((app_id, business), n)`` of ``quotas`` that tenant's ``n``
-    oldest due at most (on PostgreSQL, those no other transaction holds): ``lease`` holds them
-    until ``lease_until``, when they are due again."""
-    if not quotas:
-        return []
-    sql, extra = first_per_key(
-        tx,
-        select=(
-            "SELECT id, function_id, app_id, event_id, business_id, type, body, attempts"
-            " FROM function_runs WHERE status IN ('queued', 'retrying') AND next_attempt_at <= $1"
-        ),
-        key=RUN_TENANT,
-        order="next_attempt_at",
-        quotas=[(f"{app_id}/{business}", n) for (app_id, business), n in quotas],
-        start=2,
-    )
-    rows = await tx.fetch(sql, now, *extra)
-    if rows:
-        await tx.executemany(
-            "UPDATE function_runs SET lease = $1, next_attempt_at = $2 WHERE id = $3",
-            [(lease, lease_until, row["id"]) for row in rows],
-        )
-    return [
-        ClaimedRun(
-            id=row["id"],
-            function_id=row["function_id"],
-            app_id=row["app_id"],
-            event_id=row["event_id"],
-            business_id=row["business_id"],
-            type=row["type"],
-            body=row["body"],
-            attempts=int(row["attempts"]),
-            lease=lease,
-        )
-        for row in rows
-    ]
-
-
-async def next_run_due_at(tx: Transaction) -> float | None:
-    value = await tx.fetchval(
-        "SELECT MIN(next_attempt_at) FROM function_runs WHERE status IN ('queued', 'retrying')"
-    )
-    return None if value is None else float(value)
-
-
-async def run_queue_depth(tx: Transaction) -> int:
-    return int(
-        await tx.fetchval(
-            "SELECT COUNT(*) FROM function_runs WHERE status IN ('queued', 'retrying')"
-        )
-    )
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """What a run needs, read just before it starts: the script of the function's latest
-    version, and the installation whose grant its token carries (None: the run gets no API
-    access, as for an app event in a business the app is no longer installed in)."""
-
-    version: int
-    script: str
-    installation_id: str | None
-    user_id: str | None
-    scopes: tuple[str, ...]
-
-
-async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
-    """The run's plan, or why it must fail unrun: the function deleted, the app stopped, or
-    for a business or privacy event the installation ended or the event's scope no longer
-    held (the same rules as a webhook delivery's send-time check)."""
-    row = await tx.fetchrow(
-        "SELECT f.deleted_at, f.version, v.script, a.status AS app_status, a.scopes AS app_scopes"
-        " FROM functions f JOIN function_versions v ON v.function_id = f.id"
-        " AND v.version = f.version JOIN apps a ON a.id = f.app_id WHERE f.id = $1",
-        run.function_id,
-    )
-    if row is None or row["deleted_at"] is not None:
-        return "function deleted"
-    if row["app_status"] != "ACTIVE":
-        return f"app {row['app_status'].lower()}"
-    installation = None
-    if run.business_id:
-        installation = await tx.fetchrow(
-            "SELECT i.id, i.user_id, i.scopes, m.active AS member_active FROM installations i"
-            " LEFT JOIN memberships m ON m.business_id = i.business_id AND m.user_id = i.user_id"
-            " WHERE i.app_id = $1 AND i.business_id = $2 AND i.state = 'ACTIVE'",
-            run.app_id,
-            run.business_id,
-        )
-    kind = catalog.event_type(run.type)
-    # A test run (the console's, on a sample: no event) runs in no business, with no token.
-    if kind is not None and kind.audience != "app" and run.event_id is not None:
-        if installation is None:
-            return "app not installed in the business"
-        held = set(json.loads(installation["scopes"])) & set(json.loads(row["app_scopes"]))
-        if kind.scope not in held:
-            return f"scope {kind.scope} no longer held"
-    if installation is not None and not installation["member_active"]:
-        # The installing user is no longer an active member: the run gets no token to act
-        # with (its calls answer 503), as their own tokens are refused.
-        installation = None
-    return RunPlan(
-        version=int(row["version"]),
-        script=row["script"],
-        installation_id=None if installation is None else installation["id"],
-        user_id=None if installation is None else installation["user_id"],
-        scopes=() if installation is None else tuple(json.loads(installation["scopes"])),
-    )
-
-
-@dataclass(frozen=True)
-class RunEnded:
-    """What became of one claimed run: succeeded, failed, or retrying at ``next_attempt_at``
-    (the platform failed it)."""
-
-    run_id: str
-    lease: str
-    status: RunStatus
-    attempts: int
-    version: int | None
-    duration_ms: float | None
-    logs: Sequence[str]
-    error: str | None
-    result: str | None
-    """JSON text."""
-    finished_at: float
-    next_attempt_at: float | None
-    stack: str | None = None
-
-
-async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
-    """Record how runs ended; a run whose claim no longer holds the lease changes nothing."""
-    await tx.executemany(
-        "UPDATE function_runs SET status = $1, attempts = $2, version = $3, duration_ms = $4,"
-        " logs = $5, error = $6, result = $7, updated_at = $8, next_attempt_at = $9,"
-        " error_stack = $12, lease = NULL WHERE id = $10 AND lease = $11",
-        [
-            (
-                run.status,
-                run.attempts,
-                run.version,
-                run.duration_ms,
-                json.dumps(list(run.logs)),
-                run.error,
-                run.result,
-                run.finished_at,
-                run.next_attempt_at,
-                run.run_id,
-                run.lease,
-                run.stack,
-            )
-            for run in ended
-        ],
-    )
-
-
-async def purge_runs(tx: Transaction, *, now: float) -> int:
-    """Delete ended runs past the history kept (30 days, as for deliveries), and deleted
-    functions nothing refers to any more, with their versions; answers the runs removed."""
-    cutoff = now - catalog.DELIVERY_RETENTION
-    removed = await tx.execute(
-        "DELETE FROM function_runs WHERE created_at < $1 AND status IN ('succeeded', 'failed')",
-        cutoff,
-    )
+async def purge_deleted_functions(tx: Transaction, *, now: float) -> int:
+    """Delete, with their versions, the functions deleted more than the run history kept (30
+    days) ago that no run refers to any more (the cleanup calls it after
+    ``queues.purge_runs``); answers how many."""
     unused = (
         "SELECT id FROM functions WHERE deleted_at IS NOT NULL AND deleted_at < $1"
         " AND NOT EXISTS (SELECT 1 FROM function_runs r WHERE r.function_id = functions.id)"
     )
+    cutoff = now - catalog.DELIVERY_RETENTION
     await tx.execute(f"DELETE FROM function_versions WHERE function_id IN ({unused})", cutoff)
-    await tx.execute(f"DELETE FROM functions WHERE id IN ({unused})", cutoff)
-    return removed
+    return await tx.execute(f"DELETE FROM functions WHERE id IN ({unused})", cutoff)

@@ -9,10 +9,15 @@ mode and top-level ``await``:
     (async function () {"use strict";<the module's body>
     ;return {handler: <the binding exported as handler>};
     })
+    //# sourceURL=function.js
 
 The script evaluates to that function; calling it runs the module's top level once and answers
-its exports. The body starts on the script's first line, so line numbers in errors and stack
-traces are the source's.
+its exports. The body starts on the script's first line, and what is taken off the body is
+replaced by as many spaces (its line breaks kept), so a position in the script is the source's:
+the same line, and the same column but on the first line, which the wrapper's opening moves
+right (:func:`source_stack` moves it back), and on a line holding ``export default
+<expression>``, whose binding is longer than the keywords. The script names itself
+``function.js`` for the stacks V8 writes (when evaluated as a script of its own).
 
 This module imports nothing but the standard library and tree-sitter, so that it can also run as
 the compile worker (``python -P _module_source.py <max depth>``: the source on standard input,
@@ -23,6 +28,7 @@ refusals are :class:`Refused`; ``_compiler.py`` turns them into the package's er
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +39,13 @@ from tree_sitter import Language, Node, Parser
 
 _JAVASCRIPT = Language(tree_sitter_javascript.language())
 _PREFIX = b'(async function () {"use strict";'
+SCRIPT_NAME = "function.js"
+"""The name a compiled script gives itself in stack traces."""
+_LINE_BREAKS = "\n\r\u2028\u2029"
+"""JavaScript's line terminators."""
+_POSITION = re.compile(re.escape(SCRIPT_NAME) + r":(\d+):(\d+)")
+_RUNTIME_FRAME = re.compile(r"^\s*at .*<anonymous>:\d+:\d+\)?\s*$")
+"""A frame of code the runtime evaluated itself (nameless scripts), not of the function's."""
 DEFAULT_BINDING = "__ledgerport_default"
 """What an anonymous ``export default`` becomes (the default export is not used)."""
 _OPENING = frozenset({"(", "[", "{", "${"})
@@ -193,7 +206,7 @@ def transform(source: str, *, max_depth: int) -> CompiledModule:
         raise Refused("no_handler", [f"syntax error at {_where(error)}"])
     _refuse_loading(root)
     exports: dict[str, str] = {}
-    edits: list[tuple[int, int, bytes]] = []
+    edits: list[tuple[int, int, str]] = []
     for statement in root.named_children:
         if statement.type != "export_statement":
             continue
@@ -201,14 +214,12 @@ def transform(source: str, *, max_depth: int) -> CompiledModule:
         value = statement.child_by_field_name("value")
         default = any(child.type == "default" for child in statement.children)
         if declaration is not None:
-            edits.append((statement.start_byte, declaration.start_byte, b""))
+            edits.append((statement.start_byte, declaration.start_byte, ""))
             for name in _declared(declaration):
                 exports["default" if default else name] = name
         elif value is not None:
             # export default <expression>
-            edits.append(
-                (statement.start_byte, value.start_byte, f"const {DEFAULT_BINDING} = ".encode())
-            )
+            edits.append((statement.start_byte, value.start_byte, f"const {DEFAULT_BINDING} = "))
             exports["default"] = DEFAULT_BINDING
         else:
             for clause in statement.named_children:
@@ -219,18 +230,48 @@ def transform(source: str, *, max_depth: int) -> CompiledModule:
                     alias = specifier.child_by_field_name("alias") or local
                     if local is not None and alias is not None:
                         exports[_text(alias).strip("\"'")] = _text(local)
-            edits.append((statement.start_byte, statement.end_byte, b""))
+            edits.append((statement.start_byte, statement.end_byte, ""))
     if "handler" not in exports:
         raise Refused("no_handler", ["the module exports no handler"])
     # The edits never overlap (one per export statement): the body is cut once, in order.
     pieces = [_PREFIX]
     kept = 0
     for start, end, replacement in sorted(edits):
-        pieces += [code[kept:start], replacement]
+        pieces += [code[kept:start], _blanked(code[start:end], replacement)]
         kept = end
-    pieces += [code[kept:], f"\n;return {{handler: {exports['handler']}}};\n}})".encode()]
+    tail = f"\n;return {{handler: {exports['handler']}}};\n}})\n//# sourceURL={SCRIPT_NAME}\n"
+    pieces += [code[kept:], tail.encode()]
     script = b"".join(pieces).decode()
     return CompiledModule(script, tuple(exports))
+
+
+def _blanked(original: bytes, replacement: str) -> bytes:
+    """What stands for ``original`` in the script: ``replacement``, then spaces and
+    ``original``'s own line breaks, so that what follows keeps its line and, when
+    ``replacement`` is no longer than what it replaces on its first line, its column (columns
+    count UTF-16 code units, as V8's do)."""
+    blank = "".join(
+        char if char in _LINE_BREAKS else " " * (2 if ord(char) > 0xFFFF else 1)
+        for char in original.decode()
+    )
+    first_line = next((i for i, char in enumerate(blank) if char in _LINE_BREAKS), len(blank))
+    return (replacement + blank[min(first_line, len(replacement)) :]).encode()
+
+
+def source_stack(stack: str) -> str:
+    """A stack V8 wrote for a run of a compiled script, with positions into the uploaded
+    source: ``function.js:1:<column>`` moved back past the wrapper's opening, and the frames of
+    the runtime's own code left out."""
+
+    def moved(position: re.Match[str]) -> str:
+        line, column = int(position.group(1)), int(position.group(2))
+        if line == 1:
+            column = max(column - len(_PREFIX), 1)
+        return f"{SCRIPT_NAME}:{line}:{column}"
+
+    return "\n".join(
+        _POSITION.sub(moved, line) for line in stack.split("\n") if not _RUNTIME_FRAME.match(line)
+    )
 
 
 def _declared(declaration: Node) -> Iterator[str]:

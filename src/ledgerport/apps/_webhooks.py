@@ -219,3 +219,14 @@ async def rotate_webhook_secret(
     )
     await tx.notify(ENTITLEMENTS_CHANNEL)
     return secret, expires_at
+
+
+async def purge_deleted_webhooks(tx: Transaction, *, now: float) -> int:
+    """Delete the webhooks deleted more than the delivery history kept (30 days) ago that no
+    delivery refers to any more (the cleanup calls it after ``queues.purge_deliveries``);
+    answers how many."""
+    return await tx.execute(
+        "DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND deleted_at < $1 AND NOT EXISTS"
+        " (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = webhooks.id)",
+        now - catalog.DELIVERY_RETENTION,
+    )

@@ -30,7 +30,7 @@ from ledgerport.storage import Row, Transaction
 EVENTS_CHANNEL = "events"
 """Notified by every commit that records events. Each event is also marked for the dispatcher
 (``event_dispatch``) in the same transaction, so what was committed is fanned out exactly once
-(``apps.write_fan_out``)."""
+(``queues.write_fan_out``)."""
 
 
 class UnknownEventType(ValueError):

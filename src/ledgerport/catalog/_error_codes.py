@@ -131,8 +131,12 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("APP_DATA_FIELD_EXISTS", 409, "the app declared that key for that type"),
         ErrorCode("APP_DATA_FIELD_NOT_FOUND", 404, "no app data field with that id of the app"),
         ErrorCode("WEBHOOK_NOT_FOUND", 404, "the app has no webhook with that id"),
+        ErrorCode("DELIVERY_NOT_FOUND", 404, "the webhook has no delivery with that id"),
         ErrorCode("FUNCTION_NOT_FOUND", 404, "the app has no hosted function of that name"),
         ErrorCode("RUN_NOT_FOUND", 404, "the function has no run with that id"),
+        ErrorCode(
+            "FUNCTION_VERSION_NOT_FOUND", 404, "the function keeps no version by that number"
+        ),
         ErrorCode("EXTENSION_NOT_FOUND", 404, "the app has no extension at that target"),
         ErrorCode("LISTING_NOT_FOUND", 404, "the app has no marketplace listing"),
         ErrorCode("ASSET_NOT_FOUND", 404, "the app has no asset with that id"),

@@ -3,7 +3,7 @@
 Four kinds of task under one nursery:
 
 - the dispatcher (:meth:`DeliveryEngine.dispatch_once`) fans committed events out into
-  deliveries (``apps.plan_fan_out``), woken by every commit that records events (in process on
+  deliveries (``queues.plan_fan_out``), woken by every commit that records events (in process on
   SQLite, LISTEN/NOTIFY on PostgreSQL) and by a slow poll as a safety net. It hands the first
   attempts to the actors before its transaction commits; their outcomes wait for the commit;
 - the claimer (:meth:`DeliveryEngine.claim_once`) claims deliveries whose attempt is due
@@ -44,7 +44,7 @@ from typing import Literal
 import httpx
 import trio
 
-from ledgerport import apps, books
+from ledgerport import apps, books, queues
 from ledgerport.ids import new_id
 from ledgerport.ops import Metrics
 from ledgerport.platform import Platform
@@ -53,7 +53,7 @@ from ledgerport.storage import FIRST_PER_KEY_MAX, StorageError, Transaction
 from ._core import Capped, DeliveryBook, FanOut, Refusal, Verdict
 from ._retry import next_attempt_at
 from ._signing import signature_header
-from ._transport import delivery_client, verifying_context
+from ._transport import delivery_client, stop_reading, verifying_context
 
 log = logging.getLogger("ledgerport.engine.delivery")
 
@@ -118,15 +118,17 @@ PLAN_FRESH = 30.0
 for its attempt. Any entitlement change committed meanwhile (``apps.ENTITLEMENTS_CHANNEL``), in
 this process or another, voids it at once: the delivery is checked again just before it is
 sent."""
-RESPONSE_READ_LIMIT = 64 * 1024
-"""Bytes of a receiver's answer read (and dropped); beyond it the connection is closed."""
+RESPONSE_READ_LIMIT = queues.RESPONSE_BODY_KEPT
+"""Bytes of a receiver's answer read (and kept for the attempt log); beyond them nothing more
+is read and the connection is closed, so an endless or huge answer costs the engine no more
+than this (and httpcore's one read buffer) for as long as the attempt's timeout."""
 
 
 @dataclass
 class _Actor:
     webhook_id: str
-    send: trio.MemorySendChannel[apps.ClaimedDelivery]
-    receive: trio.MemoryReceiveChannel[apps.ClaimedDelivery]
+    send: trio.MemorySendChannel[queues.ClaimedDelivery]
+    receive: trio.MemoryReceiveChannel[queues.ClaimedDelivery]
     slots: trio.Semaphore
     client: httpx.AsyncClient | None = None
     attempts: trio.Nursery | None = None
@@ -135,7 +137,7 @@ class _Actor:
 
 @dataclass(frozen=True)
 class _Planned:
-    plan: apps.SendPlan
+    plan: queues.SendPlan
     at: float
     """trio.current_time() of the check."""
     generation: int
@@ -215,13 +217,35 @@ async def _take_slot(slots: trio.Semaphore) -> None:
         await slots.acquire()
 
 
+async def _read_head(response: httpx.Response, kept: bytearray) -> bool:
+    """Read the answer's body into ``kept``, RESPONSE_READ_LIMIT bytes at most, and nothing more
+    from the receiver (``stop_reading``); answers whether the body may go on past what was
+    kept (more arrived, or it was not read to its end)."""
+    stopped = False
+    more = False
+    try:
+        async for chunk in response.aiter_raw():
+            room = RESPONSE_READ_LIMIT - len(kept)
+            kept += chunk[:room]
+            more = more or len(chunk) > room
+            if len(kept) == RESPONSE_READ_LIMIT and not stopped:
+                stopped = True
+                if not stop_reading(response):
+                    return True
+    except httpx.ReadError:
+        if not stopped:
+            raise
+        return True
+    return more
+
+
 @dataclass(frozen=True)
 class _Ended:
     """An attempt that ended before its fan-out's transaction did: its outcome waits."""
 
     actor: _Actor
-    delivery: apps.ClaimedDelivery
-    outcome: apps.AttemptOutcome
+    delivery: queues.ClaimedDelivery
+    outcome: queues.AttemptOutcome
 
 
 class DeliveryEngine:
@@ -262,7 +286,7 @@ class DeliveryEngine:
         self._in_flight_per_app = in_flight_per_app
         self._app_in_flight: dict[str, trio.Semaphore] = {}
         """Each app's attempts in flight, while it has some."""
-        self._book: DeliveryBook[_Ended, apps.AttemptOutcome] = DeliveryBook(
+        self._book: DeliveryBook[_Ended, queues.AttemptOutcome] = DeliveryBook(
             total=held_total,
             per_app=held_per_app,
             per_webhook=held_per_webhook,
@@ -323,7 +347,7 @@ class DeliveryEngine:
         p = self._platform
         async with (
             p.store.listen(books.EVENTS_CHANNEL, self._dispatch_wake.set),
-            p.store.listen(apps.DELIVERIES_CHANNEL, self._claim_wake.set),
+            p.store.listen(queues.DELIVERIES_CHANNEL, self._claim_wake.set),
             p.store.listen(apps.ENTITLEMENTS_CHANNEL, self._entitlements_changed),
             self.running(),
         ):
@@ -408,7 +432,7 @@ class DeliveryEngine:
                     renewed = RENEW_BATCH
                     while renewed == RENEW_BATCH:
                         async with p.store.transaction(background=True) as tx:
-                            renewed = await apps.renew_claims(
+                            renewed = await queues.renew_claims(
                                 tx, lease=self.lease, until=until, limit=RENEW_BATCH
                             )
                 except StorageError as exc:
@@ -419,9 +443,9 @@ class DeliveryEngine:
         while True:
             try:
                 async with p.store.transaction(background=True) as tx:
-                    queued, retrying = await apps.queue_depth(tx)
-                    backlog = await apps.dispatch_backlog(tx)
-                    appended = await apps.event_log_length(tx)
+                    queued, retrying = await queues.queue_depth(tx)
+                    backlog = await queues.dispatch_backlog(tx)
+                    appended = await queues.event_log_length(tx)
             except StorageError:
                 pass
             else:
@@ -446,14 +470,14 @@ class DeliveryEngine:
         p = self._platform
         book = self._book
         fan_out = book.fan_out_began()
-        outcomes: list[tuple[str, str, apps.AttemptOutcome]] = []
+        outcomes: list[tuple[str, str, queues.AttemptOutcome]] = []
         with book.reserving() as reservation:
             try:
                 async with p.store.transaction(background=True) as tx:
                     checked_at, generation = trio.current_time(), self._generation
-                    pending = await apps.pending_events(tx, DISPATCH_BATCH)
+                    pending = await queues.pending_events(tx, DISPATCH_BATCH)
                     now = p.now()
-                    fanned = apps.plan_fan_out(
+                    fanned = queues.plan_fan_out(
                         pending,
                         keyring=p.keyring,
                         now=now,
@@ -472,11 +496,11 @@ class DeliveryEngine:
                             event_times[delivery.event_id or ""],
                         )
                     reservation.handed_over()
-                    await apps.write_fan_out(tx, fanned)
+                    await queues.write_fan_out(tx, fanned)
                     if fanned.positions and book.outcomes_waiting:
                         # The outcomes waiting for the recorder ride along: one commit for both.
                         outcomes = book.take_outcomes(RECORD_BATCH)
-                        await apps.record_outcomes(tx, [outcome for _, _, outcome in outcomes])
+                        await queues.record_outcomes(tx, [outcome for _, _, outcome in outcomes])
             except BaseException:
                 self._outcomes_not_written(outcomes)
                 self._fan_out_ended(fan_out, committed=False)
@@ -507,10 +531,10 @@ class DeliveryEngine:
         with book.reserving() as reservation:
             async with p.store.transaction(background=True) as tx:
                 now = p.now()
-                due = await apps.delivery_due_times(tx)
+                due = await queues.delivery_due_times(tx)
                 due_now = [app for app, at in due if at <= now]
                 quotas = book.claim_order(due_now, CLAIM_BATCH)[:FIRST_PER_KEY_MAX]
-                claimed = await apps.claim_due(
+                claimed = await queues.claim_due(
                     tx,
                     now=now,
                     lease=self.lease,
@@ -531,16 +555,16 @@ class DeliveryEngine:
         return len(claimed)
 
     async def _plans_for(
-        self, tx: Transaction, claimed: list[apps.ClaimedDelivery]
+        self, tx: Transaction, claimed: list[queues.ClaimedDelivery]
     ) -> dict[str, _Planned]:
         """The send-time check of what a transaction just claimed, made in that transaction:
         an actor that attempts them at once needs no transaction of its own for it."""
         p = self._platform
-        by_webhook: dict[str, list[apps.ClaimedDelivery]] = {}
+        by_webhook: dict[str, list[queues.ClaimedDelivery]] = {}
         for delivery in claimed:
             by_webhook.setdefault(delivery.webhook_id, []).append(delivery)
         checked_at, generation = trio.current_time(), self._generation
-        plans = await apps.send_plans(tx, p.keyring, now=p.now(), deliveries=by_webhook)
+        plans = await queues.send_plans(tx, p.keyring, now=p.now(), deliveries=by_webhook)
         return {
             webhook_id: _Planned(plan, checked_at, generation) for webhook_id, plan in plans.items()
         }
@@ -548,14 +572,14 @@ class DeliveryEngine:
     # --- actors --------------------------------------------------------------------------------
 
     def _hand_over(
-        self, delivery: apps.ClaimedDelivery, planned: _Planned, event_at: float | None
+        self, delivery: queues.ClaimedDelivery, planned: _Planned, event_at: float | None
     ) -> None:
         """Put a claimed delivery in its webhook's actor's inbox (room was reserved for it),
         with the send-time check made when it was claimed."""
         self._planned[delivery.id] = planned
         actor = self._actors.get(delivery.webhook_id)
         if actor is None:
-            send, receive = trio.open_memory_channel[apps.ClaimedDelivery](self._held_per_webhook)
+            send, receive = trio.open_memory_channel[queues.ClaimedDelivery](self._held_per_webhook)
             actor = _Actor(delivery.webhook_id, send, receive, trio.Semaphore(self._in_flight))
             self._actors[delivery.webhook_id] = actor
             assert self._nursery is not None
@@ -570,7 +594,7 @@ class DeliveryEngine:
         # Never blocks: the inbox holds as many as may be reserved for one webhook.
         actor.send.send_nowait(delivery)
 
-    def _give_back(self, delivery: apps.ClaimedDelivery) -> None:
+    def _give_back(self, delivery: queues.ClaimedDelivery) -> None:
         """Let go of a delivery the engine will not attempt (it is draining): its room here;
         its claim is given back when the engine leaves ``running``."""
         self._book.forget_unmade(delivery.id)
@@ -584,7 +608,9 @@ class DeliveryEngine:
                 return
             self._give_back(delivery)
 
-    def _launch_now(self, actor: _Actor, delivery: apps.ClaimedDelivery, planned: _Planned) -> bool:
+    def _launch_now(
+        self, actor: _Actor, delivery: queues.ClaimedDelivery, planned: _Planned
+    ) -> bool:
         """Start the attempt of ``delivery`` here, without a pass through the inbox, when its
         actor has started, has a free slot and nothing waiting, and the check stands."""
         if (
@@ -610,7 +636,7 @@ class DeliveryEngine:
             async with trio.open_nursery() as attempts:
                 actor.attempts = attempts
                 while True:
-                    first: apps.ClaimedDelivery | None = None
+                    first: queues.ClaimedDelivery | None = None
                     with trio.move_on_after(self._actor_idle):
                         first = await actor.receive.receive()
                     if first is None:
@@ -647,7 +673,7 @@ class DeliveryEngine:
                     await actor.client.aclose()
 
     async def _start_attempts(
-        self, actor: _Actor, batch: list[apps.ClaimedDelivery], attempts: trio.Nursery
+        self, actor: _Actor, batch: list[queues.ClaimedDelivery], attempts: trio.Nursery
     ) -> None:
         """The send-time check of ``batch``, then its attempts; each holds one slot. The check
         made when a delivery was claimed stands if it is at most PLAN_FRESH old; the others are
@@ -665,7 +691,7 @@ class DeliveryEngine:
             generation = self._generation
             try:
                 async with p.store.transaction(background=True) as tx:
-                    fresh = await apps.send_plan(
+                    fresh = await queues.send_plan(
                         tx, p.keyring, now=p.now(), webhook_id=actor.webhook_id, deliveries=stale
                     )
             except StorageError as exc:
@@ -724,7 +750,7 @@ class DeliveryEngine:
         return actor.client
 
     async def _attempt(
-        self, actor: _Actor, plan: apps.SendPlan, delivery: apps.ClaimedDelivery
+        self, actor: _Actor, plan: queues.SendPlan, delivery: queues.ClaimedDelivery
     ) -> None:
         app_slots = self._app_in_flight.get(delivery.app_id)
         if app_slots is None:
@@ -753,8 +779,8 @@ class DeliveryEngine:
         self._finish(actor, delivery, outcome)
 
     async def _send(
-        self, actor: _Actor, plan: apps.SendPlan, delivery: apps.ClaimedDelivery
-    ) -> apps.AttemptOutcome:
+        self, actor: _Actor, plan: queues.SendPlan, delivery: queues.ClaimedDelivery
+    ) -> queues.AttemptOutcome:
         p = self._platform
         timeout = p.config.webhook_timeout
         timestamp = math.floor(p.now())
@@ -771,52 +797,71 @@ class DeliveryEngine:
         event_at = self._event_at.pop(delivery.id, None)
         if event_at is not None:
             p.metrics.delivery_event_lag.observe(max(started_at - event_at, 0.0))
+        client = self._client(actor)
         code: int | None = None
         error: str | None = None
+        kept = bytearray()
+        truncated = False
         async with _SendSlot(self._sending) as slot:
+            request = client.build_request(
+                "POST",
+                plan.url,
+                content=delivery.body,
+                headers=headers,
+                extensions={"trace": slot},
+            )
             with trio.move_on_after(timeout) as deadline:
                 try:
-                    async with self._client(actor).stream(
-                        "POST",
-                        plan.url,
-                        content=delivery.body,
-                        headers=headers,
-                        extensions={"trace": slot},
-                    ) as response:
+                    response = await client.send(request, stream=True)
+                    try:
                         code = response.status_code
-                        read = 0
-                        async for chunk in response.aiter_raw():
-                            read += len(chunk)
-                            if read > RESPONSE_READ_LIMIT:
-                                break
+                        truncated = await _read_head(response, kept)
+                    finally:
+                        await response.aclose()
                 except httpx.TimeoutException:
                     error = f"timeout: no answer within {timeout:g} s"
                 except httpx.HTTPError as exc:
                     error = f"connection error: {exc or type(exc).__name__}"[:500]
+        seconds = trio.current_time() - started
         if deadline.cancelled_caught:
-            code, error = None, f"timeout: no answer within {timeout:g} s"
-        p.metrics.delivery_attempt_seconds.observe(trio.current_time() - started)
-        if code is not None and not 200 <= code < 300:
+            truncated = code is not None  # its body was not read to its end
+            error = (
+                f"timeout: no answer within {timeout:g} s"
+                if code is None
+                else f"timeout: the answer's body did not end within {timeout:g} s"
+            )
+        elif code is not None and not 200 <= code < 300:
             error = f"HTTP {code}"
-        return self._outcome(delivery, code, error, started_at)
+        p.metrics.delivery_attempt_seconds.observe(seconds)
+        made = queues.AttemptMade(
+            started_at=started_at,
+            duration_ms=round(seconds * 1000, 3),
+            response_body=bytes(kept),
+            response_truncated=truncated,
+            request_headers={
+                name.decode("latin-1"): value.decode("latin-1")
+                for name, value in request.headers.raw
+            },
+        )
+        return self._outcome(delivery, code, error, made)
 
     def _outcome(
         self,
-        delivery: apps.ClaimedDelivery,
+        delivery: queues.ClaimedDelivery,
         code: int | None,
         error: str | None,
-        started_at: float,
-    ) -> apps.AttemptOutcome:
+        made: queues.AttemptMade,
+    ) -> queues.AttemptOutcome:
         p = self._platform
         now = p.now()
         attempts = delivery.attempts + 1
         if error is None:
-            status: apps.DeliveryStatus = "delivered"
+            status: queues.DeliveryStatus = "delivered"
             due = None
         else:
             due = next_attempt_at(attempts, now, p.config.webhook_retry_delays)
             status = "retrying" if due is not None else "failed"
-        return apps.AttemptOutcome(
+        return queues.AttemptOutcome(
             delivery_id=delivery.id,
             lease=delivery.lease,
             status=status,
@@ -825,11 +870,12 @@ class DeliveryEngine:
             error=error,
             finished_at=now,
             next_attempt_at=due,
-            first_attempt_at=started_at,
+            first_attempt_at=made.started_at,
+            made=made,
         )
 
-    def _refused(self, delivery: apps.ClaimedDelivery, reason: str) -> apps.AttemptOutcome:
-        return apps.AttemptOutcome(
+    def _refused(self, delivery: queues.ClaimedDelivery, reason: str) -> queues.AttemptOutcome:
+        return queues.AttemptOutcome(
             delivery_id=delivery.id,
             lease=delivery.lease,
             status="failed",
@@ -841,10 +887,10 @@ class DeliveryEngine:
             first_attempt_at=None,
         )
 
-    def _retry_later(self, delivery: apps.ClaimedDelivery, reason: str) -> apps.AttemptOutcome:
+    def _retry_later(self, delivery: queues.ClaimedDelivery, reason: str) -> queues.AttemptOutcome:
         """Give the claim back unattempted, due again after a poll interval."""
         now = self._platform.now()
-        return apps.AttemptOutcome(
+        return queues.AttemptOutcome(
             delivery_id=delivery.id,
             lease=delivery.lease,
             status="retrying" if delivery.attempts else "queued",
@@ -857,7 +903,7 @@ class DeliveryEngine:
         )
 
     def _finish(
-        self, actor: _Actor, delivery: apps.ClaimedDelivery, outcome: apps.AttemptOutcome
+        self, actor: _Actor, delivery: queues.ClaimedDelivery, outcome: queues.AttemptOutcome
     ) -> None:
         """An attempt ended (or was refused): its outcome goes to the recorder and its slot and
         room are let go, unless its fan-out has not committed yet: then both wait for it
@@ -871,8 +917,8 @@ class DeliveryEngine:
     def _settle_attempt(
         self,
         actor: _Actor,
-        delivery: apps.ClaimedDelivery,
-        outcome: apps.AttemptOutcome,
+        delivery: queues.ClaimedDelivery,
+        outcome: queues.AttemptOutcome,
         *,
         record: bool,
     ) -> None:
@@ -886,12 +932,12 @@ class DeliveryEngine:
                 self._record_now.set()
         self._drop(actor, delivery)
 
-    def _drop(self, actor: _Actor, delivery: apps.ClaimedDelivery) -> None:
+    def _drop(self, actor: _Actor, delivery: queues.ClaimedDelivery) -> None:
         """Free a delivery's attempt slot and its room."""
         actor.slots.release()
         self._let_go(delivery)
 
-    def _let_go(self, delivery: apps.ClaimedDelivery) -> None:
+    def _let_go(self, delivery: queues.ClaimedDelivery) -> None:
         """Free a delivery's room and what the engine kept for its attempt."""
         self._event_at.pop(delivery.id, None)
         self._planned.pop(delivery.id, None)
@@ -914,7 +960,7 @@ class DeliveryEngine:
         batch = self._book.take_outcomes(RECORD_BATCH)
         try:
             async with self._platform.store.transaction(background=True) as tx:
-                await apps.record_outcomes(tx, [outcome for _, _, outcome in batch])
+                await queues.record_outcomes(tx, [outcome for _, _, outcome in batch])
         except BaseException as exc:
             self._outcomes_not_written(batch)
             if isinstance(exc, StorageError):
@@ -924,7 +970,7 @@ class DeliveryEngine:
         self._outcomes_written(batch)
         return True
 
-    def _outcomes_not_written(self, batch: list[tuple[str, str, apps.AttemptOutcome]]) -> None:
+    def _outcomes_not_written(self, batch: list[tuple[str, str, queues.AttemptOutcome]]) -> None:
         self._book.outcomes_not_written(batch)
         if batch:
             self._record_wake.set()
@@ -935,7 +981,7 @@ class DeliveryEngine:
         self._recorded.set()
         self._recorded = trio.Event()
 
-    def _outcomes_written(self, batch: list[tuple[str, str, apps.AttemptOutcome]]) -> None:
+    def _outcomes_written(self, batch: list[tuple[str, str, queues.AttemptOutcome]]) -> None:
         self._book.outcomes_written(batch)
         if self._book.starved or any(outcome.next_attempt_at is not None for *_, outcome in batch):
             self._claim_wake.set()  # room again, or a next due time that may be sooner
@@ -980,7 +1026,7 @@ class DeliveryEngine:
             pass
         try:
             async with p.store.transaction(background=True) as tx:
-                await apps.release_claims(tx, lease=self.lease, now=p.now())
+                await queues.release_claims(tx, lease=self.lease, now=p.now())
         except StorageError as exc:
             log.warning("delivery engine: giving claims back: %s", exc)
         self._book.clear()

@@ -1,10 +1,10 @@
 """Hosted-function runs: claimed from the run queue and run in the sandbox pool.
 
-The dispatcher's fan-out (``apps.plan_fan_out``) queues one run per subscribed function of every
+The dispatcher's fan-out (``queues.plan_fan_out``) queues one run per subscribed function of every
 app an event reaches, in the transaction that creates the event's deliveries: exactly once, under
 the same audience rules. The runner claims due runs, as many as the pool can take at once, with
 a lease (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so several processes share the queue). Just
-before a run starts it is checked (``apps.run_plan``: the function deleted, the app stopped, the
+before a run starts it is checked (``queues.run_plan``: the function deleted, the app stopped, the
 installation ended or the event's scope no longer held make it fail unrun) and gets its own
 access token (``auth.mint_run_token``): the installation's scopes, its installing user, living
 no longer than the run's wall limit. The token is revoked in the transaction that records how
@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from ledgerport import apps, auth
+from ledgerport import apps, auth, queues
 from ledgerport.ids import new_id
 from ledgerport.platform import Platform
 from ledgerport.runtime import (
@@ -85,8 +85,9 @@ class FunctionRunner:
         """The token of each run going on, by run id."""
         self._deadlines: dict[str, float] = {}
         """When each run going on reaches its wall limit (trio's clock), by run id."""
-        self._notes: dict[str, list[str]] = {}
-        """What the platform tells a run's log (a rate-limited call), by run id."""
+        self._notes: dict[str, list[tuple[int, str]]] = {}
+        """What the platform tells a run's log (a rate-limited call), by run id, each with when
+        it was told (milliseconds after the run started)."""
         self._held_back: dict[str, float] = {}
         """Runs whose call was refused for a rate limit they could not wait out: the
         Retry-After, after which a failed run goes again."""
@@ -136,7 +137,9 @@ class FunctionRunner:
     def _note(self, run_id: str, note: str) -> None:
         notes = self._notes.setdefault(run_id, [])
         if len(notes) < MAX_NOTES:
-            notes.append(f"[ledgerport] {note}")
+            started = self._deadlines.get(run_id, trio.current_time()) - self.pool.limits.wall
+            at = max(round((trio.current_time() - started) * 1000), 0)
+            notes.append((at, f"[ledgerport] {note}"))
 
     async def _call_once(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
         token = self._tokens.get(request.run_id)
@@ -154,7 +157,7 @@ class FunctionRunner:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with (
-            self._platform.store.listen(apps.FUNCTION_RUNS_CHANNEL, self._wake.set),
+            self._platform.store.listen(queues.FUNCTION_RUNS_CHANNEL, self._wake.set),
             self.running() as nursery,
         ):
             nursery.start_soon(self._claim_loop)
@@ -227,7 +230,7 @@ class FunctionRunner:
         while True:
             try:
                 async with self._platform.store.transaction(background=True) as tx:
-                    depth = await apps.run_queue_depth(tx)
+                    depth = await queues.run_queue_depth(tx)
             except StorageError:
                 pass
             else:
@@ -243,7 +246,7 @@ class FunctionRunner:
         assert self._nursery is not None
         if self._book.room <= 0:
             return 0
-        prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]] = []
+        prepared: list[tuple[queues.ClaimedRun, queues.RunPlan | str, str | None]] = []
         chosen: list[tuple[DueRuns, int]] = []
         try:
             await self._claim(prepared, chosen)
@@ -266,17 +269,17 @@ class FunctionRunner:
 
     async def _claim(
         self,
-        prepared: list[tuple[apps.ClaimedRun, apps.RunPlan | str, str | None]],
+        prepared: list[tuple[queues.ClaimedRun, queues.RunPlan | str, str | None]],
         chosen: list[tuple[DueRuns, int]],
     ) -> None:
         p = self._platform
         async with p.store.transaction(background=True) as tx:
             now = p.now()
-            due = await apps.run_due_times(tx)
+            due = await queues.run_due_times(tx)
             chosen += self._book.choose(
                 [DueRuns(app_id, business) for (app_id, business), at in due if at <= now]
             )
-            claimed = await apps.claim_runs(
+            claimed = await queues.claim_runs(
                 tx,
                 now=now,
                 lease=self.lease,
@@ -289,9 +292,9 @@ class FunctionRunner:
                 now if more_now else min((at for _, at in due if at > now), default=None)
             )
             for run in claimed:
-                plan = await apps.run_plan(tx, run)
+                plan = await queues.run_plan(tx, run)
                 family_id: str | None = None
-                if isinstance(plan, apps.RunPlan) and plan.installation_id and run.business_id:
+                if isinstance(plan, queues.RunPlan) and plan.installation_id and run.business_id:
                     assert plan.user_id is not None
                     family_id, token = await auth.mint_run_token(
                         tx,
@@ -308,13 +311,14 @@ class FunctionRunner:
                 prepared.append((run, plan, family_id))
 
     async def _execute(
-        self, run: apps.ClaimedRun, plan: apps.RunPlan | str, family_id: str | None
+        self, run: queues.ClaimedRun, plan: queues.RunPlan | str, family_id: str | None
     ) -> None:
         try:
             if isinstance(plan, str):
                 await self._record(run, self._unrun(run, plan), None)
                 return
             self._deadlines[run.id] = trio.current_time() + self.pool.limits.wall
+            started_at = self._platform.now()
             try:
                 outcome = await self.pool.invoke(
                     RunRequest(run.id, f"{run.function_id}:{plan.version}", plan.script, run.body)
@@ -327,7 +331,7 @@ class FunctionRunner:
             finally:
                 self._tokens.pop(run.id, None)
                 self._deadlines.pop(run.id, None)
-            await self._record(run, self._ended(run, plan.version, outcome), family_id)
+            await self._record(run, self._ended(run, plan.version, outcome, started_at), family_id)
         except StorageError as exc:
             # Unrecorded: the claim runs out and the run goes again.
             log.warning("function runner: run %s: %s", run.id, exc)
@@ -340,7 +344,7 @@ class FunctionRunner:
             self._wake.set()
 
     async def _record(
-        self, run: apps.ClaimedRun, ended: apps.RunEnded, family_id: str | None
+        self, run: queues.ClaimedRun, ended: queues.RunEnded, family_id: str | None
     ) -> None:
         """Write how the run ended and revoke its token, in one transaction (shielded: a
         stopping runner still records what ran)."""
@@ -351,12 +355,12 @@ class FunctionRunner:
                     await auth.revoke_family(
                         tx, now=p.now(), family_id=family_id, reason="run_ended"
                     )
-                await apps.record_runs(tx, [ended])
+                await queues.record_runs(tx, [ended])
         p.metrics.function_runs.labels(ended.status).inc()
 
-    def _given_back(self, run: apps.ClaimedRun) -> apps.RunEnded:
+    def _given_back(self, run: queues.ClaimedRun) -> queues.RunEnded:
         now = self._platform.now()
-        return apps.RunEnded(
+        return queues.RunEnded(
             run_id=run.id,
             lease=run.lease,
             status="retrying" if run.attempts else "queued",
@@ -370,8 +374,8 @@ class FunctionRunner:
             next_attempt_at=now,
         )
 
-    def _unrun(self, run: apps.ClaimedRun, reason: str) -> apps.RunEnded:
-        return apps.RunEnded(
+    def _unrun(self, run: queues.ClaimedRun, reason: str) -> queues.RunEnded:
+        return queues.RunEnded(
             run_id=run.id,
             lease=run.lease,
             status="failed",
@@ -385,14 +389,16 @@ class FunctionRunner:
             next_attempt_at=None,
         )
 
-    def _ended(self, run: apps.ClaimedRun, version: int, outcome: RunOutcome) -> apps.RunEnded:
+    def _ended(
+        self, run: queues.ClaimedRun, version: int, outcome: RunOutcome, started_at: float
+    ) -> queues.RunEnded:
         p = self._platform
         now = p.now()
         attempts = run.attempts + 1
         p.metrics.function_run_seconds.observe(outcome.seconds)
         # Checked once more before anything is stored: nothing of the guest's is believed.
         kept = recheck(self.pool.limits, outcome)
-        status: apps.RunStatus
+        status: queues.RunStatus
         due: float | None = None
         held_back = self._held_back.get(run.id)
         if kept.ok:
@@ -404,21 +410,35 @@ class FunctionRunner:
             if due is not None and held_back is not None:
                 due = max(due, now + held_back)
             status = "retrying" if due is not None else "failed"
-        return apps.RunEnded(
+        logs, times = _with_notes(kept.logs, kept.log_times, self._notes.get(run.id, []))
+        return queues.RunEnded(
             run_id=run.id,
             lease=run.lease,
             status=status,
             attempts=attempts,
             version=version,
             duration_ms=round(outcome.seconds * 1000, 3),
-            logs=[*kept.logs, *self._notes.get(run.id, ())],
+            logs=logs,
             error=kept.error,
-            stack=kept.stack,
+            stack=None if kept.stack is None else apps.source_stack(kept.stack),
             result=kept.result,
             finished_at=now,
             next_attempt_at=due,
+            started_at=started_at,
+            log_times=times,
         )
 
 
-def _tenant(run: apps.ClaimedRun) -> DueRuns:
+def _with_notes(
+    logs: list[str], times: list[int], notes: list[tuple[int, str]]
+) -> tuple[list[str], list[int]]:
+    """The run's log lines and the platform's notes in the order they were written, with their
+    times; the notes after the lines, and no times, when the lines' times are not known."""
+    if len(times) != len(logs):
+        return [*logs, *(note for _, note in notes)], []
+    merged = sorted([*zip(times, logs, strict=True), *notes], key=lambda line: line[0])
+    return [line for _, line in merged], [at for at, _ in merged]
+
+
+def _tenant(run: queues.ClaimedRun) -> DueRuns:
     return DueRuns(run.app_id, run.business_id or "")

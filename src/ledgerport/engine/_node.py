@@ -5,7 +5,7 @@ The delivery engine and the function runner claim under the node's id. The node 
 store's mark of its id for as long as it runs (``Store.hold``): on PostgreSQL a session advisory
 lock, which the server drops the moment the process dies. Every TAKEOVER_EVERY seconds the node
 looks for nodes whose mark it can take and gives their claims back to the queue, due before
-newer work (``apps.take_over``), and wakes the claimers: a dead node's work goes out again
+newer work (``queues.take_over``), and wakes the claimers: a dead node's work goes out again
 within a couple of seconds, not when its claims' leases run out. On SQLite, where one process
 owns the file, that happens once, at start: whatever another process held is taken over at once.
 
@@ -22,7 +22,7 @@ import socket
 
 import trio
 
-from ledgerport import apps
+from ledgerport import queues
 from ledgerport.ids import new_id
 from ledgerport.platform import Platform
 from ledgerport.storage import StorageError
@@ -43,7 +43,7 @@ class Node:
         self._platform = platform
         self._every = every
         self.id = new_id("node")
-        self._key = apps.NODE_KEY_PREFIX + self.id
+        self._key = queues.NODE_KEY_PREFIX + self.id
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         store = self._platform.store
@@ -69,7 +69,7 @@ class Node:
                 scope.shield = True
                 try:
                     async with store.transaction(background=True) as tx:
-                        await apps.remove_node(tx, self.id)
+                        await queues.remove_node(tx, self.id)
                 except StorageError as exc:
                     log.warning("node %s: removing its row: %s", self.id, exc)
                 await store.let_go(self._key)
@@ -77,21 +77,21 @@ class Node:
     async def _register(self) -> None:
         p = self._platform
         async with p.store.transaction(background=True) as tx:
-            await apps.register_node(
+            await queues.register_node(
                 tx, node_id=self.id, host=socket.gethostname(), pid=os.getpid(), now=p.now()
             )
 
-    async def take_over_once(self) -> apps.TakenOver:
+    async def take_over_once(self) -> queues.TakenOver:
         """Give the claims of every dead node back to the queue; answers what was taken."""
         p = self._platform
-        prefix = apps.NODE_KEY_PREFIX
+        prefix = queues.NODE_KEY_PREFIX
         alive = [key[len(prefix) :] for key in p.store.holding if key.startswith(prefix)]
         async with p.store.transaction(background=True) as tx:
-            taken = await apps.take_over(tx, alive=alive)
+            taken = await queues.take_over(tx, alive=alive)
             if taken.deliveries:
-                await tx.notify(apps.DELIVERIES_CHANNEL)
+                await tx.notify(queues.DELIVERIES_CHANNEL)
             if taken.runs:
-                await tx.notify(apps.FUNCTION_RUNS_CHANNEL)
+                await tx.notify(queues.FUNCTION_RUNS_CHANNEL)
         if taken.nodes or taken.deliveries or taken.runs:
             log.info(
                 "node %s: took over %d deliveries and %d runs of %s",

@@ -7,7 +7,7 @@ import logging
 
 import trio
 
-from ledgerport import apps, auth, books, catalog
+from ledgerport import apps, auth, books, catalog, queues
 from ledgerport.platform import Platform
 
 log = logging.getLogger("ledgerport.scheduler")
@@ -46,9 +46,12 @@ class Scheduler:
                 "signing_key": await auth.purge_expired_signing_keys(tx, now=now),
                 "event": await books.purge_expired_events(tx, now=now),
                 "idempotency_key": await apps.purge_idempotency_keys(tx, now=now),
-                "delivery": await apps.purge_deliveries(tx, now=now),
-                "function_run": await apps.purge_runs(tx, now=now),
+                "delivery": await queues.purge_deliveries(tx, now=now),
+                "function_run": await queues.purge_runs(tx, now=now),
             }
+            # What the purged deliveries and runs kept: deleted webhooks and functions.
+            await apps.purge_deleted_webhooks(tx, now=now)
+            await apps.purge_deleted_functions(tx, now=now)
             # The next session-token signing key is published ahead of its first use.
             await auth.rotate_signing_keys(tx, p.keyring, now=now)
         for kind, count in removed.items():

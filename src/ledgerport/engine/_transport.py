@@ -29,6 +29,65 @@ class TargetRefused(httpcore.ConnectError):
     """The webhook's host resolves only to addresses deliveries may not reach."""
 
 
+class CuttableStream(httpcore.AsyncNetworkStream):
+    """A delivery client's connection, which an attempt can stop reading from
+    (:func:`stop_reading`): its reads fail from then on, and the pool never uses it again."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._cut = False
+
+    def cut(self) -> None:
+        self._cut = True
+
+    async def read(
+        self,
+        max_bytes: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+    ) -> bytes:
+        if self._cut:
+            raise httpcore.ReadError("the answer was read as far as it is kept")
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(
+        self,
+        buffer: bytes,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+    ) -> None:
+        if self._cut:
+            raise httpcore.WriteError("the connection was cut")
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+    ) -> httpcore.AsyncNetworkStream:
+        return CuttableStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        if info == "is_readable" and self._cut:
+            return True  # what the pool reads as "not reusable"
+        return self._inner.get_extra_info(info)
+
+
+def stop_reading(response: httpx.Response) -> bool:
+    """Read nothing more of ``response`` from its receiver: what httpcore already received is
+    still answered, then the read fails with ``httpx.ReadError`` and the connection is closed.
+    An iteration of the body that ends this way closes every generator httpcore and httpx
+    iterate it with, where leaving the loop early would leave them to the garbage collector.
+    False when the response did not come over a delivery client's connection."""
+    network = response.extensions.get("network_stream")
+    if not isinstance(network, CuttableStream):
+        return False
+    network.cut()
+    return True
+
+
 class GuardedBackend(httpcore.AsyncNetworkBackend):
     """trio connections to checked addresses only."""
 
@@ -62,7 +121,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         failure: httpcore.ConnectError | None = None
         for address in allowed:
             try:
-                return await self._inner.connect_tcp(
+                stream = await self._inner.connect_tcp(
                     address,
                     port,
                     timeout=timeout,
@@ -71,6 +130,8 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
                 )
             except httpcore.ConnectError as exc:
                 failure = exc
+            else:
+                return CuttableStream(stream)
         assert failure is not None
         raise failure
 
@@ -130,7 +191,8 @@ def delivery_client(
         timeout=httpx.Timeout(timeout),
         follow_redirects=False,
         trust_env=False,
-        headers={"User-Agent": "ledgerport-webhooks/1"},
+        # An answer's first bytes are kept for the attempt log: ask for them uncompressed.
+        headers={"User-Agent": "ledgerport-webhooks/1", "Accept-Encoding": "identity"},
     )
 
 

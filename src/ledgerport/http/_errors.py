@@ -37,7 +37,7 @@ from quart import Quart, Response, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
-from ledgerport import access, apps, auth, books, catalog, ops, storage
+from ledgerport import access, apps, auth, books, catalog, ops, queues, storage
 from ledgerport.errors import DomainError, InvalidInput
 
 from ._pages import Way, current_user, form_back, problem_page, with_notice
@@ -266,7 +266,6 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         page="That webhook no longer exists: it may have been deleted. Reload the webhooks page.",
     ),
     apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
-    apps.RunNotFound: _coded("RUN_NOT_FOUND"),
     apps.ExtensionNotFound: _coded("EXTENSION_NOT_FOUND"),
     apps.ExtensionNotGranted: Answer(403),
     apps.ListingExists: _coded("LISTING_EXISTS"),
@@ -288,7 +287,11 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     apps.ExtensionPathInvalid: _coded("EXTENSION_PATH_INVALID"),
     apps.ExtensionScopeRequired: _coded("EXTENSION_SCOPE_REQUIRED"),
     apps.FunctionSourceNoHandler: _coded("FUNCTION_SOURCE_NO_HANDLER"),
-    apps.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
+    apps.FunctionVersionNotFound: _coded("FUNCTION_VERSION_NOT_FOUND"),
+    # queues
+    queues.DeliveryNotFound: _coded("DELIVERY_NOT_FOUND"),
+    queues.RunNotFound: _coded("RUN_NOT_FOUND"),
+    queues.RedeliveryRefused: _coded("REDELIVERY_REFUSED"),
     # access (consent pages)
     access.NoBusinessToConnect: Answer(
         400,

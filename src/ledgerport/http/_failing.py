@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import trio
 
-from ledgerport import apps, storage
+from ledgerport import queues, storage
 from ledgerport.platform import Platform
 
 REFRESH = 30.0
@@ -25,13 +25,13 @@ QUEUE_SLACK = 3600.0
 
 
 async def failing_webhooks(
-    p: Platform, *, window: float = apps.FAILING_WINDOW, at_least: int = apps.FAILING_AT_LEAST
-) -> list[apps.FailingWebhook]:
+    p: Platform, *, window: float = queues.FAILING_WINDOW, at_least: int = queues.FAILING_AT_LEAST
+) -> list[queues.FailingWebhook]:
     """The webhooks whose deliveries that ended in the last ``window`` seconds are ``at_least``
-    or more and mostly failed or wait for a retry (``apps.failing_webhooks``)."""
+    or more and mostly failed or wait for a retry (``queues.failing_webhooks``)."""
     now = p.now()
     reach = window + sum(p.config.webhook_retry_delays) + QUEUE_SLACK
-    return await apps.failing_webhooks(
+    return await queues.failing_webhooks(
         p.store.autocommit, since=now - window, created_since=now - reach, at_least=at_least
     )
 

@@ -14,7 +14,7 @@ from quart_schema import security_scheme_blueprint, validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.datastructures import MultiDict
 
-from ledgerport import access, apps, auth, books, catalog, storage
+from ledgerport import access, apps, auth, books, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
 from ._answers import App, app_json
@@ -496,14 +496,14 @@ _FAILING_PARAMS = (
         "window",
         "query",
         "Seconds to look back on: deliveries whose latest attempt ended within them count"
-        f" (default {int(apps.FAILING_WINDOW)}, as the ledgerport_webhook_apps_failing gauge)",
+        f" (default {int(queues.FAILING_WINDOW)}, as the ledgerport_webhook_apps_failing gauge)",
         {"type": "integer", "minimum": 60, "maximum": FAILING_WINDOW_MAX},
     ),
     Param(
         "atLeast",
         "query",
         "Deliveries a webhook needs to have ended in the window before it can count as failing"
-        f" (default {apps.FAILING_AT_LEAST})",
+        f" (default {queues.FAILING_AT_LEAST})",
         {"type": "integer", "minimum": 1, "maximum": FAILING_AT_LEAST_MAX},
     ),
 )
@@ -568,8 +568,12 @@ async def failing_apps() -> FailingApps:
     ``window`` says otherwise) are at least ``atLeast`` (5) and more than half failed for good
     or wait for a retry: what the ``ledgerport_webhook_apps_failing`` gauge counts, named.
     Deliveries refused unsent (a switched-off webhook, a suspended app) do not count."""
-    window = _bounded_int(request.args, "window", int(apps.FAILING_WINDOW), 60, FAILING_WINDOW_MAX)
-    at_least = _bounded_int(request.args, "atLeast", apps.FAILING_AT_LEAST, 1, FAILING_AT_LEAST_MAX)
+    window = _bounded_int(
+        request.args, "window", int(queues.FAILING_WINDOW), 60, FAILING_WINDOW_MAX
+    )
+    at_least = _bounded_int(
+        request.args, "atLeast", queues.FAILING_AT_LEAST, 1, FAILING_AT_LEAST_MAX
+    )
     failing = await failing_webhooks(platform(), window=window, at_least=at_least)
     by_app: dict[str, FailingApp] = {}
     for webhook in failing:

@@ -16,7 +16,7 @@ from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import apps, storage
+from ledgerport import apps, queues, storage
 from ledgerport.errors import InvalidInput
 
 from ._browser import (
@@ -136,7 +136,7 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         webhooks = [
-            (webhook, await apps.recent_deliveries(tx, webhook.id))
+            (webhook, await queues.recent_deliveries(tx, webhook.id))
             for webhook in await apps.list_webhooks(tx, app_id)
         ]
     return await form_page(
@@ -165,10 +165,10 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        delivery_id = await apps.create_test_delivery(
+        delivery_id = await queues.create_test_delivery(
             tx, now=p.now(), webhook=webhook, pinned_version=app.pinned_version
         )
-        await tx.notify(apps.DELIVERIES_CHANNEL)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
     return _back(app_id, "test-queued", delivery_id)
 
 
@@ -192,8 +192,8 @@ async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseR
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, user_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        await apps.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
-        await tx.notify(apps.DELIVERIES_CHANNEL)
+        await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
     return _back(app_id, "redelivered", delivery_id)
 
 
@@ -213,7 +213,7 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         functions = [
-            (function, await apps.recent_runs(tx, function))
+            (function, await queues.recent_runs(tx, function))
             for function in await apps.list_functions(tx, app_id)
         ]
     return await form_page(

@@ -103,6 +103,8 @@ class Done:
     """The limit the run broke (cpu, wall, heap, log, result), if any."""
     stack: str | None = None
     """The stack of what the handler threw, when it threw an Error."""
+    log_times: list[int] = field(default_factory=list)
+    """When each log line was written, in milliseconds after the handler was called."""
     cpu_ms: float = 0.0
     clean: bool = True
     """False when the worker saw something outside the run try to act (a call of another run,
@@ -138,6 +140,7 @@ _FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
         "error": (str, type(None)),
         "limit": (str, type(None)),
         "stack": (str, type(None)),
+        "log_times": list,
         "cpu_ms": (int, float),
         "clean": bool,
     },
@@ -183,6 +186,8 @@ def decode_frame(payload: bytes) -> Frame:
             raise FrameError(f"{kind.op}.{name} has the wrong type")
     if kind is Done and not all(isinstance(line, str) for line in message["logs"]):
         raise FrameError("done.logs must hold strings")
+    if kind is Done and not all(type(time) is int for time in message["log_times"]):
+        raise FrameError("done.log_times must hold integers")
     return kind(**message)
 
 

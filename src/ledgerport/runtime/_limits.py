@@ -9,13 +9,16 @@ it goes further. It is pure and idempotent, so checking again costs little and c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 ERROR_MAX = 4096
 """Characters of a run's error message kept (a longer one is cut, with an ellipsis)."""
 STACK_MAX = 8192
 """Characters of the stack of what a handler threw kept (a longer one is cut, likewise)."""
+LOG_TIME_MAX = 24 * 3600 * 1000
+"""Milliseconds after the handler was called a log line's time may say at most."""
 _NUL = "\x00"
 _REPLACEMENT = "\ufffd"
 
@@ -55,6 +58,9 @@ class Bounded:
     error: str | None
     limit: str | None
     stack: str | None = None
+    log_times: list[int] = field(default_factory=list)
+    """When each kept log line was written, in milliseconds after the handler was called (empty
+    when that is not known)."""
 
 
 def bounded(
@@ -66,13 +72,15 @@ def bounded(
     error: str | None,
     limit: str | None,
     stack: str | None = None,
+    log_times: Sequence[object] = (),
 ) -> Bounded:
     """The outcome as it may be kept: the log lines that fit in ``limits.log`` (past it the run
     failed on the log limit), a result that is JSON of at most ``limits.result`` bytes (else
     the run failed on the result limit, or on a result that is not JSON), an error of at most
     ERROR_MAX characters and a stack of at most STACK_MAX, and no NUL or lone surrogate in the
     text (:func:`clean_text`; one rule on both stores). A run that names a limit did not
-    succeed."""
+    succeed. ``log_times`` are kept for the kept lines when there is one per line, each a
+    whole number of milliseconds from 0 to LOG_TIME_MAX; otherwise none is."""
     kept: list[str] = []
     size = 0
     for line in logs:
@@ -95,6 +103,7 @@ def bounded(
             error = error or "result is not JSON"
     if limit is not None:
         ok = False
+    times = [t for t in log_times if type(t) is int and 0 <= t <= LOG_TIME_MAX]
     return Bounded(
         ok=ok,
         result=result,
@@ -102,6 +111,7 @@ def bounded(
         error=_cut(error, ERROR_MAX),
         limit=limit,
         stack=_cut(stack, STACK_MAX),
+        log_times=times[: len(kept)] if len(times) == len(logs) == len(log_times) else [],
     )
 
 
@@ -120,6 +130,8 @@ class Reported(Protocol):
     def limit(self) -> str | None: ...
     @property
     def stack(self) -> str | None: ...
+    @property
+    def log_times(self) -> list[int]: ...
 
 
 def recheck(limits: RunLimits, reported: Reported) -> Bounded:
@@ -133,6 +145,7 @@ def recheck(limits: RunLimits, reported: Reported) -> Bounded:
         error=reported.error,
         limit=reported.limit,
         stack=reported.stack,
+        log_times=reported.log_times,
     )
 
 

@@ -91,6 +91,9 @@ class RunOutcome:
     seconds: float
     stack: str | None = None
     """The stack of what the handler threw, when it threw an Error."""
+    log_times: list[int] = field(default_factory=list)
+    """When each log line was written, in milliseconds after the handler was called (empty
+    when that is not known)."""
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,7 @@ class SandboxPool:
                 platform_failure=False,
                 seconds=seconds,
                 stack=checked.stack,
+                log_times=checked.log_times,
             )
         if deadline.cancelled_caught:
             self._kill(worker)

@@ -74,6 +74,10 @@ reserves about 1.7 GiB (measured), so ISOLATES_KEPT and more fit."""
 POLL = 0.02
 """Seconds between looks at the heap limit, and at whether a waiting handler can still settle,
 while an asynchronous run goes on."""
+LOG_TEXT_PER_BYTE = 13
+"""Characters of the outcome's text one byte of the log limit can take at most: an empty line
+costs one byte (its newline) and takes its quotes, a comma and its time (at most nine
+characters with its comma); a character of a line takes at most six (an escape)."""
 OUTCOME_OVERHEAD = 64 * 1024
 """Bytes of an outcome's text beyond its log and result limits (quoting, the error): past
 them the text is not read."""
@@ -103,6 +107,7 @@ _HARNESS = r"""
   const promiseResolve = Promise.resolve.bind(Promise);
   const promiseReject = Promise.reject.bind(Promise);
   const ErrorCtor = Error;
+  const dateNow = Date.now;
   const mapGet = uncurry(Map.prototype.get);
   const mapSet = uncurry(Map.prototype.set);
   const mapDelete = uncurry(Map.prototype.delete);
@@ -175,7 +180,9 @@ _HARNESS = r"""
     let logged = 0;
     let logCount = 0;
     let logText = "";
+    let logTimes = "";
     let logOver = false;
+    const startedAt = dateNow();
     const logLimitError = "log limit of " + logLimit + " bytes exceeded";
     const report = (text) => { call("report", runId, text); };
 
@@ -189,6 +196,7 @@ _HARNESS = r"""
         throw new ErrorCtor(logLimitError);
       }
       logged += size;
+      logTimes += (logCount ? "," : "") + toText(dateNow() - startedAt);
       logText += (logCount++ ? "," : "") + quote(line);
     };
     const callEnded = () => {
@@ -243,7 +251,8 @@ _HARNESS = r"""
         + ',"error":' + (error === null ? "null" : quote(error))
         + ',"stack":' + (stack === null ? "null" : quote(stack))
         + ',"limit":' + (limit === null ? "null" : quote(limit))
-        + ',"logs":[' + logText + "]}";
+        + ',"logs":[' + logText + "]"
+        + ',"logTimes":[' + logTimes + "]}";
     };
     const failed = (error) => {
       if (logOver) return outcome(false, null, logLimitError, "log");
@@ -359,7 +368,9 @@ class _Isolate:
             f" delete globalThis.{self._name};"
         )
         self._name += "_"
-        self.racer.eval(f"{self._name}.load({self._script})")
+        # Evaluated as a script of its own (an indirect eval), so the positions in its stacks
+        # are the script's, under the name it gives itself (``//# sourceURL``).
+        self.racer.eval(f"{self._name}.load((0, eval)({json.dumps(self._script)}))")
 
     def control(self, call: str) -> Any:
         """Call the harness: source text only (see _HARNESS)."""
@@ -531,6 +542,7 @@ class _Worker:
             error=_text_or_none(outcome.get("error")),
             limit=_text_or_none(outcome.get("limit")),
             stack=_text_or_none(outcome.get("stack")),
+            log_times=outcome.get("logTimes") or [],
         )
         clean = not self._unclean and not self._answers
         self._unclean = False
@@ -542,6 +554,7 @@ class _Worker:
             error=checked.error,
             limit=checked.limit,
             stack=checked.stack,
+            log_times=checked.log_times,
             cpu_ms=(time.process_time() - started) * 1000,
             clean=clean,
         )
@@ -554,7 +567,7 @@ def _text_or_none(value: Any) -> str | None:
 def _read_outcome(text: str, limits: RunLimits) -> dict[str, Any]:
     """The outcome the harness reported, read only when its size can be that of an outcome
     within the limits."""
-    if len(text) > limits.log + limits.result + OUTCOME_OVERHEAD:
+    if len(text) > limits.log * LOG_TEXT_PER_BYTE + limits.result + OUTCOME_OVERHEAD:
         return {"ok": False, "limit": "log", "error": "the run's outcome is larger than its limits"}
     try:
         outcome = json.loads(text)

@@ -1,19 +1,23 @@
 """An app's webhooks in the console: create (the secret shown once), list, edit, delete, test,
-rotate the secret, the recent deliveries and redelivery (contract.md: Developer console API).
+rotate the secret, the recent deliveries (filtered), one delivery with its payload and attempt
+log, redelivery and the recovery of failed deliveries (contract.md: Developer console API and
+its second round).
 
 Every write that queues a delivery notifies the delivery engine when it commits.
 """
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
-from quart import Response
+from quart import Response, request
 from quart_schema import validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
-from ledgerport import apps, catalog, storage
+from ledgerport import apps, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
@@ -21,9 +25,24 @@ from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, opera
 from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
-Status = Annotated[str, WithJsonSchema(one_of(apps.DELIVERY_STATUSES))]
+Status = Annotated[str, WithJsonSchema(one_of(queues.DELIVERY_STATUSES))]
 WEBHOOK_ID = Param("webhook_id", "path", "The webhook's id")
 DELIVERY_ID = Param("delivery_id", "path", "The delivery's id")
+_STATUS = "(?:" + "|".join(queues.DELIVERY_STATUSES) + ")"
+_TYPE = "(?:" + "|".join(re.escape(name) for name in catalog.EVENT_NAMES) + ")"
+STATUS_FILTER = Param(
+    "status",
+    "query",
+    "Comma-separated statuses: only deliveries in one of them",
+    {"type": "string", "pattern": f"^{_STATUS}(?:,{_STATUS})*$"},
+)
+TYPE_FILTER = Param(
+    "type",
+    "query",
+    "Comma-separated event types: only deliveries of one of them",
+    {"type": "string", "pattern": f"^{_TYPE}(?:,{_TYPE})*$"},
+)
+EVENT_FILTER = Param("eventId", "query", "An event's id: only the event's delivery to the webhook")
 URL_DESCRIPTION = (
     "Where deliveries are POSTed: https (http only on a loopback host with"
     " LEDGERPORT_ENV=development); in production a host that resolves to a private, loopback,"
@@ -104,6 +123,10 @@ class Queued(TypedDict):
 
 @with_config(ConfigDict(extra="forbid"))
 class Delivery(TypedDict):
+    """A delivery: ``attempts`` counts the attempts since it was created or last redelivered,
+    ``nextAttemptAt`` is when the next is due while it waits (queued or retrying), and
+    ``test`` marks a test delivery (no event)."""
+
     id: str
     eventId: str | None
     type: EventName
@@ -113,13 +136,71 @@ class Delivery(TypedDict):
     lastError: str | None
     createdAt: str
     nextAttemptAt: str | None
+    test: bool
 
 
 @with_config(ConfigDict(extra="forbid"))
 class DeliveryPage(TypedDict):
-    """The webhook's 100 most recent deliveries, newest first: ``next`` is null."""
+    """The webhook's 100 most recent deliveries (of those the filters keep), newest first:
+    ``next`` is null."""
 
     data: list[Delivery]
+    next: str | None
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Attempt(TypedDict):
+    """One attempt made. ``attempt`` counts on across redeliveries; ``responseBody`` is the first
+    4 KiB of the answer's body as text (UTF-8, what does not decode as U+FFFD), null when no
+    answer came, ``responseBodyTruncated`` when the body went on (or was not read to its end);
+    ``requestHeaders`` are the headers the request was sent with, the signature of that attempt
+    among them."""
+
+    attempt: int
+    startedAt: str
+    durationMs: float
+    responseCode: int | None
+    responseBody: str | None
+    responseBodyTruncated: bool
+    error: str | None
+    requestHeaders: dict[str, str]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class DeliveryDetail(Delivery):
+    """The delivery whole: ``payload`` is the body every attempt sent, the exact text each
+    signature was computed over; ``attemptLog`` every attempt ever made, oldest first,
+    redeliveries included."""
+
+    payload: str
+    attemptLog: list[Attempt]
+
+
+class RecoverIn(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    since: str = Field(
+        min_length=1,
+        max_length=64,
+        description="ISO 8601 with a UTC offset (2026-09-22T08:00:00Z), within the last 30 days:"
+        " the failed deliveries created at or after it are redelivered",
+    )
+    after: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The next of an earlier recovery with the same since: go on after it",
+    )
+
+
+@with_config(ConfigDict(extra="forbid"))
+class Recovery(TypedDict):
+    """The failed deliveries queued again and those the redelivery rules refused; ``next``,
+    when more were left than one recovery looks at, is the ``after`` to go on with (else
+    null)."""
+
+    queued: int
+    skipped: int
     next: str | None
 
 
@@ -132,7 +213,7 @@ def _webhook(webhook: apps.Webhook) -> Webhook:
     }
 
 
-def _delivery(delivery: apps.Delivery) -> Delivery:
+def _delivery(delivery: queues.Delivery) -> Delivery:
     waiting = delivery.status in ("queued", "retrying")
     return {
         "id": delivery.id,
@@ -148,7 +229,42 @@ def _delivery(delivery: apps.Delivery) -> Delivery:
             if waiting and delivery.next_attempt_at is not None
             else None
         ),
+        "test": delivery.test,
     }
+
+
+def _attempt(attempt: queues.LoggedAttempt) -> Attempt:
+    return {
+        "attempt": attempt.attempt,
+        "startedAt": iso_time(attempt.started_at),
+        "durationMs": attempt.duration_ms,
+        "responseCode": attempt.response_code,
+        "responseBody": attempt.response_text,
+        "responseBodyTruncated": attempt.response_truncated,
+        "error": attempt.error,
+        "requestHeaders": attempt.request_headers,
+    }
+
+
+def _filter(name: str, allowed: tuple[str, ...]) -> list[str]:
+    """The comma-separated values of every ``name`` query parameter, each one of ``allowed``."""
+    values = [part for value in request.args.getlist(name) for part in value.split(",")]
+    if any(value not in allowed for value in values):
+        raise InvalidInput([f"{name} must be one or more of {', '.join(allowed)}, comma-separated"])
+    return values
+
+
+def _moment(text: str, name: str) -> float:
+    """An ISO 8601 time with its UTC offset, in unix seconds."""
+    try:
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            raise ValueError(text)
+        return moment.timestamp()
+    except (ValueError, OverflowError):
+        raise InvalidInput(
+            [f"{name} must be an ISO 8601 time with its UTC offset, as 2026-09-22T08:00:00Z"]
+        ) from None
 
 
 WEBHOOK_RAISES = (*JSON_BODY_ERRORS, InvalidInput, storage.BadValue)
@@ -245,10 +361,10 @@ async def send_test_delivery(app_id: str, webhook_id: str) -> tuple[Queued, int]
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        delivery_id = await apps.create_test_delivery(
+        delivery_id = await queues.create_test_delivery(
             tx, now=p.now(), webhook=webhook, pinned_version=app.pinned_version
         )
-        await tx.notify(apps.DELIVERIES_CHANNEL)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
     return {"deliveryId": delivery_id}, 202
 
 
@@ -273,23 +389,60 @@ async def rotate_webhook_secret(app_id: str, webhook_id: str) -> Rotation:
 @blueprint.get("/apps/<app_id>/webhooks/<webhook_id>/deliveries")
 @operation(
     json_reply(200, DeliveryPage, "The most recent deliveries"),
-    raises=(storage.BadValue, apps.WebhookNotFound),
-    params=(WEBHOOK_ID,),
+    raises=(InvalidInput, storage.BadValue, apps.WebhookNotFound),
+    params=(WEBHOOK_ID, STATUS_FILTER, TYPE_FILTER, EVENT_FILTER),
 )
 async def list_deliveries(app_id: str, webhook_id: str) -> DeliveryPage:
     """The webhook's 100 most recent deliveries, newest first, with their status, attempts,
-    last response code and error, and when the next attempt is due."""
+    last response code and error, when the next attempt is due, and whether it is a test
+    delivery. ``status`` and ``type`` (each comma-separated) and ``eventId`` keep those
+    matching all given: the 100 most recent of them. An unknown status or type is a
+    validation 400; an event the webhook has no delivery of gives an empty list."""
+    statuses = _filter("status", queues.DELIVERY_STATUSES)
+    types = _filter("type", catalog.EVENT_NAMES)
+    event_id = request.args.get("eventId")
+    if event_id == "":
+        raise InvalidInput(["eventId must not be empty"])
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         await apps.get_webhook(tx, app_id, webhook_id)
-        recent = await apps.recent_deliveries(tx, webhook_id)
+        recent = await queues.recent_deliveries(
+            tx,
+            webhook_id,
+            statuses=[status for status in queues.DELIVERY_STATUSES if status in statuses],
+            types=types,
+            event_id=event_id,
+        )
     return {"data": [_delivery(d) for d in recent], "next": None}
+
+
+@blueprint.get("/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>")
+@operation(
+    json_reply(200, DeliveryDetail, "The delivery, its payload and its attempt log"),
+    raises=(storage.BadValue, apps.WebhookNotFound, queues.DeliveryNotFound),
+    params=(WEBHOOK_ID, DELIVERY_ID),
+)
+async def get_delivery(app_id: str, webhook_id: str, delivery_id: str) -> DeliveryDetail:
+    """One delivery of the webhook: what the list shows, the ``payload`` every attempt sent
+    (the exact text its signatures were computed over), and its ``attemptLog``: every attempt
+    ever made, oldest first, numbered on across redeliveries, each with when it started, how
+    long it took, the response code, the first 4 KiB of the answer, the error and the request
+    headers as sent, its signature included."""
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        await apps.get_webhook(tx, app_id, webhook_id)
+        detail = await queues.get_delivery(tx, webhook_id, delivery_id)
+    return {
+        **_delivery(detail.delivery),
+        "payload": detail.payload,
+        "attemptLog": [_attempt(attempt) for attempt in detail.attempt_log],
+    }
 
 
 @blueprint.post("/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
 @operation(
     json_reply(202, Queued, "The delivery is queued again"),
-    raises=(storage.BadValue, apps.WebhookNotFound, apps.RedeliveryRefused),
+    raises=(storage.BadValue, apps.WebhookNotFound, queues.RedeliveryRefused),
     params=(WEBHOOK_ID, DELIVERY_ID),
 )
 async def redeliver_delivery(app_id: str, webhook_id: str, delivery_id: str) -> tuple[Queued, int]:
@@ -301,6 +454,38 @@ async def redeliver_delivery(app_id: str, webhook_id: str, delivery_id: str) -> 
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        await apps.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
-        await tx.notify(apps.DELIVERIES_CHANNEL)
+        await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
     return {"deliveryId": delivery_id}, 202
+
+
+@blueprint.post("/apps/<app_id>/webhooks/<webhook_id>/recover")
+@validate_request(RecoverIn)
+@operation(
+    json_reply(202, Recovery, "The failed deliveries since then are queued again"),
+    raises=(*JSON_BODY_ERRORS, InvalidInput, storage.BadValue, apps.WebhookNotFound),
+    params=(WEBHOOK_ID,),
+)
+async def recover_deliveries(app_id: str, webhook_id: str, data: RecoverIn) -> tuple[Recovery, int]:
+    """Redeliver every failed delivery of the webhook created at or after ``since`` (ISO 8601
+    with its UTC offset, within the last 30 days, not in the future: else a validation 400), by
+    the rules of a redelivery: those they refuse (the app suspended or deactivated, no longer
+    installed in the business or no longer holding the event's scope) are skipped and counted.
+    One call looks at the oldest 500 at most, in one transaction; when more are left ``next``
+    is set, and the same call with it as ``after`` goes on after them."""
+    p = platform()
+    since = _moment(data.since, "since")
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        recovered = await queues.recover(
+            tx, now=p.now(), webhook=webhook, since=since, after=data.after
+        )
+        if recovered.queued:
+            await tx.notify(queues.DELIVERIES_CHANNEL)
+    answer: Recovery = {
+        "queued": recovered.queued,
+        "skipped": recovered.skipped,
+        "next": recovered.next,
+    }
+    return answer, 202

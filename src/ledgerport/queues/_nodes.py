@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from ledgerport.storage import Transaction, placeholders
 
+from ._tenants import HOT
+
 NODE_KEY_PREFIX = "node:"
 """A node's mark is ``Store.hold(NODE_KEY_PREFIX + node_id)``."""
-
-_HOT = "status IN ('queued', 'retrying')"
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,12 @@ async def take_over(tx: Transaction, *, alive: Collection[str]) -> TakenOver:
         claim_args = known
     deliveries = await tx.execute(
         f"UPDATE webhook_deliveries SET lease = NULL, next_attempt_at = created_at"
-        f" WHERE {_HOT} AND {claims}",
+        f" WHERE {HOT} AND {claims}",
         *claim_args,
     )
     runs = await tx.execute(
         f"UPDATE function_runs SET lease = NULL, next_attempt_at = created_at"
-        f" WHERE {_HOT} AND {claims}",
+        f" WHERE {HOT} AND {claims}",
         *claim_args,
     )
     if dead:

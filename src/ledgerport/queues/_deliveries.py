@@ -1,0 +1,311 @@
+"""Webhook deliveries: their claims and leases, attempt outcomes and the cleanup (spec: States
+and transitions: Webhook delivery, Delivery). The fan-out that creates them is ``_fan_out.py``,
+the send-time check ``_send_checks.py``, the attempt log ``_attempts.py``, what the console
+reads and does (the history, redelivery, recovery, test deliveries) ``_history.py``.
+
+A delivery waits in the hot queue (status queued or retrying, indexed by ``next_attempt_at``)
+until an engine claims it: the claim names itself in ``lease`` and moves ``next_attempt_at`` to
+the lease's end, so a claim whose process dies is due again then and another process takes it
+over. Only the claim that holds the lease records the attempt's outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ledgerport import catalog
+from ledgerport.storage import Row, Transaction, first_per_key, placeholders
+
+from ._attempts import AttemptMade, headers_text
+from ._tenants import tenant_due_times_sql
+
+DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
+DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("queued", "retrying", "delivered", "failed")
+DELIVERIES_CHANNEL = "deliveries"
+"""Notified by every commit that queues deliveries for an attempt (a test, a redelivery)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery as the console shows it."""
+
+    id: str
+    webhook_id: str
+    event_id: str | None
+    type: str
+    status: DeliveryStatus
+    attempts: int
+    response_code: int | None
+    last_error: str | None
+    created_at: float
+    next_attempt_at: float | None
+
+    @property
+    def test(self) -> bool:
+        """A test delivery (spec: Test delivery): it has no event."""
+        return self.event_id is None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Delivery:
+        return cls(
+            id=row["id"],
+            webhook_id=row["webhook_id"],
+            event_id=row["event_id"],
+            type=row["type"],
+            status=row["status"],
+            attempts=int(row["attempts"]),
+            response_code=row["response_code"],
+            last_error=row["last_error"],
+            created_at=float(row["created_at"]),
+            next_attempt_at=row["next_attempt_at"],
+        )
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A delivery an engine holds the lease of: what its next attempt sends."""
+
+    id: str
+    webhook_id: str
+    app_id: str
+    event_id: str | None
+    business_id: str | None
+    type: str
+    body: bytes
+    attempts: int
+    """Attempts made before this one."""
+    lease: str
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Row, lease: str) -> ClaimedDelivery:
+        return cls(
+            id=row["id"],
+            webhook_id=row["webhook_id"],
+            app_id=row["app_id"],
+            event_id=row["event_id"],
+            business_id=row["business_id"],
+            type=row["type"],
+            body=row["body"].encode(),
+            attempts=int(row["attempts"]),
+            lease=lease,
+            created_at=float(row["created_at"]),
+        )
+
+
+INSERT_DELIVERY = (
+    "INSERT INTO webhook_deliveries (id, webhook_id, app_id, event_id, business_id, type, body,"
+    " status, attempts, created_at, updated_at, next_attempt_at, lease)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $9, $10)"
+)
+
+
+# --- Claims and attempts -------------------------------------------------------------------------
+
+
+async def delivery_due_times(tx: Transaction) -> list[tuple[str, float]]:
+    """Each app with deliveries waiting for an attempt, and when its earliest is due (a
+    claimed delivery is due when its claim runs out)."""
+    rows = await tx.fetch(tenant_due_times_sql("webhook_deliveries", "app_id"))
+    return [(row["k"], float(row["due"])) for row in rows if row["due"] is not None]
+
+
+async def claim_due(
+    tx: Transaction,
+    *,
+    now: float,
+    lease: str,
+    lease_until: float,
+    quotas: Sequence[tuple[str, int]],
+    take: Callable[[str, str], bool],
+    full: Sequence[str] = (),
+) -> list[ClaimedDelivery]:
+    """Claim due deliveries, for each ``(app_id, n)`` of ``quotas`` the app's ``n`` oldest due
+    at most (a tenant's backlog is read through its own index range: it never hides another's
+    work); ``take(app_id, webhook_id)`` says whether the caller can attempt one more of that
+    webhook now, and the webhooks in ``full`` are passed over (a webhook with a backlog holds up
+    no other)."""
+    if not quotas:
+        return []
+    passed_over = f" AND webhook_id NOT IN ({placeholders(len(full), start=2)})" if full else ""
+    sql, extra = first_per_key(
+        tx,
+        select=(
+            "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts,"
+            " created_at FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
+            f" AND next_attempt_at <= $1{passed_over}"
+        ),
+        key="app_id",
+        order="next_attempt_at",
+        quotas=quotas,
+        start=2 + len(full),
+    )
+    rows = await tx.fetch(sql, now, *full, *extra)
+    chosen = [row for row in rows if take(row["app_id"], row["webhook_id"])]
+    if chosen:
+        await tx.executemany(
+            "UPDATE webhook_deliveries SET lease = $1, next_attempt_at = $2 WHERE id = $3",
+            [(lease, lease_until, row["id"]) for row in chosen],
+        )
+    return [ClaimedDelivery.from_row(row, lease) for row in chosen]
+
+
+async def next_due_at(tx: Transaction) -> float | None:
+    """When the earliest waiting delivery is due (None when none waits)."""
+    value = await tx.fetchval(
+        "SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
+    )
+    return None if value is None else float(value)
+
+
+async def queue_depth(tx: Transaction) -> tuple[int, int]:
+    """Deliveries waiting for their first attempt, and those waiting for a retry."""
+    rows = await tx.fetch(
+        "SELECT status, COUNT(*) AS n FROM webhook_deliveries"
+        " WHERE status IN ('queued', 'retrying') GROUP BY status"
+    )
+    counts = {row["status"]: int(row["n"]) for row in rows}
+    return counts.get("queued", 0), counts.get("retrying", 0)
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What became of one claimed delivery: delivered, retrying (``next_attempt_at`` set) or
+    failed; ``attempts`` counts the attempts made so far (a refusal makes none). ``made`` is
+    what the attempt log keeps of the attempt this outcome is of (None: no attempt was made,
+    the delivery was refused or given back unattempted)."""
+
+    delivery_id: str
+    lease: str
+    status: DeliveryStatus
+    attempts: int
+    response_code: int | None
+    error: str | None
+    finished_at: float
+    next_attempt_at: float | None
+    first_attempt_at: float | None
+    made: AttemptMade | None = None
+
+
+async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -> None:
+    """Record attempt outcomes, and log the attempts they are of (``_attempts.py``); an outcome
+    whose claim no longer holds the lease (it expired and another process took the delivery
+    over) changes nothing and logs nothing.
+
+    Rows are locked and written in the order of their ids, the order :func:`renew_claims`
+    locks them in: two transactions of an engine over the same claims wait for each other,
+    never deadlock. On PostgreSQL a batch is one statement; on SQLite, whose one writer holds
+    the database, two."""
+    by_id: dict[str, AttemptOutcome] = {}
+    for outcome in outcomes:
+        by_id.setdefault(outcome.delivery_id, outcome)
+    ordered = [by_id[delivery_id] for delivery_id in sorted(by_id)]
+    if not ordered:
+        return
+    rows = [_row(o) for o in ordered]
+    if tx.kind == "postgresql":
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        await tx.execute(_RECORD_POSTGRES, *columns)
+        return
+    made = [row for row, o in zip(rows, ordered, strict=True) if o.made is not None]
+    if made:
+        await tx.executemany(_LOG_SQLITE, made)
+    await tx.executemany(_RECORD_SQLITE, [row[:10] for row in rows])
+
+
+def _row(o: AttemptOutcome) -> tuple[object, ...]:
+    made = o.made
+    return (
+        o.delivery_id,
+        o.lease,
+        o.status,
+        o.attempts,
+        o.response_code,
+        o.error,
+        o.finished_at,
+        o.next_attempt_at,
+        o.first_attempt_at,
+        made is not None,
+        None if made is None else made.started_at,
+        None if made is None else made.duration_ms,
+        None if made is None or o.response_code is None else made.response_body,
+        made is not None and made.response_truncated,
+        None if made is None else headers_text(made.request_headers),
+    )
+
+
+_LOG_COLUMNS = (
+    "delivery_id, attempt, started_at, duration_ms, response_code, response_body,"
+    " response_truncated, error, request_headers"
+)
+_RECORD_POSTGRES = (
+    "WITH o AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],"
+    " $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::bool[], $11::float8[],"
+    " $12::float8[], $13::bytea[], $14::bool[], $15::text[]) AS o(id, lease, status, attempts,"
+    " response_code, error, finished_at, next_attempt_at, first_attempt_at, made, started_at,"
+    " duration_ms, response_body, response_truncated, request_headers)),"
+    " held AS (SELECT d.id, d.attempts_made FROM webhook_deliveries d"
+    " JOIN o ON o.id = d.id AND o.lease = d.lease ORDER BY d.id FOR UPDATE OF d),"
+    f" logged AS (INSERT INTO webhook_attempts ({_LOG_COLUMNS})"
+    " SELECT o.id, held.attempts_made + 1, o.started_at, o.duration_ms, o.response_code,"
+    " o.response_body, o.response_truncated, o.error, o.request_headers"
+    " FROM o JOIN held ON held.id = o.id WHERE o.made)"
+    " UPDATE webhook_deliveries d SET status = o.status, attempts = o.attempts,"
+    " response_code = o.response_code, last_error = o.error, updated_at = o.finished_at,"
+    " next_attempt_at = o.next_attempt_at,"
+    " first_attempt_at = COALESCE(d.first_attempt_at, o.first_attempt_at),"
+    " attempts_made = d.attempts_made + CASE WHEN o.made THEN 1 ELSE 0 END, lease = NULL"
+    " FROM o JOIN held ON held.id = o.id WHERE d.id = o.id"
+)
+"""One batch of outcomes with their attempts, in one statement: the rows the outcomes' leases
+still hold are locked in id order, the attempts logged under their next numbers, the outcomes
+written."""
+_LOG_SQLITE = (
+    f"INSERT INTO webhook_attempts ({_LOG_COLUMNS})"
+    " SELECT id, attempts_made + 1, $11, $12, $5, $13, $14, $6, $15"
+    " FROM webhook_deliveries WHERE id = $1 AND lease = $2"
+)
+_RECORD_SQLITE = (
+    "UPDATE webhook_deliveries SET status = $3, attempts = $4, response_code = $5,"
+    " last_error = $6, updated_at = $7, next_attempt_at = $8,"
+    " first_attempt_at = COALESCE(first_attempt_at, $9),"
+    " attempts_made = attempts_made + CASE WHEN $10 THEN 1 ELSE 0 END, lease = NULL"
+    " WHERE id = $1 AND lease = $2"
+)
+
+
+async def renew_claims(tx: Transaction, *, lease: str, until: float, limit: int) -> int:
+    """Extend to ``until`` at most ``limit`` claims of ``lease`` still waiting for their
+    outcome and ending before it; answers how many (the caller calls again, in a transaction
+    of its own, while that is ``limit``: no transaction holds the store for all of them)."""
+    return await tx.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id IN"
+        " (SELECT id FROM webhook_deliveries WHERE lease = $2"
+        " AND status IN ('queued', 'retrying') AND next_attempt_at < $1"
+        f" ORDER BY id LIMIT $3{tx.row_lock})",
+        until,
+        lease,
+        limit,
+    )
+
+
+async def release_claims(tx: Transaction, *, lease: str, now: float) -> int:
+    """Give back every claim of ``lease`` (its engine is stopping): due again at ``now``."""
+    return await tx.execute(
+        "UPDATE webhook_deliveries SET lease = NULL, next_attempt_at = $1"
+        " WHERE lease = $2 AND status IN ('queued', 'retrying')",
+        now,
+        lease,
+    )
+
+
+async def purge_deliveries(tx: Transaction, *, now: float) -> int:
+    """Delete delivered and failed deliveries past the history kept (30 days); answers how
+    many. ``apps.purge_deleted_webhooks`` then deletes the webhooks they kept."""
+    return await tx.execute(
+        "DELETE FROM webhook_deliveries WHERE created_at < $1"
+        " AND status IN ('delivered', 'failed')",
+        now - catalog.DELIVERY_RETENTION,
+    )

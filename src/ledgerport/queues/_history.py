@@ -1,0 +1,295 @@
+"""What the console reads of a webhook's deliveries and does with them (spec: Redelivery, Test
+delivery; contract.md: Developer console API and its second round): the recent deliveries,
+filtered; one delivery whole, with its payload and attempt log; test deliveries; redelivery of
+one delivery and recovery of a webhook's failed deliveries since a moment, both by one rule
+(:func:`redelivery_refusal`).
+
+Every read and write here is scoped to one webhook, which the caller has found among its own
+app's: a delivery of another webhook is not found, whatever its id or its event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from ledgerport import catalog
+from ledgerport.apps import Webhook
+from ledgerport.errors import InvalidInput
+from ledgerport.ids import new_id
+from ledgerport.storage import Row, Transaction, placeholders
+
+from ._attempts import LoggedAttempt, attempt_log
+from ._bodies import test_body
+from ._deliveries import INSERT_DELIVERY, Delivery, DeliveryStatus
+from ._entitlement import gating_scope, installation_scopes
+from ._errors import DeliveryNotFound, RedeliveryRefused
+from ._fan_out import delivery_id_for
+
+RECOVER_MAX = 500
+"""Failed deliveries one recovery looks at, at most (one transaction: on SQLite it holds the
+one writer); the answer's ``next`` continues after them."""
+_LISTED = (
+    "id, webhook_id, event_id, type, status, attempts, response_code, last_error, created_at,"
+    " next_attempt_at"
+)
+
+
+async def create_test_delivery(
+    tx: Transaction, *, now: float, webhook: Webhook, pinned_version: str | None
+) -> str:
+    """Queue a test delivery (spec: Test delivery); answers its id."""
+    delivery_id = new_id("dlv")
+    kind, body = test_body(delivery_id, webhook.test_event_type, now, pinned_version)
+    await tx.execute(
+        INSERT_DELIVERY,
+        delivery_id,
+        webhook.id,
+        webhook.app_id,
+        None,
+        None,
+        kind,
+        body,
+        now,
+        now,
+        None,
+    )
+    return delivery_id
+
+
+async def recent_deliveries(
+    tx: Transaction,
+    webhook_id: str,
+    *,
+    statuses: Collection[DeliveryStatus] = (),
+    types: Collection[str] = (),
+    event_id: str | None = None,
+) -> list[Delivery]:
+    """The webhook's most recent deliveries (spec: the console shows 100), newest first; with
+    ``statuses``, ``types`` or ``event_id``, the most recent of those matching all that are
+    given. An event's delivery to a webhook has an id derived from both
+    (:func:`delivery_id_for`), so ``event_id`` is looked up by it."""
+    conditions = ["webhook_id = $1"]
+    args: list[object] = [webhook_id]
+
+    def among(column: str, values: Collection[str]) -> None:
+        conditions.append(f"{column} IN ({placeholders(len(values), start=len(args) + 1)})")
+        args.extend(sorted(values))
+
+    if statuses:
+        among("status", statuses)
+    if types:
+        among("type", types)
+    if event_id is not None:
+        conditions.append(f"id = ${len(args) + 1} AND event_id = ${len(args) + 2}")
+        args += [delivery_id_for(event_id, webhook_id), event_id]
+    rows = await tx.fetch(
+        f"SELECT {_LISTED} FROM webhook_deliveries WHERE {' AND '.join(conditions)}"
+        f" ORDER BY created_at DESC, id DESC LIMIT ${len(args) + 1}",
+        *args,
+        catalog.CONSOLE_DELIVERIES_SHOWN,
+    )
+    return [Delivery.from_row(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class DeliveryDetail:
+    """One delivery whole: what the list shows, the body every attempt sent, and its log."""
+
+    delivery: Delivery
+    payload: str
+    """The body as sent, the text every attempt signed (ASCII JSON: its characters are its
+    bytes)."""
+    attempt_log: list[LoggedAttempt]
+    """Every attempt made, oldest first, redeliveries included."""
+
+
+async def get_delivery(tx: Transaction, webhook_id: str, delivery_id: str) -> DeliveryDetail:
+    """The webhook's delivery ``delivery_id`` whole; DeliveryNotFound when the webhook has none
+    of that id (or it aged out)."""
+    row = await tx.fetchrow(
+        f"SELECT {_LISTED}, body FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2",
+        delivery_id,
+        webhook_id,
+    )
+    if row is None:
+        raise DeliveryNotFound(delivery_id)
+    return DeliveryDetail(Delivery.from_row(row), row["body"], await attempt_log(tx, delivery_id))
+
+
+# --- Redelivery ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Redeliverable:
+    """What the redelivery rule reads of a delivery and its app."""
+
+    id: str
+    app_id: str
+    event_id: str | None
+    business_id: str | None
+    type: str
+    status: DeliveryStatus
+    created_at: float
+    app_status: str
+    app_scopes: frozenset[str]
+
+    @classmethod
+    def from_row(cls, row: Row) -> Redeliverable:
+        return cls(
+            id=row["id"],
+            app_id=row["app_id"],
+            event_id=row["event_id"],
+            business_id=row["business_id"],
+            type=row["type"],
+            status=row["status"],
+            created_at=float(row["created_at"]),
+            app_status=row["app_status"],
+            app_scopes=frozenset(json.loads(row["app_scopes"])),
+        )
+
+    @property
+    def gating_scope(self) -> str | None:
+        """The scope its event needs (None for app events and test deliveries)."""
+        return None if self.event_id is None else gating_scope(self.type)
+
+
+def redelivery_refusal(
+    delivery: Redeliverable, *, now: float, granted: Mapping[tuple[str, str], frozenset[str]]
+) -> str | None:
+    """Why the delivery may not be redelivered now, or None when it may (spec: States: Webhook
+    delivery, the redeliver operation; Redelivery): it is older than the history kept, it waits
+    for an attempt, the app is suspended or deactivated, or, for a business or privacy event,
+    the app is no longer installed in the business (``granted``: the scopes each ACTIVE
+    installation grants, by app and business) or it, or its installation, no longer holds the
+    event's gating scope."""
+    if delivery.created_at < now - catalog.DELIVERY_RETENTION:
+        return "it is unknown or more than 30 days old"
+    if delivery.status in ("queued", "retrying"):
+        return "it waits for an attempt"
+    if delivery.app_status != "ACTIVE":
+        return f"the app is {delivery.app_status.lower()}"
+    scope = delivery.gating_scope
+    if scope is not None:
+        held = granted.get((delivery.app_id, delivery.business_id or ""))
+        if held is None:
+            return "the app is no longer installed in the business"
+        if scope not in held or scope not in delivery.app_scopes:
+            return f"the app no longer holds {scope}"
+    return None
+
+
+_REDELIVERABLE = (
+    "SELECT d.id, d.app_id, d.event_id, d.business_id, d.type, d.status, d.created_at,"
+    " a.status AS app_status, a.scopes AS app_scopes"
+    " FROM webhook_deliveries d JOIN apps a ON a.id = d.app_id WHERE d.webhook_id = $1"
+)
+
+
+def _lock_deliveries(tx: Transaction) -> str:
+    """Lock the deliveries a redelivery reads until it commits, not their app's row."""
+    return f"{tx.row_lock} OF d" if tx.row_lock else ""
+
+
+async def _granted(
+    tx: Transaction, deliveries: Sequence[Redeliverable]
+) -> dict[tuple[str, str], frozenset[str]]:
+    """The installations' scopes the rule reads for ``deliveries``, in one query."""
+    gated = [d for d in deliveries if d.gating_scope is not None]
+    return await installation_scopes(
+        tx,
+        sorted({d.app_id for d in gated}),
+        sorted({d.business_id or "" for d in gated}),
+    )
+
+
+async def _requeue(tx: Transaction, *, now: float, delivery_ids: Sequence[str]) -> int:
+    """Queue the deliveries again, those delivered or failed; answers how many."""
+    if not delivery_ids:
+        return 0
+    return await tx.execute(
+        "UPDATE webhook_deliveries SET status = 'queued', attempts = 0, response_code = NULL,"
+        " last_error = NULL, next_attempt_at = $1, updated_at = $1, lease = NULL"
+        f" WHERE id IN ({placeholders(len(delivery_ids), start=2)})"
+        " AND status IN ('delivered', 'failed')",
+        now,
+        *delivery_ids,
+    )
+
+
+async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str) -> str:
+    """Queue the delivery again: same id, eventId and body, a fresh attempt count (each attempt
+    signs afresh; its attempt log goes on). RedeliveryRefused when it is unknown or
+    :func:`redelivery_refusal` refuses it."""
+    row = await tx.fetchrow(
+        f"{_REDELIVERABLE} AND d.id = $2{_lock_deliveries(tx)}", webhook.id, delivery_id
+    )
+    if row is None:
+        raise RedeliveryRefused(delivery_id, "it is unknown or more than 30 days old")
+    delivery = Redeliverable.from_row(row)
+    refusal = redelivery_refusal(delivery, now=now, granted=await _granted(tx, [delivery]))
+    if refusal is not None:
+        raise RedeliveryRefused(delivery_id, refusal)
+    if not await _requeue(tx, now=now, delivery_ids=[delivery_id]):
+        raise RedeliveryRefused(delivery_id, "it waits for an attempt")
+    return delivery_id
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What a recovery did: the deliveries queued again, those the rule refused, and where the
+    next recovery goes on (the id of the last delivery looked at) when there were more than
+    RECOVER_MAX to look at (None: none is left)."""
+
+    queued: int
+    skipped: int
+    next: str | None
+
+
+async def recover(
+    tx: Transaction,
+    *,
+    now: float,
+    webhook: Webhook,
+    since: float,
+    after: str | None = None,
+    limit: int = RECOVER_MAX,
+) -> Recovered:
+    """Redeliver every failed delivery of the webhook created at or after ``since`` (within the
+    history kept, and not in the future), oldest first, by the rule of :func:`redeliver`; those
+    it refuses are skipped and counted. At most ``limit`` are looked at in this transaction:
+    when more are left, ``next`` names the last one looked at, and a recovery ``after`` it goes
+    on from there. Raises InvalidInput for a ``since`` out of bounds or an ``after`` that is no
+    delivery of the webhook since then."""
+    problems = []
+    if since < now - catalog.DELIVERY_RETENTION:
+        problems.append("since must be within the last 30 days (the history kept)")
+    if since > now:
+        problems.append("since must not be in the future")
+    if problems:
+        raise InvalidInput(problems)
+    start = "d.created_at >= $2"
+    args: list[object] = [webhook.id, since]
+    if after is not None:
+        mark = await tx.fetchval(
+            "SELECT created_at FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2",
+            after,
+            webhook.id,
+        )
+        if mark is None or float(mark) < since:
+            raise InvalidInput(["after must be the next of an earlier recovery of this webhook"])
+        start = "(d.created_at, d.id) > ($3, $4) AND d.created_at >= $2"
+        args += [float(mark), after]
+    rows = await tx.fetch(
+        f"{_REDELIVERABLE} AND d.status = 'failed' AND {start}"
+        f" ORDER BY d.created_at, d.id LIMIT ${len(args) + 1}{_lock_deliveries(tx)}",
+        *args,
+        limit + 1,
+    )
+    looked_at = [Redeliverable.from_row(row) for row in rows[:limit]]
+    granted = await _granted(tx, looked_at)
+    chosen = [d.id for d in looked_at if redelivery_refusal(d, now=now, granted=granted) is None]
+    queued = await _requeue(tx, now=now, delivery_ids=chosen)
+    more = len(rows) > limit
+    return Recovered(queued, len(looked_at) - queued, looked_at[-1].id if more else None)
