@@ -1,5 +1,5 @@
 """The console's delivery routes (contract.md: Developer console, second round): the list's
-filters and test mark, one delivery with its payload and attempt log, the recovery of a
+filters, cursor and test mark, one delivery with its payload and attempt log, the recovery of a
 webhook's failed deliveries with its bounds and refusals, and that an app's developer sees
 nothing of another app's deliveries through any id or filter."""
 
@@ -184,7 +184,42 @@ async def test_the_list_filters_by_status_type_and_event(
     assert (kinds["test"]["eventId"], kinds["invoice"]["test"]) == (None, False)
 
 
+async def test_the_list_goes_on_a_page_at_a_time_with_its_cursor(
+    client: Any, admin_headers: dict[str, str], store: Store, clock: FrozenClock
+) -> None:
+    shown = catalog.CONSOLE_DELIVERIES_SHOWN
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, EVENTS) as hook:
+            async with store.transaction() as tx:
+                webhook = await apps.get_webhook(tx, hook.api.world.app_id, hook.webhook["id"])
+                ids = [
+                    await queues.create_test_delivery(
+                        tx, now=clock.now() + n // 2, webhook=webhook, pinned_version=None
+                    )
+                    for n in range(shown + 3)
+                ]
+            await _mark_failed(store, ids[-1])
+            first = await hook.console.ok("GET", _path(hook, "/deliveries"))
+            second = await hook.console.ok("GET", _path(hook, f"/deliveries?after={first['next']}"))
+            queued = await hook.console.ok("GET", _path(hook, "/deliveries?status=queued"))
+            queued_next = await hook.console.ok(
+                "GET", _path(hook, f"/deliveries?status=queued&after={queued['next']}")
+            )
+    # Newest first: by creation, then by id where two were created at one moment.
+    order = sorted(ids, key=lambda i: (ids.index(i) // 2, i), reverse=True)
+    assert [d["id"] for d in first["data"]] == order[:shown]
+    assert first["next"] == order[shown - 1]
+    assert [d["id"] for d in second["data"]] == order[shown:]
+    assert second["next"] is None
+    # A filtered list pages through what the filters keep, with the same cursor.
+    unfailed = [i for i in order if i != ids[-1]]
+    assert [d["id"] for d in queued["data"] + queued_next["data"]] == unfailed
+    assert queued_next["next"] is None
+
+
 LIST_REFUSALS = {
+    "after=": "after must not be empty",
+    "after=dlv_000000000000000000000000": "after must be the next of an earlier page",
     "status=bogus": "status must be one or more of queued, retrying, delivered, failed",
     "status=": "status must be one or more of",
     "status=delivered,": "status must be one or more of",

@@ -1,6 +1,7 @@
-"""Hosted-function sources: which ES modules are accepted, what is refused and why, and that the
+"""Hosted-function sources: which ES modules are accepted, what is refused and why, that the
 script they become runs in V8 with the module's semantics (checked in a child process: V8 does
-not share a process with the tests' event loops)."""
+not share a process with the tests' event loops), and a run's stack read back into its frames
+and their lines of the source."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ import sys
 import pytest
 
 from ledgerport import catalog
-from ledgerport.apps import SCRIPT_NAME, FunctionSourceNoHandler, compile_module, source_stack
+from ledgerport.apps import (
+    SCRIPT_NAME,
+    FunctionSourceNoHandler,
+    StackFrame,
+    compile_module,
+    source_lines,
+    source_stack,
+    stack_frames,
+)
 from ledgerport.errors import InvalidInput
 
 ACCEPTED = {
@@ -290,3 +299,32 @@ def test_exported_patterns_as_deep_as_the_limit_bind_their_names_in_order() -> N
     value = "{a: " * depth + "[f, f]" + "}" * depth
     source = f"const f = () => 1;\nexport const {pattern} = {value};"
     assert compile_module(source).exports == ("handler", "rest")
+
+
+def test_a_stack_is_read_into_its_frames_with_their_positions_in_the_source() -> None:
+    stack = (
+        "TypeError: at function.js:9:9 in the message\n"
+        "second line of the message\n"
+        "    at handler (function.js:3:11)\n"
+        "    at function.js:12:4\n"
+        "    at Array.map (<anonymous>)"
+    )
+
+    assert stack_frames(stack) == [
+        StackFrame("at handler (function.js:3:11)", 3, 11),
+        StackFrame("at function.js:12:4", 12, 4),
+        StackFrame("at Array.map (<anonymous>)"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"),
+    [
+        ("a\nb", ["a", "b"]),
+        ("a\r\nb\rc", ["a", "b", "c"]),
+        ("a\u2028b\u2029c\n", ["a", "b", "c", ""]),
+        ("", [""]),
+    ],
+)
+def test_a_source_splits_into_the_lines_v8_numbers(source: str, lines: list[str]) -> None:
+    assert source_lines(source) == lines

@@ -130,7 +130,10 @@ from ._listings import save_listing as save_listing
 from ._listings import submit_listing as submit_listing
 from ._module_source import SCRIPT_NAME as SCRIPT_NAME
 from ._module_source import CompiledModule as CompiledModule
+from ._module_source import StackFrame as StackFrame
+from ._module_source import source_lines as source_lines
 from ._module_source import source_stack as source_stack
+from ._module_source import stack_frames as stack_frames
 from ._ratings import REVIEW_MAX_LENGTH as REVIEW_MAX_LENGTH
 from ._ratings import REVIEWS_SHOWN as REVIEWS_SHOWN
 from ._ratings import LiveListing as LiveListing

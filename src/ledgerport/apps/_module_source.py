@@ -274,6 +274,43 @@ def source_stack(stack: str) -> str:
     )
 
 
+_FRAME = re.compile(r"^\s*at ")
+_SOURCE_LINE_BREAK = re.compile("\r\n|[" + _LINE_BREAKS + "]")
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    """A frame of a run's stack as :func:`source_stack` wrote it (``at handler
+    (function.js:3:9)``), and, for a frame in the uploaded source, the position it names there:
+    its line and column (from 1; the column counts UTF-16 code units, as V8's do)."""
+
+    text: str
+    line: int | None = None
+    column: int | None = None
+
+
+def stack_frames(stack: str) -> list[StackFrame]:
+    """The frames of a run's stack (:func:`source_stack`'s), each with the first
+    ``function.js:line:column`` it names; the error's own lines before them are left out."""
+    frames = []
+    for text in stack.split("\n"):
+        if not _FRAME.match(text):
+            continue
+        position = _POSITION.search(text)
+        if position is None:
+            frames.append(StackFrame(text.strip()))
+        else:
+            line, column = int(position.group(1)), int(position.group(2))
+            frames.append(StackFrame(text.strip(), line, column))
+    return frames
+
+
+def source_lines(source: str) -> list[str]:
+    """The source's lines as V8 numbers them (line ``n`` is item ``n - 1``): split at every
+    JavaScript line terminator, CR LF counting as one."""
+    return _SOURCE_LINE_BREAK.split(source)
+
+
 def _declared(declaration: Node) -> Iterator[str]:
     """The names an exported declaration binds."""
     if declaration.type in ("lexical_declaration", "variable_declaration"):

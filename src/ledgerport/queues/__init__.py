@@ -41,13 +41,16 @@ from ._fan_out import plan_fan_out as plan_fan_out
 from ._fan_out import write_fan_out as write_fan_out
 from ._history import RECOVER_MAX as RECOVER_MAX
 from ._history import DeliveryDetail as DeliveryDetail
+from ._history import DeliveryPage as DeliveryPage
 from ._history import Recovered as Recovered
 from ._history import Redeliverable as Redeliverable
 from ._history import create_test_delivery as create_test_delivery
+from ._history import delivery_page as delivery_page
 from ._history import get_delivery as get_delivery
 from ._history import recent_deliveries as recent_deliveries
 from ._history import recover as recover
 from ._history import redeliver as redeliver
+from ._history import redelivery_check as redelivery_check
 from ._history import redelivery_refusal as redelivery_refusal
 from ._nodes import NODE_KEY_PREFIX as NODE_KEY_PREFIX
 from ._nodes import TakenOver as TakenOver

@@ -47,6 +47,13 @@ class Delivery:
         """A test delivery (spec: Test delivery): it has no event."""
         return self.event_id is None
 
+    @property
+    def next_attempt_due(self) -> float | None:
+        """When the next attempt is due while the delivery waits for one (queued or retrying;
+        while an attempt is under way, when its claim runs out); None once it is delivered or
+        failed."""
+        return self.next_attempt_at if self.status in ("queued", "retrying") else None
+
     @classmethod
     def from_row(cls, row: Row) -> Delivery:
         return cls(

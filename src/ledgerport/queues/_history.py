@@ -1,8 +1,9 @@
 """What the console reads of a webhook's deliveries and does with them (spec: Redelivery, Test
 delivery; contract.md: Developer console API and its second round): the recent deliveries,
-filtered; one delivery whole, with its payload and attempt log; test deliveries; redelivery of
-one delivery and recovery of a webhook's failed deliveries since a moment, both by one rule
-(:func:`redelivery_refusal`).
+filtered, a page at a time; one delivery whole, with its payload and attempt log; test
+deliveries; redelivery of one delivery and recovery of a webhook's failed deliveries since a
+moment, both by one rule (:func:`redelivery_refusal`), which a page also asks before it offers
+the redeliver button (:func:`redelivery_check`).
 
 Every read and write here is scoped to one webhook, which the caller has found among its own
 app's: a delivery of another webhook is not found, whatever its id or its event.
@@ -30,6 +31,8 @@ from ._fan_out import delivery_id_for
 RECOVER_MAX = 500
 """Failed deliveries one recovery looks at, at most (one transaction: on SQLite it holds the
 one writer); the answer's ``next`` continues after them."""
+_UNKNOWN = "it is unknown or more than 30 days old"
+"""The refusal of a delivery the webhook does not have (any more)."""
 _LISTED = (
     "id, webhook_id, event_id, type, status, attempts, response_code, last_error, created_at,"
     " next_attempt_at"
@@ -58,18 +61,31 @@ async def create_test_delivery(
     return delivery_id
 
 
-async def recent_deliveries(
+@dataclass(frozen=True)
+class DeliveryPage:
+    """A page of a webhook's deliveries, newest first, and where the next page starts: the id
+    of this page's last delivery, to pass back as ``after`` (None on the last page)."""
+
+    deliveries: list[Delivery]
+    next: str | None
+
+
+async def delivery_page(
     tx: Transaction,
     webhook_id: str,
     *,
     statuses: Collection[DeliveryStatus] = (),
     types: Collection[str] = (),
     event_id: str | None = None,
-) -> list[Delivery]:
-    """The webhook's most recent deliveries (spec: the console shows 100), newest first; with
-    ``statuses``, ``types`` or ``event_id``, the most recent of those matching all that are
-    given. An event's delivery to a webhook has an id derived from both
-    (:func:`delivery_id_for`), so ``event_id`` is looked up by it."""
+    after: str | None = None,
+    limit: int = catalog.CONSOLE_DELIVERIES_SHOWN,
+) -> DeliveryPage:
+    """The webhook's deliveries, newest first, ``limit`` at most (spec: the console shows 100):
+    with ``statuses``, ``types`` or ``event_id``, those matching all that are given; with
+    ``after`` (the ``next`` of an earlier page), those after that delivery in this order. An
+    event's delivery to a webhook has an id derived from both (:func:`delivery_id_for`), so
+    ``event_id`` is looked up by it. Raises InvalidInput for an ``after`` that is no delivery
+    of the webhook (or one no longer kept)."""
     conditions = ["webhook_id = $1"]
     args: list[object] = [webhook_id]
 
@@ -84,13 +100,40 @@ async def recent_deliveries(
     if event_id is not None:
         conditions.append(f"id = ${len(args) + 1} AND event_id = ${len(args) + 2}")
         args += [delivery_id_for(event_id, webhook_id), event_id]
+    if after is not None:
+        mark = await tx.fetchval(
+            "SELECT created_at FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2",
+            after,
+            webhook_id,
+        )
+        if mark is None:
+            raise InvalidInput(
+                ["after must be the next of an earlier page of this webhook's deliveries"]
+            )
+        conditions.append(f"(created_at, id) < (${len(args) + 1}, ${len(args) + 2})")
+        args += [float(mark), after]
     rows = await tx.fetch(
         f"SELECT {_LISTED} FROM webhook_deliveries WHERE {' AND '.join(conditions)}"
         f" ORDER BY created_at DESC, id DESC LIMIT ${len(args) + 1}",
         *args,
-        catalog.CONSOLE_DELIVERIES_SHOWN,
+        limit + 1,
     )
-    return [Delivery.from_row(row) for row in rows]
+    deliveries = [Delivery.from_row(row) for row in rows[:limit]]
+    return DeliveryPage(deliveries, deliveries[-1].id if len(rows) > limit else None)
+
+
+async def recent_deliveries(
+    tx: Transaction,
+    webhook_id: str,
+    *,
+    statuses: Collection[DeliveryStatus] = (),
+    types: Collection[str] = (),
+    event_id: str | None = None,
+) -> list[Delivery]:
+    """The first page of :func:`delivery_page`: the webhook's most recent deliveries (of those
+    matching the filters given), newest first."""
+    page = await delivery_page(tx, webhook_id, statuses=statuses, types=types, event_id=event_id)
+    return page.deliveries
 
 
 @dataclass(frozen=True)
@@ -165,7 +208,7 @@ def redelivery_refusal(
     installation grants, by app and business) or it, or its installation, no longer holds the
     event's gating scope."""
     if delivery.created_at < now - catalog.DELIVERY_RETENTION:
-        return "it is unknown or more than 30 days old"
+        return _UNKNOWN
     if delivery.status in ("queued", "retrying"):
         return "it waits for an attempt"
     if delivery.app_status != "ACTIVE":
@@ -218,17 +261,33 @@ async def _requeue(tx: Transaction, *, now: float, delivery_ids: Sequence[str]) 
     )
 
 
+async def _refusal(
+    tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str, lock: bool
+) -> str | None:
+    """Why :func:`redelivery_refusal` refuses the webhook's delivery now (or it is unknown),
+    or None; with ``lock``, the delivery stays locked until the transaction ends."""
+    locking = _lock_deliveries(tx) if lock else ""
+    row = await tx.fetchrow(f"{_REDELIVERABLE} AND d.id = $2{locking}", webhook.id, delivery_id)
+    if row is None:
+        return _UNKNOWN
+    delivery = Redeliverable.from_row(row)
+    return redelivery_refusal(delivery, now=now, granted=await _granted(tx, [delivery]))
+
+
+async def redelivery_check(
+    tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str
+) -> str | None:
+    """Why the webhook's delivery may not be redelivered now, by the rule :func:`redeliver`
+    applies (:func:`redelivery_refusal`), or None when it may: what a page asks before it
+    offers the redeliver button. Nothing is locked; the redelivery itself asks again."""
+    return await _refusal(tx, now=now, webhook=webhook, delivery_id=delivery_id, lock=False)
+
+
 async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str) -> str:
     """Queue the delivery again: same id, eventId and body, a fresh attempt count (each attempt
     signs afresh; its attempt log goes on). RedeliveryRefused when it is unknown or
     :func:`redelivery_refusal` refuses it."""
-    row = await tx.fetchrow(
-        f"{_REDELIVERABLE} AND d.id = $2{_lock_deliveries(tx)}", webhook.id, delivery_id
-    )
-    if row is None:
-        raise RedeliveryRefused(delivery_id, "it is unknown or more than 30 days old")
-    delivery = Redeliverable.from_row(row)
-    refusal = redelivery_refusal(delivery, now=now, granted=await _granted(tx, [delivery]))
+    refusal = await _refusal(tx, now=now, webhook=webhook, delivery_id=delivery_id, lock=True)
     if refusal is not None:
         raise RedeliveryRefused(delivery_id, refusal)
     if not await _requeue(tx, now=now, delivery_ids=[delivery_id]):

@@ -43,6 +43,11 @@ TYPE_FILTER = Param(
     {"type": "string", "pattern": f"^{_TYPE}(?:,{_TYPE})*$"},
 )
 EVENT_FILTER = Param("eventId", "query", "An event's id: only the event's delivery to the webhook")
+AFTER = Param(
+    "after",
+    "query",
+    "The next of an earlier page: the deliveries after it, newest first (the same filters)",
+)
 URL_DESCRIPTION = (
     "Where deliveries are POSTed: https (http only on a loopback host with"
     " LEDGERPORT_ENV=development); in production a host that resolves to a private, loopback,"
@@ -141,8 +146,8 @@ class Delivery(TypedDict):
 
 @with_config(ConfigDict(extra="forbid"))
 class DeliveryPage(TypedDict):
-    """The webhook's 100 most recent deliveries (of those the filters keep), newest first:
-    ``next`` is null."""
+    """The webhook's deliveries (of those the filters keep), newest first, 100 a page:
+    ``next``, when more are left, is the ``after`` of the next page (else null)."""
 
     data: list[Delivery]
     next: str | None
@@ -214,7 +219,7 @@ def _webhook(webhook: apps.Webhook) -> Webhook:
 
 
 def _delivery(delivery: queues.Delivery) -> Delivery:
-    waiting = delivery.status in ("queued", "retrying")
+    due = delivery.next_attempt_due
     return {
         "id": delivery.id,
         "eventId": delivery.event_id,
@@ -224,11 +229,7 @@ def _delivery(delivery: queues.Delivery) -> Delivery:
         "responseCode": delivery.response_code,
         "lastError": delivery.last_error,
         "createdAt": iso_time(delivery.created_at),
-        "nextAttemptAt": (
-            iso_time(delivery.next_attempt_at)
-            if waiting and delivery.next_attempt_at is not None
-            else None
-        ),
+        "nextAttemptAt": None if due is None else iso_time(due),
         "test": delivery.test,
     }
 
@@ -390,30 +391,36 @@ async def rotate_webhook_secret(app_id: str, webhook_id: str) -> Rotation:
 @operation(
     json_reply(200, DeliveryPage, "The most recent deliveries"),
     raises=(InvalidInput, storage.BadValue, apps.WebhookNotFound),
-    params=(WEBHOOK_ID, STATUS_FILTER, TYPE_FILTER, EVENT_FILTER),
+    params=(WEBHOOK_ID, STATUS_FILTER, TYPE_FILTER, EVENT_FILTER, AFTER),
 )
 async def list_deliveries(app_id: str, webhook_id: str) -> DeliveryPage:
     """The webhook's 100 most recent deliveries, newest first, with their status, attempts,
     last response code and error, when the next attempt is due, and whether it is a test
     delivery. ``status`` and ``type`` (each comma-separated) and ``eventId`` keep those
-    matching all given: the 100 most recent of them. An unknown status or type is a
-    validation 400; an event the webhook has no delivery of gives an empty list."""
+    matching all given: the 100 most recent of them. When more are left, ``next`` is set, and
+    the same call with it as ``after`` answers the next 100. An unknown status or type, or an
+    ``after`` that is no delivery of the webhook, is a validation 400; an event the webhook has
+    no delivery of gives an empty list."""
     statuses = _filter("status", queues.DELIVERY_STATUSES)
     types = _filter("type", catalog.EVENT_NAMES)
     event_id = request.args.get("eventId")
     if event_id == "":
         raise InvalidInput(["eventId must not be empty"])
+    after = request.args.get("after")
+    if after == "":
+        raise InvalidInput(["after must not be empty"])
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         await apps.get_webhook(tx, app_id, webhook_id)
-        recent = await queues.recent_deliveries(
+        page = await queues.delivery_page(
             tx,
             webhook_id,
             statuses=[status for status in queues.DELIVERY_STATUSES if status in statuses],
             types=types,
             event_id=event_id,
+            after=after,
         )
-    return {"data": [_delivery(d) for d in recent], "next": None}
+    return {"data": [_delivery(d) for d in page.deliveries], "next": page.next}
 
 
 @blueprint.get("/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>")
