@@ -1,0 +1,20 @@
+"""Budgets a request spends before it acts, shared by the console's JSON API and its pages."""
+
+from __future__ import annotations
+
+from ledgerport import auth, catalog
+
+from ._context import platform
+
+
+async def count_function_work(app_id: str) -> None:
+    """Count an upload, a test run or a replay against the app's budget
+    (catalog.RATE_LIMIT_FUNCTION_UPLOADS): each costs a worker process's time. Taken outside
+    any transaction, as every limit is (a shared limiter uses a connection of its own), and
+    only once the caller is known to develop the app, so no one else can spend its budget.
+    Raises auth.RateLimited past it."""
+    p = platform()
+    verdict = await p.limiter.take(auth.Budget(catalog.RATE_LIMIT_FUNCTION_UPLOADS, (app_id,)))
+    if verdict.refused_by is not None:
+        p.metrics.rate_limited.labels(verdict.refused_by.name).inc()
+        raise auth.RateLimited(verdict.retry_after)
