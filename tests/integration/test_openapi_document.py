@@ -37,7 +37,15 @@ from .oauth_helpers import (
 
 OAUTH_ENVELOPE = {"$ref": "#/components/schemas/OAuthErrorEnvelope"}
 STANDARD_ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
-PAGE_BLUEPRINTS = {"pages", "authorize", "device", "bridge", "console_pages", "marketplace"}
+PAGE_BLUEPRINTS = {
+    "pages",
+    "authorize",
+    "device",
+    "bridge",
+    "console_pages",
+    "console_debug_pages",
+    "marketplace",
+}
 """Blueprints whose errors are the problem page (``http/_app.py``)."""
 FORM = "application/x-www-form-urlencoded"
 

@@ -71,6 +71,12 @@ async def test_every_page_allows_its_stylesheet_and_images_and_no_inline_style(
         api = await owner_api(client, admin_headers)
         console = await console_for(client, admin_headers, api)
         await go_live(client, admin_headers, console, body("books-sync"))
+        webhook = await console.webhook("http://127.0.0.1:9/hook", ["customer.created"])
+        hook = f"/webhooks/{webhook['id']}"
+        delivery = (await console.ok("POST", f"{hook}/test", status=202))["deliveryId"]
+        source = {"source": "export const handler = () => 1", "events": ["customer.created"]}
+        await console.ok("PUT", "/functions/f", source)
+        run = (await console.ok("POST", "/functions/f/test", status=202))["runId"]
         await login(client, api.world)
         app = api.world.app_id
         pages = [
@@ -84,6 +90,11 @@ async def test_every_page_allows_its_stylesheet_and_images_and_no_inline_style(
             f"/console/apps/{app}/webhooks",
             f"/console/apps/{app}/functions",
             f"/console/apps/{app}/listing",
+            f"/console/apps/{app}{hook}",
+            f"/console/apps/{app}{hook}/deliveries/{delivery}",
+            f"/console/apps/{app}/functions/f",
+            f"/console/apps/{app}/functions/f/versions/1",
+            f"/console/apps/{app}/functions/f/runs/{run}",
         ]
         answers = [await _text(client, path, headers=BROWSER) for path in pages]
         _, unknown = await _text(client, "/nowhere", 404, headers=BROWSER)

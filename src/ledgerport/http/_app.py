@@ -13,7 +13,18 @@ from ledgerport import __version__, catalog
 from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 
-from . import _ops, admin, authorize, bridge, console_pages, device, marketplace, oauth, pages
+from . import (
+    _ops,
+    admin,
+    authorize,
+    bridge,
+    console_debug_pages,
+    console_pages,
+    device,
+    marketplace,
+    oauth,
+    pages,
+)
 from ._asgi import MANAGEMENT, MANAGEMENT_PATHS
 from ._browser import SESSION_COOKIE, page_csp
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
@@ -70,6 +81,9 @@ def create_app(platform: Platform) -> QuartTrio:
         device.blueprint.name: page_shape(PROBLEM_TITLE, device.WAYS),
         bridge.blueprint.name: page_shape(bridge.PAGE_TITLE, bridge.WAYS),
         console_pages.blueprint.name: page_shape(console_pages.PAGE_TITLE, console_pages.WAYS),
+        console_debug_pages.blueprint.name: page_shape(
+            console_pages.PAGE_TITLE, console_pages.WAYS
+        ),
         marketplace.blueprint.name: page_shape(marketplace.PAGE_TITLE, marketplace.WAYS),
     }
     QuartSchema(
@@ -104,6 +118,7 @@ def create_app(platform: Platform) -> QuartTrio:
         bridge.blueprint,
         bridge.token_blueprint,
         console_pages.blueprint,
+        console_debug_pages.blueprint,
         marketplace.blueprint,
         api_blueprint,
         developer_blueprint,

@@ -571,6 +571,19 @@ NOTICES: Mapping[str, NoticeWords] = {
     "form-expired": NoticeWords("The form expired: try again", "problem"),
     "rating-saved": NoticeWords("Thank you: your rating is saved"),
     "installed": NoticeWords("{0} is installed in {1}"),
+    "recovered": NoticeWords(
+        "Failed deliveries since {0}: {1} queued again, {2} skipped (the redelivery rules"
+        " refuse them)"
+    ),
+    "recovered-partly": NoticeWords(
+        "Failed deliveries since {0}: {1} queued again, {2} skipped (the redelivery rules"
+        " refuse them). More are left: go on with the next ones under Recover failed deliveries"
+    ),
+    "recovered-nothing": NoticeWords("No failed delivery since {0}: nothing to recover"),
+    "version-activated": NoticeWords("Version {0} is active: runs that start from now on run it"),
+    "replay-queued": NoticeWords(
+        "Replay of run {0} queued: it runs on the version active when it starts"
+    ),
     "test-queued": NoticeWords("Test delivery {0} queued"),
     "redelivered": NoticeWords("Delivery {0} queued again"),
     "listing-saved": NoticeWords("Saved as draft revision {0}: submit it for review when ready"),
