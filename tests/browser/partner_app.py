@@ -11,8 +11,8 @@ on its own origin).
   install.
 - ``POST /verify``: the app's back end checks a session token as the spec says: ES256 against
   ledgerport's JWKS (fetched over HTTP), ``aud`` the app's client id, ``iss`` ledgerport.
-- ``POST /hook``: the webhook endpoint; answers the statuses of ``hook_statuses`` in turn, then
-  200, and keeps what arrived.
+- ``POST /hook``: the webhook endpoint; answers the statuses and bodies of ``hook_answers`` in
+  turn, then the statuses of ``hook_statuses`` (with ``{}``), then 200, and keeps what arrived.
 """
 
 from __future__ import annotations
@@ -92,6 +92,7 @@ class PartnerApp:
     port: int = 0
     client_id: str = ""
     client_secret: str = ""
+    hook_answers: list[tuple[int, bytes]] = field(default_factory=list)
     hook_statuses: list[int] = field(default_factory=list)
     hooks: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -133,10 +134,12 @@ class PartnerApp:
             answer["scope"] = tokens.get("scope") or f"nothing: {tokens}"
         return answer
 
-    def next_hook_status(self, body: bytes) -> int:
+    def next_hook_answer(self, body: bytes) -> tuple[int, bytes]:
         with self.lock:
             self.hooks.append(json.loads(body))
-            return self.hook_statuses.pop(0) if self.hook_statuses else 200
+            if self.hook_answers:
+                return self.hook_answers.pop(0)
+            return (self.hook_statuses.pop(0) if self.hook_statuses else 200), b"{}"
 
 
 @contextmanager
@@ -181,7 +184,8 @@ def partner_app(ledgerport: str) -> Iterator[PartnerApp]:
                 answer = app.verify(request["token"], bool(request.get("exchange")))
                 self._send(200, json.dumps(answer).encode(), "application/json")
             elif self.path == "/hook":
-                self._send(app.next_hook_status(body), b"{}", "application/json")
+                status, answer = app.next_hook_answer(body)
+                self._send(status, answer, "application/json")
             else:
                 self._send(404, b"not here", "text/plain")
 

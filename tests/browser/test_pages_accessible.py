@@ -99,7 +99,8 @@ def _pages(
 ) -> tuple[Any, list[tuple[str, int]]]:
     """A developer whose app is listed (icon, screenshot, a Markdown description), installed,
     with a webhook that has a delivery and a function with a queued run; the pages they read,
-    in order, after signing in, with the status each answers."""
+    in order, after signing in (the console's debugging pages of that webhook, delivery,
+    function, version and run among them), with the status each answers."""
     business = operator.business("Acme Trading")
     owner = operator.person("Ada Owner", business)
     app = made_app(operator, partner, owner, app_url=f"{partner.origin}/embedded")
@@ -113,13 +114,15 @@ def _pages(
     webhook = console.ok(
         "POST", "/webhooks", {"url": f"{partner.origin}/hook", "events": ["customer.created"]}
     )
-    console.ok("POST", f"/webhooks/{webhook['id']}/test")
+    delivery = console.ok("POST", f"/webhooks/{webhook['id']}/test")["deliveryId"]
     console.ok(
         "PUT",
         "/functions/on-customer",
         {"source": "export const handler = () => 1", "events": ["customer.created"]},
     )
-    console.ok("POST", "/functions/on-customer/test")
+    run = console.ok("POST", "/functions/on-customer/test")["runId"]
+    hook = f"/console/apps/{app.id}/webhooks/{webhook['id']}"
+    function = f"/console/apps/{app.id}/functions/on-customer"
     consent = urlencode(
         {
             "response_type": "code",
@@ -143,6 +146,13 @@ def _pages(
         (f"/console/apps/{app.id}/webhooks", 200),
         (f"/console/apps/{app.id}/functions", 200),
         (f"/console/apps/{app.id}/listing", 200),
+        (hook, 200),
+        (f"{hook}?status=queued&type=customer.created&eventId=", 200),
+        (f"{hook}/deliveries/{delivery}", 200),
+        (function, 200),
+        (f"{function}/versions/1", 200),
+        (f"{function}/runs/{run}", 200),
+        (f"{function}/runs/run_nothing", 404),
         (f"/apps/{app.id}?business_id={business}", 200),
         (f"/oauth/authorize?{unknown}", 400),
         ("/marketplace/nothing-here", 404),
