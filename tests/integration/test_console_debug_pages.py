@@ -921,14 +921,23 @@ async def test_the_pages_answers_match_the_document(
                 )
                 await contract.check(method, template, response)
                 statuses.append(response.status_code)
-            missing_token = await client.post(
-                webhook.format(**ids) + "/recover", form={"since": "2026-09-22T08:00"}
-            )
-            await contract.check("POST", f"{webhook}/recover", missing_token)
+            # A form sent without its token did not come from its page.
+            tokenless = []
+            for template in (
+                f"{webhook}/recover",
+                f"{one}/resend",
+                f"{fn}/versions/{{version}}/activate",
+                f"{fn}/runs/{{run_id}}/replay",
+            ):
+                response = await client.post(
+                    template.format(**ids), form={"since": "2026-09-22T08:00"}
+                )
+                await contract.check("POST", template, response)
+                tokenless.append(response.status_code)
             client.cookie_jar.clear()
             signed_out = await client.get(webhook.format(**ids))
             await contract.check("GET", webhook, signed_out)
     assert statuses[:9] == [200, 200, 400, 404, 303, 200, 404, 303, 303]
     assert statuses[9:] == [200, 400, 200, 404, 303, 200, 303, 404]
-    assert missing_token.status_code == 400
+    assert tokenless == [400, 400, 400, 400]
     assert signed_out.status_code == 303

@@ -26,7 +26,7 @@ from quart import Blueprint, g, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
 from ledgerport import apps, auth, catalog, queues, storage
 from ledgerport.errors import InvalidInput
@@ -60,18 +60,16 @@ from .console_pages import CONSOLE_CSP
 blueprint = Blueprint("console_debug_pages", __name__)
 _Choice = TypeVar("_Choice", bound=str)
 
-_APP = Param("app_id", "path", "The app")
-_WEBHOOK = Param("webhook_id", "path", "The webhook")
-_DELIVERY = Param("delivery_id", "path", "The delivery")
 _FUNCTION = Param(
     "name", "path", "The function's name: a letter or digit, then up to 63 letters, digits, _ or -"
 )
-_RUN = Param("run_id", "path", "The run")
+VERSION_MAX = 2**31 - 1
+"""The largest version number (a database integer): a larger one is no version's."""
 _VERSION = Param(
     "version",
     "path",
     "A version's number",
-    {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+    {"type": "integer", "minimum": 1, "maximum": VERSION_MAX},
 )
 _DELIVERY_STATUS = Param(
     "status",
@@ -117,6 +115,25 @@ RECOVER_DEFAULT_SINCE = 86400
 """Seconds before now the recovery form offers to start from: the last day."""
 _FORM_MINUTE = "%Y-%m-%dT%H:%M"
 _FORM_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?")
+
+
+class ButtonForm(TypedDict):
+    """A button's form: its CSRF token. Sent without one, the form did not come from its page
+    (a 400 page); with one that no longer holds, it goes back to the page, which says the form
+    expired."""
+
+    csrf_token: CsrfToken
+
+
+_BUTTON = (Body(FORM, ButtonForm),)
+_BUTTON_ERRORS = (InvalidInput, RequestEntityTooLarge)
+
+
+async def _pressed() -> bool:
+    """Whether a button's form holds a token that holds (InvalidInput when it holds none)."""
+    token = (await request.form).get("csrf_token")
+    require_form_token(token)
+    return csrf_valid(token)
 
 
 @blueprint.before_request
@@ -364,8 +381,6 @@ def _text(name: str) -> str | None:
     page(404, _NOT_THE_APPS.format("webhook")),
     raises=(*_PAGE_ERRORS, InvalidInput, apps.WebhookNotFound),
     params=(
-        _APP,
-        _WEBHOOK,
         _DELIVERY_STATUS,
         _DELIVERY_TYPE,
         _EVENT_ID,
@@ -458,7 +473,7 @@ class RecoverForm(TypedDict):
     page(404, _NOT_THE_APPS.format("webhook")),
     raises=(*_PAGE_ERRORS, InvalidInput, RequestEntityTooLarge, apps.WebhookNotFound),
     bodies=(Body(FORM, RecoverForm),),
-    params=(_APP, _WEBHOOK, CSRF_COOKIE_PARAM),
+    params=(CSRF_COOKIE_PARAM,),
 )
 async def recover(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """Redeliver every failed delivery of the webhook created at or after ``since``, as
@@ -506,7 +521,6 @@ async def recover(app_id: str, webhook_id: str) -> ResponseReturnValue:
     redirect_reply(_SIGN_IN),
     page(404, _NOT_THE_APPS.format("webhook or delivery")),
     raises=(*_PAGE_ERRORS, apps.WebhookNotFound, queues.DeliveryNotFound),
-    params=(_APP, _WEBHOOK, _DELIVERY),
 )
 async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
     """The delivery: its status, event, when it was created and when its next attempt is due;
@@ -550,11 +564,13 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
     page(404, _NOT_THE_APPS.format("webhook or delivery")),
     raises=(
         *_PAGE_ERRORS,
+        *_BUTTON_ERRORS,
         apps.WebhookNotFound,
         queues.DeliveryNotFound,
         queues.RedeliveryRefused,
     ),
-    params=(_APP, _WEBHOOK, _DELIVERY),
+    bodies=_BUTTON,
+    params=(CSRF_COOKIE_PARAM,),
 )
 async def resend(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
     """The delivery page's redeliver button: the delivery again, as
@@ -562,7 +578,7 @@ async def resend(app_id: str, webhook_id: str, delivery_id: str) -> ResponseRetu
     count and signature), back to its page; a refusal of the redelivery rules comes back as a
     notice there."""
     back = _delivery_path(app_id, webhook_id, delivery_id)
-    if not csrf_valid((await request.form).get("csrf_token")):
+    if not await _pressed():
         return with_notice(back, "form-expired")
     p = platform()
     returns_to(back)
@@ -579,8 +595,11 @@ async def resend(app_id: str, webhook_id: str, delivery_id: str) -> ResponseRetu
 
 
 def _version_number(text: str) -> int:
-    """A version's number from its path (0, which no version has, when it is not one)."""
-    return int(text) if re.fullmatch(r"[1-9][0-9]{0,9}", text) else 0
+    """A version's number from its path; NotFound (as for a path no route takes) when it is no
+    number a version can have."""
+    if re.fullmatch(r"[1-9][0-9]{0,9}", text) and int(text) <= VERSION_MAX:
+        return int(text)
+    raise NotFound()
 
 
 @blueprint.get("/console/apps/<app_id>/functions/<name>")
@@ -590,7 +609,7 @@ def _version_number(text: str) -> int:
     redirect_reply(_SIGN_IN),
     page(404, _NOT_THE_APPS.format("function")),
     raises=(*_PAGE_ERRORS, InvalidInput, apps.FunctionNotFound),
-    params=(_APP, _FUNCTION, _RUN_STATUS),
+    params=(_FUNCTION, _RUN_STATUS),
 )
 async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     """The function: its active and newest versions and its events; its 100 most recent runs,
@@ -627,17 +646,18 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     page(200, "A version kept of the function and its source, line by line"),
     redirect_reply(_SIGN_IN),
     page(404, _NOT_THE_APPS.format("function or version")),
-    raises=(*_PAGE_ERRORS, apps.FunctionNotFound, apps.FunctionVersionNotFound),
-    params=(_APP, _FUNCTION, _VERSION),
+    raises=(*_PAGE_ERRORS, NotFound, apps.FunctionNotFound, apps.FunctionVersionNotFound),
+    params=(_FUNCTION, _VERSION),
 )
 async def version_page(app_id: str, name: str, version: str) -> ResponseReturnValue:
     """A version kept of the function: when it was uploaded, whether it is active (else a
     button that makes it active), and its source as uploaded, each line numbered and
     addressable (``#L12``), as a stack frame's position links to it."""
+    number = _version_number(version)
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
-        kept, source = await apps.version_source(tx, function, _version_number(version))
+        kept, source = await apps.version_source(tx, function, number)
     lines = [
         SourceLine(number, _shown(text))
         for number, text in enumerate(apps.source_lines(source), start=1)
@@ -662,17 +682,24 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
         SET_COOKIE.optional(),
     ),
     page(404, _NOT_THE_APPS.format("function or version")),
-    raises=(*_PAGE_ERRORS, apps.FunctionNotFound, apps.FunctionVersionNotFound),
-    params=(_APP, _FUNCTION, _VERSION),
+    raises=(
+        *_PAGE_ERRORS,
+        *_BUTTON_ERRORS,
+        NotFound,
+        apps.FunctionNotFound,
+        apps.FunctionVersionNotFound,
+    ),
+    bodies=_BUTTON,
+    params=(_FUNCTION, _VERSION, CSRF_COOKIE_PARAM),
 )
 async def activate(app_id: str, name: str, version: str) -> ResponseReturnValue:
     """A version's activate button: that version becomes the active one (a rollback, or
     forward again), as ``POST .../versions/{version}/activate``: runs that start from then on
     run it."""
-    back = _function_path(app_id, name)
-    if not csrf_valid((await request.form).get("csrf_token")):
-        return with_notice(back, "form-expired")
     number = _version_number(version)
+    back = _function_path(app_id, name)
+    if not await _pressed():
+        return with_notice(back, "form-expired")
     returns_to(back)
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, _developer())
@@ -692,7 +719,7 @@ async def activate(app_id: str, name: str, version: str) -> ResponseReturnValue:
     redirect_reply(_SIGN_IN),
     page(404, _NOT_THE_APPS.format("function or run")),
     raises=(*_PAGE_ERRORS, apps.FunctionNotFound, queues.RunNotFound),
-    params=(_APP, _FUNCTION, _RUN),
+    params=(_FUNCTION,),
 )
 async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     """The run: its status, duration, the version it ran, the run it replays; the event it ran
@@ -743,15 +770,22 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         SET_COOKIE.optional(),
     ),
     page(404, _NOT_THE_APPS.format("function or run")),
-    raises=(*_PAGE_ERRORS, apps.FunctionNotFound, queues.RunNotFound, auth.RateLimited),
-    params=(_APP, _FUNCTION, _RUN),
+    raises=(
+        *_PAGE_ERRORS,
+        *_BUTTON_ERRORS,
+        apps.FunctionNotFound,
+        queues.RunNotFound,
+        auth.RateLimited,
+    ),
+    bodies=_BUTTON,
+    params=(_FUNCTION, CSRF_COOKIE_PARAM),
 )
 async def replay(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     """The replay button: a new run of the function on the event the run ran on, as
     ``POST .../runs/{runId}/replay`` (the same business, the version active when it starts, a
     token of its own), counted against the app's upload budget; then the new run's page."""
     back = _run_path(app_id, name, run_id)
-    if not csrf_valid((await request.form).get("csrf_token")):
+    if not await _pressed():
         return with_notice(back, "form-expired")
     p = platform()
     returns_to(back)
