@@ -12,6 +12,14 @@ from ledgerport.platform import Platform
 
 ADMIN_TOKEN = "lp_admin_test-token-0123456789abcdef"  # conftest's token
 UNKNOWN_ID = "xyz_does-not-exist"
+"""In a path: an id that names nothing (404), whatever its form."""
+UNKNOWN_IDS = {
+    "appId": "app_000000000000000000000000",
+    "businessId": "bus_000000000000000000000000",
+    "userId": "usr_000000000000000000000000",
+}
+"""In a body, ids of the form the document states (a malformed one is a validation failure)
+that name nothing."""
 APP_SCOPES = ["customers:read", "customers:write", "invoices:read"]
 UNUSABLE_PASSWORD_HASH = "unusable"  # seeded users never sign in; Argon2 is slow
 
@@ -703,7 +711,7 @@ async def test_app_of_unknown_developer_is_404(
             "type": "PUBLIC",
             "redirectUris": ["https://a.example/cb"],
             "scopes": ["invoices:read"],
-            "developerUserId": UNKNOWN_ID,
+            "developerUserId": UNKNOWN_IDS["userId"],
         },
         headers=admin_headers,
     )
@@ -969,7 +977,7 @@ async def test_install_naming_an_unknown_record_is_404(
     client: Any, admin_headers: dict[str, str], world: dict[str, str], unknown: str
 ) -> None:
     response = await _install(
-        client, admin_headers, world, ["invoices:read"], **{unknown: UNKNOWN_ID}
+        client, admin_headers, world, ["invoices:read"], **{unknown: UNKNOWN_IDS[unknown]}
     )
 
     await _assert_envelope(response, 404, "Not Found")
@@ -1016,7 +1024,7 @@ async def test_developer_token_for_unknown_user_is_404(
     client: Any, admin_headers: dict[str, str], platform: Platform
 ) -> None:
     response = await client.post(
-        "/admin/developer-tokens", json={"userId": UNKNOWN_ID}, headers=admin_headers
+        "/admin/developer-tokens", json={"userId": UNKNOWN_IDS["userId"]}, headers=admin_headers
     )
 
     await _assert_envelope(response, 404, "Not Found")
@@ -1031,12 +1039,10 @@ _APP_BODY = {
     "type": "PUBLIC",
     "redirectUris": ["https://a.example/cb"],
     "scopes": ["invoices:read"],
-    "developerUserId": UNKNOWN_ID,
+    "developerUserId": UNKNOWN_IDS["userId"],
 }
 _INSTALL_BODY = {
-    "appId": UNKNOWN_ID,
-    "businessId": UNKNOWN_ID,
-    "userId": UNKNOWN_ID,
+    **UNKNOWN_IDS,
     "scopes": ["invoices:read"],
 }
 _MEMBER_PATH = f"/admin/businesses/{UNKNOWN_ID}/members/{UNKNOWN_ID}"

@@ -125,7 +125,12 @@ async def test_sensitive_permissions_refuse_an_accountant(
         "POST", "/payments", {"invoiceId": invoice["id"], "amount": "1.00"}, 201
     )
     accountant = await member_api(client, admin_headers, owner, "accountant")
-    body = {"lines": [{"accountId": "acc_x", "debit": "1.00"}, {"accountId": "acc_y"}]}
+    body = {
+        "lines": [
+            {"accountId": "acc_00000000000000000000000a", "debit": "1.00"},
+            {"accountId": "acc_00000000000000000000000b"},
+        ]
+    }
 
     response = await accountant.call(method, path_of({"payment": payment["id"]}), body)
 
@@ -446,7 +451,9 @@ async def test_a_failed_write_leaves_no_event_and_no_record(
     api = await owner_api(client, admin_headers)
     before = await _events(platform, api.world.business_id)
 
-    response = await api.call("POST", "/invoices", {"customerId": "cus_missing", "lines": [LINE]})
+    response = await api.call(
+        "POST", "/invoices", {"customerId": "cus_00000000000000000000000f", "lines": [LINE]}
+    )
 
     assert response.status_code == 404
     assert await _events(platform, api.world.business_id) == before

@@ -343,6 +343,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     },
     "ledgerport.books": {
         "AccountCodeTaken",
+        "decode_cursor",
         "BooksError",
         "Business",
         "BusinessNotFound",
@@ -602,6 +603,14 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "verify_header",
     },
     "ledgerport.http": {
+        "ANY_RECORD_ID",
+        "CURSOR_SCHEMA",
+        "ID_KINDS",
+        "IdKind",
+        "NUL_FREE",
+        "PATH_ID_KINDS",
+        "RECORD_IDS",
+        "token_schema",
         "ManagementListener",
         "prepare_document",
         "in_process_api",

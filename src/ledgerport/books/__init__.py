@@ -61,6 +61,7 @@ from ._purchasing import refund_purchase_return as refund_purchase_return
 from ._purchasing import update_purchase as update_purchase
 from ._purchasing import update_purchase_return as update_purchase_return
 from ._records import Document as Document
+from ._records import decode_cursor as decode_cursor
 from ._records import get_record as get_record
 from ._records import list_record_texts as list_record_texts
 from ._records import list_records as list_records

@@ -8,6 +8,14 @@ from ._drain import RequestTracker as RequestTracker
 from ._errors import ANSWERS as ANSWERS
 from ._errors import Answer as Answer
 from ._errors import answer_for as answer_for
+from ._ids import ANY_RECORD_ID as ANY_RECORD_ID
+from ._ids import CURSOR_SCHEMA as CURSOR_SCHEMA
+from ._ids import ID_KINDS as ID_KINDS
+from ._ids import PATH_ID_KINDS as PATH_ID_KINDS
+from ._ids import RECORD_IDS as RECORD_IDS
+from ._ids import IdKind as IdKind
+from ._ids import token_schema as token_schema
 from ._in_process import in_process_api as in_process_api
+from ._openapi import NUL_FREE as NUL_FREE
 from ._serving import AccessLog as AccessLog
 from ._serving import ConnectionGuard as ConnectionGuard

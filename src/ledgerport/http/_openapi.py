@@ -45,6 +45,7 @@ from ledgerport import auth, catalog, ops, storage
 from ledgerport.errors import DomainError, InvalidInput
 
 from ._errors import ENVELOPE, Answer, ErrorShape, class_answer, oauth_status
+from ._ids import PATH_ID_KINDS
 from ._input import NulInText
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -436,9 +437,17 @@ def _responses(
 
 
 def _parameters(documented: list[dict[str, Any]], params: Iterable[Param]) -> list[dict[str, Any]]:
-    """quart-schema's parameters (the path's converters) with ``params`` added or replacing."""
+    """quart-schema's parameters (the path's converters) with ``params`` added or replacing; an
+    undeclared path parameter with an id kind's conventional name takes that kind's form."""
     declared = {(p.name, p.location): p for p in params}
-    kept = [p for p in documented if (p["name"], p["in"]) not in declared]
+    kept = []
+    for parameter in documented:
+        if (parameter["name"], parameter["in"]) in declared:
+            continue
+        kind = PATH_ID_KINDS.get(parameter["name"]) if parameter["in"] == "path" else None
+        if kind is not None:
+            parameter = {**parameter, "description": kind.description, "schema": kind.schema}
+        kept.append(parameter)
     return kept + [
         {
             "name": p.name,

@@ -18,6 +18,7 @@ from ledgerport.errors import InvalidInput
 
 from ._answers import App, app_json
 from ._context import platform, unit_of_work
+from ._ids import APP, BUSINESS, USER
 from ._openapi import (
     JSON_BODY_ERRORS,
     Param,
@@ -82,7 +83,7 @@ class AppIn(_Body):
         }
     )
     scopes: list[str] = Field(json_schema_extra={"items": _SCOPES})
-    developerUserId: str
+    developerUserId: str = USER.field()
     reviewed: bool = False
     appUrl: str | None = Field(default=None, max_length=512)
 
@@ -96,20 +97,20 @@ class AppReviewIn(_Body):
 
 
 class InstallationIn(_Body):
-    appId: str
-    businessId: str
-    userId: str
+    appId: str = APP.field()
+    businessId: str = BUSINESS.field()
+    userId: str = USER.field()
     scopes: list[str] = Field(json_schema_extra={"items": _SCOPES, "minItems": 1})
 
 
 class SessionTokenIn(_Body):
-    appId: str
-    businessId: str
-    userId: str
+    appId: str = APP.field()
+    businessId: str = BUSINESS.field()
+    userId: str = USER.field()
 
 
 class DeveloperTokenIn(_Body):
-    userId: str
+    userId: str = USER.field()
 
 
 @with_config(ConfigDict(extra="forbid"))

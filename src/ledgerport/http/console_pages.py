@@ -15,6 +15,7 @@ from ledgerport import apps, storage
 
 from ._browser import csrf_valid, current_user_id, form_page, with_notice
 from ._context import platform, unit_of_work
+from ._ids import APP
 from ._openapi import (
     SET_COOKIE,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
@@ -30,7 +31,7 @@ blueprint = Blueprint("console_pages", __name__)
 
 PAGE_TITLE = "Console"
 """Title of the console pages' problem pages."""
-_APP = Param("app_id", "path", "The app")
+_APP = Param("app_id", "path", "The app", APP.schema)
 _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
 
 

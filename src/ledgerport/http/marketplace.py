@@ -11,6 +11,7 @@ tokens come from exchanging it. Nothing is redirected to the app.
 
 from __future__ import annotations
 
+from typing import Annotated
 from urllib.parse import urlencode
 
 from quart import Blueprint, Response, redirect, request
@@ -32,6 +33,7 @@ from ._browser import (
 )
 from ._consent import described_scopes, developer_name
 from ._context import platform, unit_of_work
+from ._ids import ASSET, BUSINESS
 from ._openapi import (
     FORM,
     SET_COOKIE,
@@ -197,7 +199,7 @@ class InstallForm(TypedDict):
     """The install form: the business and the scopes (``scope`` repeated, one per checkbox)."""
 
     csrf_token: CsrfToken
-    business_id: str
+    business_id: Annotated[str, BUSINESS.document]
     scope: list[str]
 
 
@@ -282,7 +284,7 @@ _IMAGE_HEADERS = (Header("Cache-Control", "Kept for a day: an asset never change
     Reply(200, "The image", "image/jpeg", None, _IMAGE_HEADERS),
     page(404, "No live listing shows that image"),
     raises=_ERRORS,
-    params=(Param("asset_id", "path", "The asset's id"),),
+    params=(Param("asset_id", "path", "The asset's id", ASSET.schema),),
 )
 async def asset(asset_id: str) -> ResponseReturnValue:
     """An icon or screenshot that a live listing shows. An asset's bytes never change (a new

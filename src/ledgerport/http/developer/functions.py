@@ -14,6 +14,7 @@ from ledgerport import apps, auth, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._ids import RUN
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
@@ -24,7 +25,7 @@ NAME = Param(
     "path",
     "The function's name: a letter or digit, then up to 63 letters, digits, _ or -",
 )
-RUN_ID = Param("run_id", "path", "The run's id")
+RUN_ID = Param("run_id", "path", "The run's id", RUN.schema)
 SOURCE_DESCRIPTION = (
     "An ES module exporting `handler(event, context)`, sync or async; it may import nothing."
     f" At most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8, brackets nested at most"

@@ -15,11 +15,15 @@ from ledgerport import apps, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._ids import ASSET
 from .._openapi import JSON_BODY_ERRORS, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
 State = Annotated[str, WithJsonSchema(one_of(apps.REVISION_STATES))]
 Category = Annotated[str, WithJsonSchema(one_of(apps.LISTING_CATEGORIES))]
+
+
+AssetId = Annotated[str, ASSET.field()]
 
 
 class ListingIn(BaseModel):
@@ -34,8 +38,8 @@ class ListingIn(BaseModel):
     tagline: str = Field(max_length=120)
     description: str = Field(max_length=5000)
     category: Category
-    iconAssetId: str | None = None
-    screenshotAssetIds: list[str] = Field(default_factory=list)
+    iconAssetId: str | None = ASSET.field(default=None)
+    screenshotAssetIds: list[AssetId] = Field(default_factory=list)
 
 
 @with_config(ConfigDict(extra="forbid"))

@@ -17,13 +17,14 @@ from ledgerport import apps, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._ids import DELIVERY, WEBHOOK
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
 Status = Annotated[str, WithJsonSchema(one_of(apps.DELIVERY_STATUSES))]
-WEBHOOK_ID = Param("webhook_id", "path", "The webhook's id")
-DELIVERY_ID = Param("delivery_id", "path", "The delivery's id")
+WEBHOOK_ID = Param("webhook_id", "path", "The webhook's id", WEBHOOK.schema)
+DELIVERY_ID = Param("delivery_id", "path", "The delivery's id", DELIVERY.schema)
 URL_DESCRIPTION = (
     "Where deliveries are POSTed: https (http only on a loopback host with"
     " LEDGERPORT_ENV=development); in production a host that resolves to a private, loopback,"
