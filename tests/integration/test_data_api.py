@@ -513,6 +513,25 @@ async def test_version_from_header_else_pin_else_current(
     assert overridden.headers["Service-Version"] == "2026-09-22"
 
 
+@pytest.mark.parametrize("pinned", [None, "2026-03-01"], ids=["unpinned", "pinned"])
+@pytest.mark.parametrize("sent", ["", "   "], ids=["empty", "blank"])
+async def test_an_empty_version_header_names_no_version(
+    client: Any, admin_headers: dict[str, str], platform: Any, pinned: str | None, sent: str
+) -> None:
+    """An absent header means the pin or the current version; a header sent empty names a
+    version that does not exist (spec: Versioning), whatever the pin."""
+    api = await owner_api(client, admin_headers)
+    async with platform.store.transaction() as tx:
+        await apps.pin_version(
+            tx, api.world.app_id, pinned, today=catalog.API_VERSIONS[-1].released
+        )
+
+    response = await api.call("GET", "/customers", headers={"Service-Version": sent})
+
+    assert response.status_code == 400
+    assert (await response.get_json())["code"] == "UNSUPPORTED_API_VERSION"
+
+
 async def test_a_version_past_its_sunset_is_refused(
     client: Any, admin_headers: dict[str, str], clock: Any
 ) -> None:
