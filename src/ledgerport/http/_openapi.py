@@ -482,11 +482,46 @@ _RULED = frozenset({"pattern", "enum", "const"})
 there, as the operator API's e-mail does)."""
 
 
+NUL_FREE_JSON = "NulFreeJson"
+"""The component of any JSON value without NUL in its strings and member names: what an object
+that ignores members it does not know takes beside its own."""
+_NUL_FREE_JSON_REF = _REF.format(model=NUL_FREE_JSON)
+
+
+def _nul_free_json() -> dict[str, Any]:
+    any_value = {"$ref": _NUL_FREE_JSON_REF}
+    return {
+        "description": "Any JSON value whose strings and member names hold no NUL",
+        "anyOf": [
+            {"type": "null"},
+            {"type": "boolean"},
+            {"type": "number"},
+            {"type": "string", "pattern": NUL_FREE},
+            {"type": "array", "items": any_value},
+            {
+                "type": "object",
+                "propertyNames": {"pattern": NUL_FREE},
+                "additionalProperties": any_value,
+            },
+        ],
+    }
+
+
+def _open_object(schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` is an object that takes members it does not name (ignored, or any)."""
+    is_object = schema.get("type") == "object" or "properties" in schema
+    return is_object and schema.get("additionalProperties", True) in (True, {})
+
+
 def _nul_free(schema: Any, components: Mapping[str, Any], seen: set[str]) -> None:
-    """Give every string of ``schema`` that has no rule of its own the NUL_FREE pattern,
-    following references into ``components`` (each once, ``seen``)."""
+    """Give every string of ``schema`` that has no rule of its own the NUL_FREE pattern, and
+    every object that takes members it does not name NUL-free names and values, following
+    references into ``components`` (each once, ``seen``)."""
     if not isinstance(schema, dict):
         return
+    if _open_object(schema):
+        schema["propertyNames"] = {"pattern": NUL_FREE}
+        schema["additionalProperties"] = {"$ref": _NUL_FREE_JSON_REF}
     ref = schema.get("$ref")
     if isinstance(ref, str):
         name = ref.rsplit("/", 1)[-1]
@@ -510,8 +545,9 @@ def _nul_free(schema: Any, components: Mapping[str, Any], seen: set[str]) -> Non
 def _state_nul_refusal(document: dict[str, Any]) -> None:
     """State the NUL rule (``_input``) where a client reads the rules of what it sends: on the
     text of every query and path parameter and of every request body."""
-    components = document.get("components", {}).get("schemas", {})
-    seen: set[str] = set()
+    components = document.setdefault("components", {}).setdefault("schemas", {})
+    components[NUL_FREE_JSON] = _nul_free_json()
+    seen: set[str] = {NUL_FREE_JSON}
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():
             if not isinstance(operation, dict):
