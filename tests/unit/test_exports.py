@@ -344,6 +344,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     "ledgerport.books": {
         "AccountCodeTaken",
         "decode_cursor",
+        "decimal_problem",
         "BooksError",
         "Business",
         "BusinessNotFound",
@@ -605,6 +606,10 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     "ledgerport.http": {
         "ANY_RECORD_ID",
         "CURSOR_SCHEMA",
+        "DATE",
+        "NON_NEGATIVE_DECIMAL",
+        "NOT_BLANK",
+        "POSITIVE_DECIMAL",
         "ID_KINDS",
         "IdKind",
         "NUL_FREE",

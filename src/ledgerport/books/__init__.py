@@ -47,6 +47,7 @@ from ._ledger import post_journal_entry as post_journal_entry
 from ._ledger import reverse_journal_entry as reverse_journal_entry
 from ._ledger import update_account as update_account
 from ._money import amount as amount
+from ._money import decimal_problem as decimal_problem
 from ._parties import PartyKind as PartyKind
 from ._parties import create_party as create_party
 from ._parties import delete_party as delete_party

@@ -8,6 +8,10 @@ from ._drain import RequestTracker as RequestTracker
 from ._errors import ANSWERS as ANSWERS
 from ._errors import Answer as Answer
 from ._errors import answer_for as answer_for
+from ._forms import DATE as DATE
+from ._forms import NON_NEGATIVE_DECIMAL as NON_NEGATIVE_DECIMAL
+from ._forms import NOT_BLANK as NOT_BLANK
+from ._forms import POSITIVE_DECIMAL as POSITIVE_DECIMAL
 from ._ids import ANY_RECORD_ID as ANY_RECORD_ID
 from ._ids import CURSOR_SCHEMA as CURSOR_SCHEMA
 from ._ids import ID_KINDS as ID_KINDS

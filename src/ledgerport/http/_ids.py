@@ -54,7 +54,12 @@ class IdKind:
             "pattern": self.pattern,
             "maxLength": self.max_length,
             "description": self.description,
+            "examples": [self.example],
         }
+
+    @property
+    def example(self) -> str:
+        return f"{self.prefixes[0]}_{EXAMPLE_DIGITS}"
 
     @property
     def description(self) -> str:
@@ -73,6 +78,7 @@ class IdKind:
             pattern=self.pattern,
             max_length=self.max_length,
             description=description or self.description,
+            examples=[self.example],
         )
 
     def list_schema(self, max_items: int) -> dict[str, Any]:
@@ -83,7 +89,12 @@ class IdKind:
             "pattern": f"^{one}(?:,{one}){{0,{max_items - 1}}}$",
             "maxLength": max_items * (self.max_length + 1) - 1,
             "description": f"Comma-separated, without spaces: {self.description}",
+            "examples": [self.example],
         }
+
+
+EXAMPLE_DIGITS: Final = "0123456789abcdef01234567"
+"""The random part of the ids the document shows as examples."""
 
 
 def _kind(noun: str, *prefixes: str) -> IdKind:
@@ -172,6 +183,7 @@ CURSOR_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
         "pattern": f"^c[0-9]{{1,{CURSOR_DIGITS}}}$",
         "maxLength": 1 + CURSOR_DIGITS,
         "description": "Opaque: only a page's next is one (c and up to 18 digits today)",
+        "examples": ["c42"],
     }
 )
 

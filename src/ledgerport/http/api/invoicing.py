@@ -21,16 +21,15 @@ from ._blueprint import blueprint
 from ._endpoint import REPLAYED_HEADER, Call, data_route
 from ._records import (
     ANSWER_HEADERS,
-    DECIMAL_PATTERN,
     WRITE_PARAMS,
     Body,
     Changes,
-    Decimal,
+    Date,
     LineIn,
     Lines,
-    OptionalDate,
     OptionalLines,
     OptionalText,
+    PositiveDecimal,
     Record,
     changed,
     changes_of,
@@ -48,16 +47,16 @@ class InvoiceIn(Body):
     customerId: str = CUSTOMER.field()
     currency: str | None = Currency
     lines: list[LineIn] = Lines
-    issueDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    issueDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class InvoiceChanges(Changes):
     nullable = frozenset({"issueDate", "dueDate"})
     customerId: str | None = CUSTOMER.field(default=None)
     lines: list[LineIn] | None = OptionalLines
-    issueDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    issueDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class BulkImportIn(Body):
@@ -66,22 +65,20 @@ class BulkImportIn(Body):
 
 class PaymentIn(Body):
     invoiceId: str = INVOICE.field()
-    amount: str = Decimal
-    receivedOn: str | None = OptionalDate
+    amount: PositiveDecimal
+    receivedOn: Date | None = None
     reference: str | None = OptionalText
 
 
 class PaymentChanges(Changes):
     nullable = frozenset({"reference"})
-    receivedOn: str | None = OptionalDate
+    receivedOn: Date | None = None
     reference: str | None = OptionalText
 
 
 class RefundIn(Body):
-    amount: str | None = Field(
-        default=None,
-        pattern=DECIMAL_PATTERN,
-        description="The amount to refund; by default all that is left of the payment",
+    amount: PositiveDecimal | None = Field(
+        default=None, description="The amount to refund; by default all that is left of the payment"
     )
 
 
@@ -89,16 +86,16 @@ class QuoteIn(Body):
     customerId: str = CUSTOMER.field()
     currency: str | None = Currency
     lines: list[LineIn] = Lines
-    issueDate: str | None = OptionalDate
-    validUntil: str | None = OptionalDate
+    issueDate: Date | None = None
+    validUntil: Date | None = None
 
 
 class QuoteChanges(Changes):
     nullable = frozenset({"issueDate", "validUntil"})
     customerId: str | None = CUSTOMER.field(default=None)
     lines: list[LineIn] | None = OptionalLines
-    issueDate: str | None = OptionalDate
-    validUntil: str | None = OptionalDate
+    issueDate: Date | None = None
+    validUntil: Date | None = None
 
 
 def _invoice_fields(invoice: InvoiceIn) -> dict[str, Any]:

@@ -20,11 +20,11 @@ from ._blueprint import blueprint
 from ._endpoint import REPLAYED_HEADER, Call, data_route
 from ._records import (
     ANSWER_HEADERS,
-    DECIMAL_PATTERN,
     WRITE_PARAMS,
     Body,
     Changes,
-    OptionalDate,
+    Date,
+    NonNegativeDecimal,
     OptionalText,
     Record,
     Text,
@@ -51,18 +51,18 @@ class AccountChanges(Changes):
 
 class JournalLineIn(Body):
     accountId: str = ACCOUNT.field()
-    debit: str = Field(default="0.00", pattern=DECIMAL_PATTERN)
-    credit: str = Field(default="0.00", pattern=DECIMAL_PATTERN)
+    debit: NonNegativeDecimal = "0.00"
+    credit: NonNegativeDecimal = "0.00"
 
 
 class JournalEntryIn(Body):
     lines: list[JournalLineIn] = Field(min_length=2, max_length=200)
-    date: str | None = OptionalDate
+    date: Date | None = None
     memo: str | None = Field(default=None, max_length=500)
 
 
 class ReversalIn(Body):
-    date: str | None = OptionalDate
+    date: Date | None = None
 
 
 reads("account", "/accounts")

@@ -15,9 +15,9 @@ from ._records import (
     WRITE_PARAMS,
     Body,
     Changes,
+    Date,
     LineIn,
     Lines,
-    OptionalDate,
     OptionalLines,
     changed,
     changes_of,
@@ -34,31 +34,31 @@ class PurchaseIn(Body):
     supplierId: str = SUPPLIER.field()
     currency: str | None = Currency
     lines: list[LineIn] = Lines
-    billDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    billDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class PurchaseChanges(Changes):
     nullable = frozenset({"billDate", "dueDate"})
     supplierId: str | None = SUPPLIER.field(default=None)
     lines: list[LineIn] | None = OptionalLines
-    billDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    billDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class PayIn(Body):
-    paidOn: str | None = OptionalDate
+    paidOn: Date | None = None
 
 
 class PurchaseReturnIn(Body):
     purchaseId: str = PURCHASE.field()
     lines: list[LineIn] = Lines
-    returnDate: str | None = OptionalDate
+    returnDate: Date | None = None
 
 
 class PurchaseReturnChanges(Changes):
     lines: list[LineIn] | None = OptionalLines
-    returnDate: str | None = OptionalDate
+    returnDate: Date | None = None
 
 
 reads("purchase", "/purchases")
