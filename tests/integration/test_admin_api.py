@@ -255,8 +255,12 @@ async def test_right_token_is_accepted_with_any_scheme_case(client: Any, scheme:
             {"name": "Nulls", "invoiceLimit": None, "sandbox": False},
             {"name": "Nulls", "sandbox": False, "plan": "paid", "invoiceLimit": None},
         ),
+        (
+            {"name": "Whole", "invoiceLimit": 25.0},
+            {"name": "Whole", "sandbox": False, "plan": "paid", "invoiceLimit": 25},
+        ),
     ],
-    ids=["defaults", "all-fields", "zero-limit", "explicit-null"],
+    ids=["defaults", "all-fields", "zero-limit", "explicit-null", "integer-with-zero-fraction"],
 )
 async def test_create_business(
     client: Any,
@@ -282,10 +286,11 @@ async def test_create_business(
     )
 
 
-@pytest.mark.parametrize("limit", [2**63, 10**24])
-async def test_invoice_limit_beyond_64_bits_is_a_validation_failure(
-    client: Any, admin_headers: dict[str, str], limit: int
+@pytest.mark.parametrize("limit", [2**63, 10**24, 2.5, "25", True, -1.0])
+async def test_an_invoice_limit_that_is_no_64_bit_whole_number_is_a_validation_failure(
+    client: Any, admin_headers: dict[str, str], limit: object
 ) -> None:
+    """Beyond 64 bits, or not a whole number (JSON Schema's integer takes 25.0, not a string)."""
     response = await client.post(
         "/admin/businesses", json={"name": "Acme", "invoiceLimit": limit}, headers=admin_headers
     )
