@@ -10,15 +10,25 @@ from __future__ import annotations
 from quart import Blueprint, Response, g, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from ledgerport import apps, storage
 
-from ._browser import csrf_valid, current_user_id, form_page, with_notice
+from ._browser import (
+    CSRF_COOKIE_PARAM,
+    CsrfToken,
+    csrf_valid,
+    current_user_id,
+    form_page,
+    with_notice,
+)
 from ._context import platform, unit_of_work
 from ._ids import APP
 from ._openapi import (
+    FORM,
     SET_COOKIE,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Body,
     Param,
     operation,
     page,
@@ -32,6 +42,16 @@ blueprint = Blueprint("console_pages", __name__)
 PAGE_TITLE = "Console"
 """Title of the console pages' problem pages."""
 _APP = Param("app_id", "path", "The app", APP.schema)
+
+
+class ConsoleForm(TypedDict):
+    """A console button's form: its CSRF token. A form that fails the check, like one the
+    action refuses, answers the redirect back to the page, which says why."""
+
+    csrf_token: CsrfToken
+
+
+_FORM = (Body(FORM, ConsoleForm),)
 _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
 
 
@@ -135,7 +155,8 @@ def _back(app_id: str, notice: str) -> Response:
     redirect_reply("Back to the webhooks page, saying what was done", SET_COOKIE.optional()),
     page(404, "Not an app of the signed-in developer"),
     raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
-    params=(_APP,),
+    bodies=_FORM,
+    params=(_APP, CSRF_COOKIE_PARAM),
 )
 async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """The test button: a test delivery to the webhook."""
@@ -161,7 +182,8 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
     ),
     page(404, "Not an app of the signed-in developer"),
     raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
-    params=(_APP,),
+    bodies=_FORM,
+    params=(_APP, CSRF_COOKIE_PARAM),
 )
 async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
     """The redeliver button: the delivery again, or why it cannot go again."""
@@ -245,7 +267,8 @@ async def listing_page(app_id: str) -> ResponseReturnValue:
     ),
     page(404, "Not an app of the signed-in developer"),
     raises=_PAGE_ERRORS,
-    params=(_APP,),
+    bodies=_FORM,
+    params=(_APP, CSRF_COOKIE_PARAM),
 )
 async def submit_listing(app_id: str) -> ResponseReturnValue:
     """The submit button: the draft revision goes to review, as

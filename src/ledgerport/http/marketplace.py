@@ -11,9 +11,10 @@ tokens come from exchanging it. Nothing is redirected to the app.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, NotRequired
 from urllib.parse import urlencode
 
+from pydantic import Field, WithJsonSchema
 from quart import Blueprint, Response, redirect, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
@@ -42,6 +43,7 @@ from ._openapi import (
     Header,
     Param,
     Reply,
+    one_of,
     operation,
     page,
     redirect_reply,
@@ -103,13 +105,22 @@ async def listing_page(slug: str) -> ResponseReturnValue:
     return await form_page("marketplace_listing.html", listed=listed, mine=mine, user=user)
 
 
+class RatingForm(TypedDict):
+    """The rating form: the stars and an optional review (trimmed; empty is none)."""
+
+    csrf_token: CsrfToken
+    stars: Annotated[str, WithJsonSchema(one_of(["1", "2", "3", "4", "5"]))]
+    review: NotRequired[Annotated[str, Field(max_length=apps.REVIEW_MAX_LENGTH)]]
+
+
 @blueprint.post("/marketplace/<slug>/rating")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
     redirect_reply("Back to the listing, saying what was done or why not", SET_COOKIE.optional()),
     page(404, "Nothing is listed there"),
     raises=_ERRORS,
-    params=(_SLUG,),
+    bodies=(Body(FORM, RatingForm),),
+    params=(_SLUG, CSRF_COOKIE_PARAM),
 )
 async def rate(slug: str) -> ResponseReturnValue:
     """Rate the app 1 to 5 stars with an optional review; rating again edits the rating."""

@@ -24,6 +24,7 @@ NAME = Param(
     "name",
     "path",
     "The function's name: a letter or digit, then up to 63 letters, digits, _ or -",
+    {"type": "string", "pattern": catalog.FUNCTION_NAME_PATTERN},
 )
 RUN_ID = Param("run_id", "path", "The run's id", RUN.schema)
 SOURCE_DESCRIPTION = (
