@@ -16,7 +16,10 @@ components (``#/components/schemas/...``) built by pydantic, so every JSON error
 its envelope.
 
 Everything here documents; nothing validates. Handlers keep parsing their own bodies, so their
-error shapes and messages stay as they are.
+error shapes and messages stay as they are. Two rules are stated for every operation without a
+declaration of its own: a path parameter the route leaves undeclared takes the form of its id kind
+by its name (``_ids.PATH_ID_KINDS``), and every text without a rule of its own, every member name of
+an object that ignores unknown members, says it holds no NUL (``NUL_FREE``, ``NulFreeJson``).
 """
 
 from __future__ import annotations
