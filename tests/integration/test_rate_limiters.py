@@ -176,14 +176,18 @@ async def test_take_then_counts_the_rest_only_when_the_first_has_room(backend: B
     other = Budget(ONE_PER_MINUTE, ("app",))
     with trio.fail_after(TIMEOUT):
         first, then = await limiter.take_then(ip, app, other)
-        assert first.allowed and then is not None and then.allowed
+        assert first.allowed
+        assert then is not None
+        assert then.allowed
         assert [s.remaining for s in (*first.standings, *then.standings)] == [1, 2, 0]
         first, then = await limiter.take_then(ip, app, other)
         assert first.allowed, "the first counts whatever the rest say"
-        assert then is not None and then.refused_by == ONE_PER_MINUTE
+        assert then is not None
+        assert then.refused_by == ONE_PER_MINUTE
         assert then.standings[0].remaining == 2, "refused by one, the rest use up none"
         first, then = await limiter.take_then(ip, app)
-        assert first.refused_by == TWO_PER_MINUTE and first.retry_after == 60
+        assert first.refused_by == TWO_PER_MINUTE
+        assert first.retry_after == 60
         assert then is None
         assert await limiter.retry_after(app) is None
         assert (await limiter.take(app)).standings[0].remaining == 1, "app counted once only"
