@@ -12,6 +12,14 @@ from ledgerport.platform import Platform
 
 ADMIN_TOKEN = "lp_admin_test-token-0123456789abcdef"  # conftest's token
 UNKNOWN_ID = "xyz_does-not-exist"
+"""In a path: an id that names nothing (404), whatever its form."""
+UNKNOWN_IDS = {
+    "appId": "app_000000000000000000000000",
+    "businessId": "bus_000000000000000000000000",
+    "userId": "usr_000000000000000000000000",
+}
+"""In a body, ids of the form the document states (a malformed one is a validation failure)
+that name nothing."""
 APP_SCOPES = ["customers:read", "customers:write", "invoices:read"]
 UNUSABLE_PASSWORD_HASH = "unusable"  # seeded users never sign in; Argon2 is slow
 
@@ -247,8 +255,12 @@ async def test_right_token_is_accepted_with_any_scheme_case(client: Any, scheme:
             {"name": "Nulls", "invoiceLimit": None, "sandbox": False},
             {"name": "Nulls", "sandbox": False, "plan": "paid", "invoiceLimit": None},
         ),
+        (
+            {"name": "Whole", "invoiceLimit": 25.0},
+            {"name": "Whole", "sandbox": False, "plan": "paid", "invoiceLimit": 25},
+        ),
     ],
-    ids=["defaults", "all-fields", "zero-limit", "explicit-null"],
+    ids=["defaults", "all-fields", "zero-limit", "explicit-null", "integer-with-zero-fraction"],
 )
 async def test_create_business(
     client: Any,
@@ -274,10 +286,11 @@ async def test_create_business(
     )
 
 
-@pytest.mark.parametrize("limit", [2**63, 10**24])
-async def test_invoice_limit_beyond_64_bits_is_a_validation_failure(
-    client: Any, admin_headers: dict[str, str], limit: int
+@pytest.mark.parametrize("limit", [2**63, 10**24, 2.5, "25", True, -1.0])
+async def test_an_invoice_limit_that_is_no_64_bit_whole_number_is_a_validation_failure(
+    client: Any, admin_headers: dict[str, str], limit: object
 ) -> None:
+    """Beyond 64 bits, or not a whole number (JSON Schema's integer takes 25.0, not a string)."""
     response = await client.post(
         "/admin/businesses", json={"name": "Acme", "invoiceLimit": limit}, headers=admin_headers
     )
@@ -703,7 +716,7 @@ async def test_app_of_unknown_developer_is_404(
             "type": "PUBLIC",
             "redirectUris": ["https://a.example/cb"],
             "scopes": ["invoices:read"],
-            "developerUserId": UNKNOWN_ID,
+            "developerUserId": UNKNOWN_IDS["userId"],
         },
         headers=admin_headers,
     )
@@ -969,7 +982,7 @@ async def test_install_naming_an_unknown_record_is_404(
     client: Any, admin_headers: dict[str, str], world: dict[str, str], unknown: str
 ) -> None:
     response = await _install(
-        client, admin_headers, world, ["invoices:read"], **{unknown: UNKNOWN_ID}
+        client, admin_headers, world, ["invoices:read"], **{unknown: UNKNOWN_IDS[unknown]}
     )
 
     await _assert_envelope(response, 404, "Not Found")
@@ -1016,7 +1029,7 @@ async def test_developer_token_for_unknown_user_is_404(
     client: Any, admin_headers: dict[str, str], platform: Platform
 ) -> None:
     response = await client.post(
-        "/admin/developer-tokens", json={"userId": UNKNOWN_ID}, headers=admin_headers
+        "/admin/developer-tokens", json={"userId": UNKNOWN_IDS["userId"]}, headers=admin_headers
     )
 
     await _assert_envelope(response, 404, "Not Found")
@@ -1031,12 +1044,10 @@ _APP_BODY = {
     "type": "PUBLIC",
     "redirectUris": ["https://a.example/cb"],
     "scopes": ["invoices:read"],
-    "developerUserId": UNKNOWN_ID,
+    "developerUserId": UNKNOWN_IDS["userId"],
 }
 _INSTALL_BODY = {
-    "appId": UNKNOWN_ID,
-    "businessId": UNKNOWN_ID,
-    "userId": UNKNOWN_ID,
+    **UNKNOWN_IDS,
     "scopes": ["invoices:read"],
 }
 _MEMBER_PATH = f"/admin/businesses/{UNKNOWN_ID}/members/{UNKNOWN_ID}"

@@ -16,7 +16,7 @@ from ..stores import CountingTransaction
 from .data_api import LINE, Api, owner_api
 
 BAD_LINE = {**LINE, "quantity": "-1"}
-UNKNOWN = "cus_unknown0000000000000000"
+UNKNOWN = "cus_0000000000000000000000ff"
 
 
 async def _state(platform: Any, business_id: str) -> dict[str, Any]:

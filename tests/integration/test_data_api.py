@@ -125,7 +125,12 @@ async def test_sensitive_permissions_refuse_an_accountant(
         "POST", "/payments", {"invoiceId": invoice["id"], "amount": "1.00"}, 201
     )
     accountant = await member_api(client, admin_headers, owner, "accountant")
-    body = {"lines": [{"accountId": "acc_x", "debit": "1.00"}, {"accountId": "acc_y"}]}
+    body = {
+        "lines": [
+            {"accountId": "acc_00000000000000000000000a", "debit": "1.00"},
+            {"accountId": "acc_00000000000000000000000b"},
+        ]
+    }
 
     response = await accountant.call(method, path_of({"payment": payment["id"]}), body)
 
@@ -446,7 +451,9 @@ async def test_a_failed_write_leaves_no_event_and_no_record(
     api = await owner_api(client, admin_headers)
     before = await _events(platform, api.world.business_id)
 
-    response = await api.call("POST", "/invoices", {"customerId": "cus_missing", "lines": [LINE]})
+    response = await api.call(
+        "POST", "/invoices", {"customerId": "cus_00000000000000000000000f", "lines": [LINE]}
+    )
 
     assert response.status_code == 404
     assert await _events(platform, api.world.business_id) == before
@@ -504,6 +511,25 @@ async def test_version_from_header_else_pin_else_current(
     assert (await unknown.get_json())["code"] == "UNSUPPORTED_API_VERSION"
     assert pinned.headers["Service-Version"] == "2026-03-01"
     assert overridden.headers["Service-Version"] == "2026-09-22"
+
+
+@pytest.mark.parametrize("pinned", [None, "2026-03-01"], ids=["unpinned", "pinned"])
+@pytest.mark.parametrize("sent", ["", "   "], ids=["empty", "blank"])
+async def test_an_empty_version_header_names_no_version(
+    client: Any, admin_headers: dict[str, str], platform: Any, pinned: str | None, sent: str
+) -> None:
+    """An absent header means the pin or the current version; a header sent empty names a
+    version that does not exist (spec: Versioning), whatever the pin."""
+    api = await owner_api(client, admin_headers)
+    async with platform.store.transaction() as tx:
+        await apps.pin_version(
+            tx, api.world.app_id, pinned, today=catalog.API_VERSIONS[-1].released
+        )
+
+    response = await api.call("GET", "/customers", headers={"Service-Version": sent})
+
+    assert response.status_code == 400
+    assert (await response.get_json())["code"] == "UNSUPPORTED_API_VERSION"
 
 
 async def test_a_version_past_its_sunset_is_refused(

@@ -97,12 +97,14 @@ async def test_domain_error_params_interpolate_into_the_message(
     client: Any, admin_headers: dict[str, str]
 ) -> None:
     response = await client.post(
-        "/admin/developer-tokens", json={"userId": "usr_missing-42"}, headers=admin_headers
+        "/admin/developer-tokens",
+        json={"userId": "usr_00000000000000000000042a"},
+        headers=admin_headers,
     )
 
     body = await _envelope(response, 404)
     assert "params" in body
-    assert "usr_missing-42" in body["params"].values()
+    assert "usr_00000000000000000000042a" in body["params"].values()
 
 
 async def test_envelopes_carry_security_headers(client: Any) -> None:

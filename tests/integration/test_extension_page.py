@@ -17,6 +17,10 @@ from .webhook_world import Console
 APP_URL = "https://books-sync.example/app/"
 
 
+RECORD_ID = "inv_0123456789abcdef01234567"
+"""A well-formed invoice id: the page passes it on without looking it up."""
+
+
 async def _world(client: Any, admin_headers: dict[str, str]) -> tuple[World, Console]:
     """A business, its owner who develops an app with an App URL and invoices:read, and the
     console as the owner."""
@@ -67,7 +71,7 @@ async def test_a_member_sees_the_extension_framed_with_the_records_context(
 
     response = await client.get(
         f"/apps/{world.app_id}/extensions/invoice.details"
-        f"?business_id={world.business_id}&record_id=inv_123"
+        f"?business_id={world.business_id}&record_id={RECORD_ID}"
     )
 
     page = await response.get_data(as_text=True)
@@ -79,7 +83,7 @@ async def test_a_member_sees_the_extension_framed_with_the_records_context(
         "v": ["2"],
         "ledgerport_target": ["invoice.details"],
         "ledgerport_business": [world.business_id],
-        "ledgerport_record": ["inv_123"],
+        "ledgerport_record": [RECORD_ID],
     }
     assert 'sandbox="allow-scripts allow-forms allow-same-origin allow-popups"' in page
     assert 'data-origin="https://books-sync.example"' in page
@@ -121,6 +125,7 @@ async def test_the_dashboard_card_needs_no_record(
             " extension needs",
         ),
         ("no record", 400, "record_id is required: invoice.details shows a invoice"),
+        ("malformed record", 400, "record_id must be the id of a record"),
         ("not installed", 409, "This app is not installed in this business"),
     ],
 )

@@ -110,6 +110,10 @@ async def test_a_slug_belongs_to_one_listing(client: Any, admin_headers: dict[st
     assert kept["slug"] == "shared-name"
 
 
+UNKNOWN_ASSET = "ast_000000000000000000000001"
+"""A well-formed asset id that names no asset."""
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -118,8 +122,12 @@ async def test_a_slug_belongs_to_one_listing(client: Any, admin_headers: dict[st
         ({"slug": "trailing-"}, "slug must be 3 to 60 lower-case letters and digits"),
         ({"name": "   "}, "name must be 1 to 60 characters"),
         ({"tagline": ""}, "tagline must be 1 to 120 characters"),
-        ({"iconAssetId": "ast_1"}, "asset ast_1 is not an asset of the app"),
-        ({"screenshotAssetIds": ["a"] * 9}, "screenshotAssetIds must name at most 8"),
+        ({"iconAssetId": UNKNOWN_ASSET}, f"asset {UNKNOWN_ASSET} is not an asset of the app"),
+        (
+            {"screenshotAssetIds": [f"ast_{n:024x}" for n in range(9)]},
+            "screenshotAssetIds must name at most 8",
+        ),
+        ({"iconAssetId": "ast_1"}, "iconAssetId String should match pattern"),
     ],
 )
 async def test_a_malformed_listing_is_a_validation_error(

@@ -21,7 +21,7 @@ import jsonschema_rs
 import pytest
 import trio
 
-from ledgerport.http import prepare_document
+from ledgerport.http import NUL_FREE, prepare_document
 
 from .oauth_helpers import (
     REDIRECT_URI,
@@ -112,6 +112,41 @@ async def test_every_operation_states_the_nul_refusal(client: Any) -> None:
             schema = parameter["schema"]
             if parameter["in"] in ("query", "path") and schema.get("type") == "string":
                 assert "pattern" in schema or "enum" in schema, (method, path, parameter)
+
+
+def _body_schemas(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    components = document["components"]["schemas"]
+    found = []
+    for method, path, operation in _operations(document):
+        for media in operation.get("requestBody", {}).get("content", {}).values():
+            schema = media.get("schema", {})
+            for part in schema.get("oneOf", schema.get("anyOf", [schema])):
+                ref = part.get("$ref")
+                found.append(
+                    (f"{method} {path}", components[ref.rsplit("/", 1)[-1]] if ref else part)
+                )
+    return found
+
+
+async def test_bodies_that_ignore_unknown_members_state_them_nul_free(client: Any) -> None:
+    """The operator API's bodies and the forms ignore members they do not name, but a NUL in any
+    member's name or text is refused like any other: the document says so of those members."""
+    document = await _document(client)
+    any_value = document["components"]["schemas"]["NulFreeJson"]
+    validator = jsonschema_rs.validator_for({**any_value, "components": document["components"]})
+    open_bodies = [
+        (where, schema)
+        for where, schema in _body_schemas(document)
+        if "properties" in schema and schema.get("additionalProperties") is not False
+    ]
+
+    assert len(open_bodies) > 20
+    for where, schema in open_bodies:
+        assert schema.get("propertyNames") == {"pattern": NUL_FREE}, (where, schema)
+        assert schema["additionalProperties"] == {"$ref": "#/components/schemas/NulFreeJson"}
+    assert validator.is_valid({"note": ["text", 1, None, {"nested": True}]})
+    assert not validator.is_valid({"note": "a\u0000b"})
+    assert not validator.is_valid({"note": [{"a\u0000": 1}]})
 
 
 async def test_errors_answer_in_the_shape_of_their_blueprint(app: Any, client: Any) -> None:

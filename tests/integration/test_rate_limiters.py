@@ -168,6 +168,31 @@ async def test_a_refusal_uses_up_no_budget(backend: Backend) -> None:
         assert [s.remaining for s in both.standings] == [0, 0]
 
 
+async def test_take_then_counts_the_rest_only_when_the_first_has_room(backend: Backend) -> None:
+    """The data API's IP budget, then the app's budgets: the first always counts while it has
+    room; the rest only then, all of them or none."""
+    limiter = backend.limiter
+    ip, app = by_ip(TWO_PER_MINUTE), Budget(THREE_PER_MINUTE, ("app", "business"))
+    other = Budget(ONE_PER_MINUTE, ("app",))
+    with trio.fail_after(TIMEOUT):
+        first, then = await limiter.take_then(ip, app, other)
+        assert first.allowed
+        assert then is not None
+        assert then.allowed
+        assert [s.remaining for s in (*first.standings, *then.standings)] == [1, 2, 0]
+        first, then = await limiter.take_then(ip, app, other)
+        assert first.allowed, "the first counts whatever the rest say"
+        assert then is not None
+        assert then.refused_by == ONE_PER_MINUTE
+        assert then.standings[0].remaining == 2, "refused by one, the rest use up none"
+        first, then = await limiter.take_then(ip, app)
+        assert first.refused_by == TWO_PER_MINUTE
+        assert first.retry_after == 60
+        assert then is None
+        assert await limiter.retry_after(app) is None
+        assert (await limiter.take(app)).standings[0].remaining == 1, "app counted once only"
+
+
 async def test_keys_and_limits_count_apart(backend: Backend) -> None:
     limiter = backend.limiter
     pair = Budget(TWO_PER_MINUTE, ("192.0.2.1", "client-a"))

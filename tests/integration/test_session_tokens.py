@@ -38,7 +38,12 @@ from .oauth_helpers import (
 
 API = "http://api.ledgerport.test"
 JWKS_PATH = "/.well-known/jwks.json"
-UNKNOWN_ID = "xyz_does-not-exist"
+UNKNOWN_IDS = {
+    "app": "app_000000000000000000000000",
+    "business": "bus_000000000000000000000000",
+    "user": "usr_000000000000000000000000",
+}
+"""Well-formed ids that name nothing (a malformed one is a validation failure)."""
 OTHER_ROOT_KEY = "another-root-key-0123456789abcdef0123456789"
 T0 = 1_800_000_000.0
 SKEW = 30  # the spec's clock-skew tolerance of a session token, in seconds
@@ -313,9 +318,9 @@ async def test_issue_for_an_unknown_record_is_404(client, admin_headers, platfor
         client,
         admin_headers,
         world,
-        app_id=UNKNOWN_ID if unknown == "app" else None,
-        business_id=UNKNOWN_ID if unknown == "business" else None,
-        user_id=UNKNOWN_ID if unknown == "user" else None,
+        app_id=UNKNOWN_IDS["app"] if unknown == "app" else None,
+        business_id=UNKNOWN_IDS["business"] if unknown == "business" else None,
+        user_id=UNKNOWN_IDS["user"] if unknown == "user" else None,
     )
     await assert_envelope(response, 404, f"{unknown.upper()}_NOT_FOUND")
 

@@ -236,8 +236,11 @@ def resolve_api_version(
     requested: str | None, pinned: str | None, *, today: datetime.date
 ) -> catalog.ApiVersion:
     """The version a call is served in: the Service-Version header, else the app's pin, else
-    the current one; UnsupportedApiVersion when that one does not exist or is past sunset."""
-    name = requested or pinned or catalog.CURRENT_API_VERSION
+    the current one; UnsupportedApiVersion when that one does not exist or is past sunset.
+
+    ``requested`` is None only when the header is absent: sent empty, it names no version
+    (spec: a version that does not exist is UNSUPPORTED_API_VERSION), never the pin."""
+    name = requested if requested is not None else pinned or catalog.CURRENT_API_VERSION
     version = catalog.resolve_version(name, today)
     if version is None:
         raise UnsupportedApiVersion(name)

@@ -82,6 +82,12 @@ class RateLimiter(Protocol):
         room, against none: a request refused by one budget does not use up the others."""
         ...
 
+    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
+        """Count one request against ``first``; only when it had room, against ``then`` as
+        :meth:`take` does (all of them or none). Answers both verdicts, the second None when
+        ``first`` refused. A limiter shared through a database does both in one round trip."""
+        ...
+
     async def retry_after(self, *budgets: Budget) -> int | None:
         """Seconds until every budget has room for one more request, or None when they have
         room now; counts nothing."""
@@ -98,6 +104,16 @@ class RateLimiter(Protocol):
     async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:
         """Record a failure of ``key``; answers True when this failure locks it."""
         ...
+
+
+async def take_in_turn(
+    limiter: RateLimiter, first: Budget, then: tuple[Budget, ...]
+) -> tuple[Verdict, Verdict | None]:
+    """:meth:`RateLimiter.take_then` as two takes, for a limiter without a cheaper way."""
+    verdict = await limiter.take(first)
+    if not verdict.allowed:
+        return verdict, None
+    return verdict, await limiter.take(*then)
 
 
 def ceil_seconds(seconds: float) -> int:
@@ -248,6 +264,9 @@ class MemoryRateLimiter:
                 self._window(budget.limit).hit(budget.key)
         return Verdict(refused_by, retry_after, self._standings(budgets))
 
+    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
+        return await take_in_turn(self, first, then)
+
     async def retry_after(self, *budgets: Budget) -> int | None:
         refused_by, retry_after = self._refusal(budgets)
         return None if refused_by is None else retry_after
@@ -280,6 +299,10 @@ class ScaledRateLimiter:
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._inner.take(*self._scaled(budgets))
+
+    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
+        scaled_first, *scaled_then = self._scaled((first, *then))
+        return await self._inner.take_then(scaled_first, *scaled_then)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         return await self._inner.retry_after(*self._scaled(budgets))

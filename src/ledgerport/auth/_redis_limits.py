@@ -28,7 +28,7 @@ from ledgerport.config import ConfigError
 from ledgerport.keys import Keyring
 from ledgerport.storage import NoAsyncioLoop, StorageUnavailable
 
-from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds
+from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds, take_in_turn
 from ._shared_limits import LIMIT_BUCKETS, stored_key
 
 _PREFIX = "ledgerport:"
@@ -177,6 +177,9 @@ class RedisRateLimiter:
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._run("take", budgets)
+
+    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
+        return await take_in_turn(self, first, then)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         verdict = await self._run("peek", budgets)

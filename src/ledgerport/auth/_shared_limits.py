@@ -26,7 +26,7 @@ from ledgerport.clock import Clock
 from ledgerport.keys import Keyring
 from ledgerport.storage import Reader, Store, Transaction
 
-from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds
+from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds, take_in_turn
 
 LIMIT_BUCKETS = 60
 """Buckets per window in shared counters; a bucket's width bounds how late a hit is forgotten."""
@@ -122,6 +122,30 @@ class FailureLog:
 def stored_key(keyring: Keyring, name: str, key: tuple[str, ...]) -> str:
     """The key a budget or lockout is kept under: a keyed hash of its name and key parts."""
     return keyring.hash_token(json.dumps([name, *key]))[:32]
+
+
+def _count_arguments(
+    budgets: Sequence[Budget], keys: Sequence[tuple[str, str]]
+) -> tuple[list[str], list[str], list[int], list[float]]:
+    """``ledgerport_count_limits``' budgets, keys, limits and windows."""
+    return (
+        [name for name, _ in keys],
+        [key for _, key in keys],
+        [b.limit.limit for b in budgets],
+        [float(b.limit.window_seconds) for b in budgets],
+    )
+
+
+def _verdict(budgets: Sequence[Budget], answer: Sequence[float]) -> Verdict:
+    """The verdict in ``ledgerport_count_limits``' answer for ``budgets``."""
+    refused, wait = int(answer[0]), int(answer[1])
+    standings = tuple(
+        Standing(b.limit.limit, int(answer[2 + 2 * i]), int(answer[3 + 2 * i]))
+        for i, b in enumerate(budgets)
+    )
+    if refused:
+        return Verdict(budgets[refused - 1].limit, wait, standings)
+    return Verdict(None, 0, standings)
 
 
 class StoreRateLimiter:
@@ -225,19 +249,31 @@ class StoreRateLimiter:
             "hit" if always else "take",
             now,
             LIMIT_BUCKETS,
-            [name for name, _ in keys],
-            [key for _, key in keys],
-            [b.limit.limit for b in budgets],
-            [float(b.limit.window_seconds) for b in budgets],
+            *_count_arguments(budgets, keys),
         )
-        refused, wait = int(answer[0]), int(answer[1])
-        standings = tuple(
-            Standing(b.limit.limit, int(answer[2 + 2 * i]), int(answer[3 + 2 * i]))
-            for i, b in enumerate(budgets)
+        return _verdict(budgets, answer)
+
+    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
+        if self._store.kind != "postgresql":
+            return await take_in_turn(self, first, then)
+        now = self._clock.now()
+        first_keys, then_keys = self._keys([first]), self._keys(then)
+        # The second count runs only when the first allowed (a CASE is evaluated lazily, and a
+        # subquery calling a volatile function is evaluated once, never folded into the CASE).
+        row = await self._store.autocommit.fetchrow(
+            "SELECT counted.first, CASE WHEN counted.first[1] = 0 THEN"
+            " ledgerport_count_limits('take', $1, $2, $7, $8, $9, $10) END AS then"
+            " FROM (SELECT ledgerport_count_limits('take', $1, $2, $3, $4, $5, $6) AS first)"
+            " AS counted",
+            now,
+            LIMIT_BUCKETS,
+            *_count_arguments([first], first_keys),
+            *_count_arguments(then, then_keys),
         )
-        if refused:
-            return Verdict(budgets[refused - 1].limit, wait, standings)
-        return Verdict(None, 0, standings)
+        assert row is not None
+        await self._sweep(now)
+        verdict = _verdict([first], row["first"])
+        return verdict, None if row["then"] is None else _verdict(then, row["then"])
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._count(budgets, always=False)

@@ -47,6 +47,7 @@ from ._ledger import post_journal_entry as post_journal_entry
 from ._ledger import reverse_journal_entry as reverse_journal_entry
 from ._ledger import update_account as update_account
 from ._money import amount as amount
+from ._money import decimal_problem as decimal_problem
 from ._parties import PartyKind as PartyKind
 from ._parties import create_party as create_party
 from ._parties import delete_party as delete_party
@@ -61,6 +62,7 @@ from ._purchasing import refund_purchase_return as refund_purchase_return
 from ._purchasing import update_purchase as update_purchase
 from ._purchasing import update_purchase_return as update_purchase_return
 from ._records import Document as Document
+from ._records import decode_cursor as decode_cursor
 from ._records import get_record as get_record
 from ._records import list_record_texts as list_record_texts
 from ._records import list_records as list_records

@@ -41,7 +41,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-import httpx
+import httpcore
 import trio
 
 from ledgerport import apps, books, queues
@@ -53,7 +53,7 @@ from ledgerport.storage import FIRST_PER_KEY_MAX, StorageError, Transaction
 from ._core import Capped, DeliveryBook, FanOut, Refusal, Verdict
 from ._retry import next_attempt_at
 from ._signing import signature_header
-from ._transport import delivery_client, stop_reading, verifying_context
+from ._transport import DELIVERY_ERRORS, delivery_client, stop_reading, verifying_context
 
 log = logging.getLogger("ledgerport.engine.delivery")
 
@@ -130,7 +130,7 @@ class _Actor:
     send: trio.MemorySendChannel[queues.ClaimedDelivery]
     receive: trio.MemoryReceiveChannel[queues.ClaimedDelivery]
     slots: trio.Semaphore
-    client: httpx.AsyncClient | None = None
+    client: httpcore.AsyncConnectionPool | None = None
     attempts: trio.Nursery | None = None
     """Where the actor's attempts run, once it has started."""
 
@@ -217,14 +217,25 @@ async def _take_slot(slots: trio.Semaphore) -> None:
         await slots.acquire()
 
 
-async def _read_head(response: httpx.Response, kept: bytearray) -> bool:
+USER_AGENT = b"ledgerport-webhooks/1"
+
+
+def _host_header(url: httpcore.URL) -> bytes:
+    """The Host header of a request to ``url``: its host, and its port unless the scheme's."""
+    default = 443 if url.scheme == b"https" else 80
+    if url.port is None or url.port == default:
+        return url.host
+    return b"%b:%d" % (url.host, url.port)
+
+
+async def _read_head(response: httpcore.Response, kept: bytearray) -> bool:
     """Read the answer's body into ``kept``, RESPONSE_READ_LIMIT bytes at most, and nothing more
     from the receiver (``stop_reading``); answers whether the body may go on past what was
     kept (more arrived, or it was not read to its end)."""
     stopped = False
     more = False
     try:
-        async for chunk in response.aiter_raw():
+        async for chunk in response.aiter_stream():
             room = RESPONSE_READ_LIMIT - len(kept)
             kept += chunk[:room]
             more = more or len(chunk) > room
@@ -232,7 +243,7 @@ async def _read_head(response: httpx.Response, kept: bytearray) -> bool:
                 stopped = True
                 if not stop_reading(response):
                     return True
-    except httpx.ReadError:
+    except httpcore.ReadError:
         if not stopped:
             raise
         return True
@@ -737,11 +748,10 @@ class DeliveryEngine:
     def _entitlements_changed(self) -> None:
         self._generation += 1
 
-    def _client(self, actor: _Actor) -> httpx.AsyncClient:
+    def _client(self, actor: _Actor) -> httpcore.AsyncConnectionPool:
         if actor.client is None:
             config = self._platform.config
             actor.client = delivery_client(
-                timeout=config.webhook_timeout,
                 max_connections=self._in_flight,
                 allow=(lambda _address: True) if config.development else apps.address_allowed,
                 resolver=self._resolver,
@@ -784,14 +794,24 @@ class DeliveryEngine:
         p = self._platform
         timeout = p.config.webhook_timeout
         timestamp = math.floor(p.now())
-        headers = {
-            "Content-Type": "application/json",
-            "X-Webhook-Id": delivery.id,
-            "X-Webhook-Event": delivery.type,
-            "X-Webhook-Signature": signature_header(plan.secrets, timestamp, delivery.body),
-        }
+        body = delivery.body
+        url = httpcore.URL(plan.url)
+        headers = [
+            (b"Host", _host_header(url)),
+            (b"User-Agent", USER_AGENT),
+            # An answer's first bytes are kept for the attempt log: asked for uncompressed.
+            (b"Accept-Encoding", b"identity"),
+            (b"Content-Type", b"application/json"),
+            (b"Content-Length", str(len(body)).encode()),
+            (b"X-Webhook-Id", delivery.id.encode()),
+            (b"X-Webhook-Event", delivery.type.encode()),
+            (
+                b"X-Webhook-Signature",
+                signature_header(plan.secrets, timestamp, delivery.body).encode(),
+            ),
+        ]
         if delivery.event_id is not None:
-            headers["X-Webhook-Event-Id"] = delivery.event_id
+            headers.append((b"X-Webhook-Event-Id", delivery.event_id.encode()))
         started_at = p.now()
         started = trio.current_time()
         event_at = self._event_at.pop(delivery.id, None)
@@ -803,24 +823,20 @@ class DeliveryEngine:
         kept = bytearray()
         truncated = False
         async with _SendSlot(self._sending) as slot:
-            request = client.build_request(
-                "POST",
-                plan.url,
-                content=delivery.body,
-                headers=headers,
-                extensions={"trace": slot},
-            )
+            extensions = {
+                "trace": slot,
+                "timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout),
+            }
             with trio.move_on_after(timeout) as deadline:
                 try:
-                    response = await client.send(request, stream=True)
-                    try:
-                        code = response.status_code
+                    async with client.stream(
+                        "POST", url, headers=headers, content=body, extensions=extensions
+                    ) as response:
+                        code = response.status
                         truncated = await _read_head(response, kept)
-                    finally:
-                        await response.aclose()
-                except httpx.TimeoutException:
+                except httpcore.TimeoutException:
                     error = f"timeout: no answer within {timeout:g} s"
-                except httpx.HTTPError as exc:
+                except DELIVERY_ERRORS as exc:
                     error = f"connection error: {exc or type(exc).__name__}"[:500]
         seconds = trio.current_time() - started
         if deadline.cancelled_caught:
@@ -839,8 +855,7 @@ class DeliveryEngine:
             response_body=bytes(kept),
             response_truncated=truncated,
             request_headers={
-                name.decode("latin-1"): value.decode("latin-1")
-                for name, value in request.headers.raw
+                name.decode("latin-1"): value.decode("latin-1") for name, value in headers
             },
         )
         return self._outcome(delivery, code, error, made)

@@ -16,7 +16,10 @@ components (``#/components/schemas/...``) built by pydantic, so every JSON error
 its envelope.
 
 Everything here documents; nothing validates. Handlers keep parsing their own bodies, so their
-error shapes and messages stay as they are.
+error shapes and messages stay as they are. Two rules are stated for every operation without a
+declaration of its own: a path parameter the route leaves undeclared takes the form of its id kind
+by its name (``_ids.PATH_ID_KINDS``), and every text without a rule of its own, every member name of
+an object that ignores unknown members, says it holds no NUL (``NUL_FREE``, ``NulFreeJson``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from ledgerport import auth, catalog, ops, storage
 from ledgerport.errors import DomainError, InvalidInput
 
 from ._errors import ENVELOPE, Answer, ErrorShape, class_answer, oauth_status
+from ._ids import PATH_ID_KINDS
 from ._input import NulInText
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -436,9 +440,17 @@ def _responses(
 
 
 def _parameters(documented: list[dict[str, Any]], params: Iterable[Param]) -> list[dict[str, Any]]:
-    """quart-schema's parameters (the path's converters) with ``params`` added or replacing."""
+    """quart-schema's parameters (the path's converters) with ``params`` added or replacing; an
+    undeclared path parameter with an id kind's conventional name takes that kind's form."""
     declared = {(p.name, p.location): p for p in params}
-    kept = [p for p in documented if (p["name"], p["in"]) not in declared]
+    kept = []
+    for parameter in documented:
+        if (parameter["name"], parameter["in"]) in declared:
+            continue
+        kind = PATH_ID_KINDS.get(parameter["name"]) if parameter["in"] == "path" else None
+        if kind is not None:
+            parameter = {**parameter, "description": kind.description, "schema": kind.schema}
+        kept.append(parameter)
     return kept + [
         {
             "name": p.name,
@@ -473,11 +485,46 @@ _RULED = frozenset({"pattern", "enum", "const"})
 there, as the operator API's e-mail does)."""
 
 
+NUL_FREE_JSON = "NulFreeJson"
+"""The component of any JSON value without NUL in its strings and member names: what an object
+that ignores members it does not know takes beside its own."""
+_NUL_FREE_JSON_REF = _REF.format(model=NUL_FREE_JSON)
+
+
+def _nul_free_json() -> dict[str, Any]:
+    any_value = {"$ref": _NUL_FREE_JSON_REF}
+    return {
+        "description": "Any JSON value whose strings and member names hold no NUL",
+        "anyOf": [
+            {"type": "null"},
+            {"type": "boolean"},
+            {"type": "number"},
+            {"type": "string", "pattern": NUL_FREE},
+            {"type": "array", "items": any_value},
+            {
+                "type": "object",
+                "propertyNames": {"pattern": NUL_FREE},
+                "additionalProperties": any_value,
+            },
+        ],
+    }
+
+
+def _open_object(schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` is an object that takes members it does not name (ignored, or any)."""
+    is_object = schema.get("type") == "object" or "properties" in schema
+    return is_object and schema.get("additionalProperties", True) in (True, {})
+
+
 def _nul_free(schema: Any, components: Mapping[str, Any], seen: set[str]) -> None:
-    """Give every string of ``schema`` that has no rule of its own the NUL_FREE pattern,
-    following references into ``components`` (each once, ``seen``)."""
+    """Give every string of ``schema`` that has no rule of its own the NUL_FREE pattern, and
+    every object that takes members it does not name NUL-free names and values, following
+    references into ``components`` (each once, ``seen``)."""
     if not isinstance(schema, dict):
         return
+    if _open_object(schema):
+        schema["propertyNames"] = {"pattern": NUL_FREE}
+        schema["additionalProperties"] = {"$ref": _NUL_FREE_JSON_REF}
     ref = schema.get("$ref")
     if isinstance(ref, str):
         name = ref.rsplit("/", 1)[-1]
@@ -501,8 +548,9 @@ def _nul_free(schema: Any, components: Mapping[str, Any], seen: set[str]) -> Non
 def _state_nul_refusal(document: dict[str, Any]) -> None:
     """State the NUL rule (``_input``) where a client reads the rules of what it sends: on the
     text of every query and path parameter and of every request body."""
-    components = document.get("components", {}).get("schemas", {})
-    seen: set[str] = set()
+    components = document.setdefault("components", {}).setdefault("schemas", {})
+    components[NUL_FREE_JSON] = _nul_free_json()
+    seen: set[str] = {NUL_FREE_JSON}
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():
             if not isinstance(operation, dict):

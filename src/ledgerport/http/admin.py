@@ -6,9 +6,9 @@ are also what the OpenAPI document says each operation answers.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, with_config
 from quart import Blueprint, request
 from quart_schema import security_scheme_blueprint, validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
@@ -20,6 +20,7 @@ from ledgerport.errors import InvalidInput
 from ._answers import App, app_json
 from ._context import platform, unit_of_work
 from ._failing import failing_webhooks
+from ._ids import APP, BUSINESS, USER
 from ._openapi import (
     JSON_BODY_ERRORS,
     Param,
@@ -39,6 +40,14 @@ security_scheme_blueprint(blueprint, [{"admin": []}])
 blueprint_raises(blueprint, auth.InvalidAdminToken, storage.StorageUnavailable)
 
 
+def _whole(value: object) -> object:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
+"""An integer, also written with a zero fraction (``5.0``), which JSON Schema's integer is."""
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
@@ -47,7 +56,7 @@ class BusinessIn(_Body):
     name: str = Field(min_length=1, max_length=200)
     sandbox: bool = False
     plan: Literal["free", "paid"] = "paid"
-    invoiceLimit: int | None = Field(default=None, ge=0, le=1_000_000_000)
+    invoiceLimit: Annotated[WholeNumber, Field(ge=0, le=1_000_000_000)] | None = None
 
 
 class UserIn(_Body):
@@ -85,7 +94,7 @@ class AppIn(_Body):
         }
     )
     scopes: list[str] = Field(json_schema_extra={"items": _SCOPES})
-    developerUserId: str
+    developerUserId: str = USER.field()
     reviewed: bool = False
     appUrl: str | None = Field(default=None, max_length=512)
 
@@ -99,20 +108,20 @@ class AppReviewIn(_Body):
 
 
 class InstallationIn(_Body):
-    appId: str
-    businessId: str
-    userId: str
+    appId: str = APP.field()
+    businessId: str = BUSINESS.field()
+    userId: str = USER.field()
     scopes: list[str] = Field(json_schema_extra={"items": _SCOPES, "minItems": 1})
 
 
 class SessionTokenIn(_Body):
-    appId: str
-    businessId: str
-    userId: str
+    appId: str = APP.field()
+    businessId: str = BUSINESS.field()
+    userId: str = USER.field()
 
 
 class DeveloperTokenIn(_Body):
-    userId: str
+    userId: str = USER.field()
 
 
 @with_config(ConfigDict(extra="forbid"))

@@ -7,9 +7,10 @@ redirect URI with code (or error) and state.
 
 from __future__ import annotations
 
-from typing import NotRequired
+from typing import Annotated, NotRequired
 from urllib.parse import urlencode
 
+from pydantic import WithJsonSchema
 from quart import Blueprint, Response, redirect, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
@@ -21,6 +22,7 @@ from ledgerport import access, apps, auth, catalog, storage
 from ._browser import CSRF_COOKIE_PARAM, CsrfToken, csrf_valid, current_user_id
 from ._consent import consent_page
 from ._context import platform, unit_of_work
+from ._ids import BUSINESS, CLIENT, token_schema
 from ._openapi import (
     FORM,
     SIGNED_IN,
@@ -38,7 +40,7 @@ blueprint = Blueprint("authorize", __name__, template_folder="templates")
 
 _AUTHORIZE_QUERY = (
     Param("response_type", "query", "Always code", one_of(catalog.RESPONSE_TYPES), required=True),
-    Param("client_id", "query", "The app's client id", required=True),
+    Param("client_id", "query", "The app's client id", CLIENT.schema, required=True),
     Param("redirect_uri", "query", "Exactly one of the app's registered URIs", required=True),
     Param("scope", "query", "Space-separated scopes the app registered", required=True),
     Param("state", "query", "Echoed on the callback; the client checks it"),
@@ -57,9 +59,16 @@ class ConsentDecision(TypedDict):
     """The consent form: approve (for the chosen business) or anything else to deny."""
 
     csrf_token: CsrfToken
-    request_id: str
+    request_id: Annotated[
+        str,
+        WithJsonSchema(
+            token_schema(
+                catalog.AUTHORIZATION_REQUEST_PREFIX, "The held request the consent page names"
+            )
+        ),
+    ]
     decision: NotRequired[str]
-    business_id: NotRequired[str]
+    business_id: NotRequired[Annotated[str, BUSINESS.document]]
 
 
 def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:

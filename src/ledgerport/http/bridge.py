@@ -12,6 +12,8 @@ envelope.
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from quart import Blueprint, request
@@ -23,6 +25,7 @@ from ledgerport.errors import InvalidInput
 
 from ._browser import current_user, current_user_id, form_page
 from ._context import unit_of_work
+from ._ids import ANY_RECORD_ID, APP, BUSINESS
 from ._openapi import (
     NO_STORE,
     SIGNED_IN,
@@ -59,8 +62,7 @@ _EMBEDDED_ACCESS = (
 )
 """Why the signed-in user may not view the app in the business: an unknown id, a stopped app, no
 ACTIVE installation there, or not an active member (``auth.check_embedded_access``)."""
-_BUSINESS = Param("business_id", "query", "The business the app is viewed in")
-_GIVEN = {"type": "string", "minLength": 1}
+_BUSINESS = Param("business_id", "query", "The business the app is viewed in", BUSINESS.schema)
 
 
 @blueprint.get("/apps/<app_id>")
@@ -104,7 +106,13 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
     )
 
 
-_RECORD = Param("record_id", "query", "The record the extension is shown for (record targets)")
+_RECORD = Param(
+    "record_id",
+    "query",
+    "The record the extension is shown for (record targets)",
+    ANY_RECORD_ID.schema,
+)
+_RECORD_ID = re.compile(ANY_RECORD_ID.pattern)
 _EXTENSION_ACCESS = (
     *_EMBEDDED_ACCESS,
     apps.ExtensionNotFound,
@@ -145,6 +153,8 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         business = await books.get_business(tx, business_id)
     if kind is not None and kind.record_type is not None and not record_id:
         raise InvalidInput([f"record_id is required: {target} shows a {kind.record_type}"])
+    if record_id and not _RECORD_ID.fullmatch(record_id):
+        raise InvalidInput(["record_id must be the id of a record"])
     context = {"ledgerport_target": target, "ledgerport_business": business_id}
     if record_id:
         context["ledgerport_record"] = record_id
@@ -180,8 +190,8 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         storage.StorageUnavailable,
     ),
     params=(
-        Param("app_id", "query", "The app being viewed", _GIVEN, required=True),
-        Param(_BUSINESS.name, "query", _BUSINESS.description, _GIVEN, required=True),
+        Param("app_id", "query", "The app being viewed", APP.schema, required=True),
+        replace(_BUSINESS, required=True),
     ),
 )
 async def session_token() -> tuple[SessionToken, int, dict[str, str]]:

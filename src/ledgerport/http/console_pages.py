@@ -31,6 +31,7 @@ from ._browser import (
     with_notice,
 )
 from ._context import platform, unit_of_work
+from ._ids import APP
 from ._openapi import (
     FORM,
     SET_COOKIE,
@@ -51,7 +52,17 @@ PAGE_TITLE = "Console"
 """Title of the console pages' problem pages."""
 WAYS = (Way("Your apps", "/console"),)
 """Where a console page's problem offers to go on."""
-_APP = Param("app_id", "path", "The app")
+_APP = Param("app_id", "path", "The app", APP.schema)
+
+
+class ConsoleForm(TypedDict):
+    """A console button's form: its CSRF token. A form that fails the check, like one the
+    action refuses, answers the redirect back to the page, which says why."""
+
+    csrf_token: CsrfToken
+
+
+_FORM = (Body(FORM, ConsoleForm),)
 _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
 
 
@@ -154,7 +165,8 @@ def _back(app_id: str, notice: str, *params: object) -> Response:
     redirect_reply("Back to the webhooks page, saying what was done", SET_COOKIE.optional()),
     page(404, "Not an app of the signed-in developer"),
     raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
-    params=(_APP,),
+    bodies=_FORM,
+    params=(_APP, CSRF_COOKIE_PARAM),
 )
 async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """The test button: a test delivery to the webhook."""
@@ -180,7 +192,8 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
     ),
     page(404, "Not an app of the signed-in developer"),
     raises=(*_PAGE_ERRORS, apps.WebhookNotFound),
-    params=(_APP,),
+    bodies=_FORM,
+    params=(_APP, CSRF_COOKIE_PARAM),
 )
 async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
     """The redeliver button: the delivery again, or why it cannot go again."""
@@ -342,7 +355,8 @@ async def save_listing(app_id: str) -> ResponseReturnValue:
     ),
     page(404, "Not an app of the signed-in developer"),
     raises=_PAGE_ERRORS,
-    params=(_APP,),
+    bodies=_FORM,
+    params=(_APP, CSRF_COOKIE_PARAM),
 )
 async def submit_listing(app_id: str) -> ResponseReturnValue:
     """The submit button: the draft revision goes to review, as

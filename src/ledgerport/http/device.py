@@ -7,7 +7,7 @@ Wrong codes count against the IP and the user, so codes cannot be guessed at any
 
 from __future__ import annotations
 
-from typing import NotRequired
+from typing import Annotated, NotRequired
 
 from quart import Blueprint, Response, request
 from quart.typing import ResponseReturnValue
@@ -26,6 +26,7 @@ from ._browser import (
 )
 from ._consent import consent_page
 from ._context import client_ip, platform, unit_of_work
+from ._ids import BUSINESS
 from ._oauth_guard import oauth_guard
 from ._openapi import (
     FORM,
@@ -57,7 +58,7 @@ class DeviceDecision(TypedDict):
     csrf_token: CsrfToken
     user_code: NotRequired[str]
     decision: NotRequired[str]
-    business_id: NotRequired[str]
+    business_id: NotRequired[Annotated[str, BUSINESS.document]]
 
 
 WAYS = (Way("Enter a code again", "/device"),)

@@ -11,9 +11,10 @@ tokens come from exchanging it. Nothing is redirected to the app.
 
 from __future__ import annotations
 
-from typing import NotRequired
+from typing import Annotated, NotRequired
 from urllib.parse import urlencode
 
+from pydantic import Field, WithJsonSchema
 from quart import Blueprint, Response, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
@@ -36,6 +37,7 @@ from ._browser import (
 from ._consent import developer_name
 from ._context import platform, unit_of_work
 from ._design import described_scopes
+from ._ids import ASSET, BUSINESS
 from ._openapi import (
     FORM,
     SET_COOKIE,
@@ -44,6 +46,7 @@ from ._openapi import (
     Header,
     Param,
     Reply,
+    one_of,
     operation,
     page,
     redirect_reply,
@@ -130,13 +133,22 @@ async def listing_page(slug: str) -> ResponseReturnValue:
     )
 
 
+class RatingForm(TypedDict):
+    """The rating form: the stars and an optional review (trimmed; empty is none)."""
+
+    csrf_token: CsrfToken
+    stars: Annotated[str, WithJsonSchema(one_of(["1", "2", "3", "4", "5"]))]
+    review: NotRequired[Annotated[str, Field(max_length=apps.REVIEW_MAX_LENGTH)]]
+
+
 @blueprint.post("/marketplace/<slug>/rating")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
     redirect_reply("Back to the listing, saying what was done or why not", SET_COOKIE.optional()),
     page(404, "Nothing is listed there"),
     raises=(apps.ListingNotFound, *_ERRORS),
-    params=(_SLUG,),
+    bodies=(Body(FORM, RatingForm),),
+    params=(_SLUG, CSRF_COOKIE_PARAM),
 )
 async def rate(slug: str) -> ResponseReturnValue:
     """Rate the app 1 to 5 stars with an optional review; rating again edits the rating."""
@@ -229,7 +241,7 @@ class InstallForm(TypedDict):
     none ticked, or no business, and the form comes back saying why)."""
 
     csrf_token: CsrfToken
-    business_id: NotRequired[str]
+    business_id: NotRequired[Annotated[str, BUSINESS.document]]
     scope: NotRequired[list[str] | str]
 
 
@@ -296,7 +308,7 @@ _IMAGE_HEADERS = (Header("Cache-Control", "Kept for a day: an asset never change
     Reply(200, "The image", "image/jpeg", None, _IMAGE_HEADERS),
     page(404, "No live listing shows that image"),
     raises=(apps.AssetNotFound, *_ERRORS),
-    params=(Param("asset_id", "path", "The asset's id"),),
+    params=(Param("asset_id", "path", "The asset's id", ASSET.schema),),
 )
 async def asset(asset_id: str) -> ResponseReturnValue:
     """An icon or screenshot that a live listing shows. An asset's bytes never change (a new

@@ -21,6 +21,7 @@ from ledgerport.ops import OTHER, closed_label
 
 from ._context import client_ip, platform, unit_of_work
 from ._errors import oauth_error_of, oauth_response
+from ._ids import CLIENT
 from ._input import parse_json
 from ._oauth_guard import oauth_guard
 from ._openapi import FORM, JSON, NO_STORE, Body, Header, json_reply, one_of, operation
@@ -45,7 +46,7 @@ class _ClientInBody(TypedDict):
     """Client authentication in the body (client_secret_post), or a PUBLIC client's id alone;
     HTTP Basic is the other way, never both."""
 
-    client_id: NotRequired[str]
+    client_id: NotRequired[Annotated[str, CLIENT.document]]
     client_secret: NotRequired[str]
 
 

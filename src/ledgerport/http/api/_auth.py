@@ -25,39 +25,47 @@ def _refuse(limit: catalog.RateLimit, wait: int) -> auth.RateLimited:
 async def authenticate_bearer() -> auth.AccessGrant:
     """The live grant behind the request's bearer token, counted against the API's limits.
 
-    Every request counts against its IP's budget first, before the token is looked up. A live
-    token's call then counts against the app's budget in the business and the app's budget
-    across businesses together (refused by one, it uses up neither), and every answer from
-    there on says what is left of the first (the RateLimit-* headers).
+    Every request counts against its IP's budget; a live token's call, only when the IP had
+    room, also against the app's budget in the business and the app's budget across businesses
+    together (refused by one, it uses up neither), and every answer from there on says what is
+    left of the first (the RateLimit-* headers).
 
-    The token (with the user's standing in the business) is looked up in one statement outside
-    any transaction, and the limits are taken outside any: a shared limiter on PostgreSQL uses
-    a connection of its own, which a call holding its transaction open would wait for while
-    holding one, and a refused or failed call must still count.
+    The token (with the user's standing in the business) is looked up first, in one statement
+    outside any transaction, so that the IP's and the app's budgets are counted together: one
+    more statement with a shared limiter on PostgreSQL, instead of two. The limits are taken
+    outside any transaction: a shared limiter on PostgreSQL uses a connection of its own, which
+    a call holding its transaction open would wait for while holding one, and a refused or
+    failed call must still count.
     """
     p = platform()
-    verdict = await p.limiter.take(auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),)))
-    if verdict.refused_by is not None:
-        raise _refuse(verdict.refused_by, verdict.retry_after)
+    per_ip = auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),))
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise auth.InvalidAccessToken("A bearer access token is required")
-    grant = await auth.resolve_access_token(
-        p.store.autocommit, p.keyring, now=p.now(), token=token.strip()
-    )
+    grant = None
+    if scheme.lower() == "bearer" and token.strip():
+        grant = await auth.resolve_access_token(
+            p.store.autocommit, p.keyring, now=p.now(), token=token.strip()
+        )
     if grant is None:
+        verdict = await p.limiter.take(per_ip)
+        if verdict.refused_by is not None:
+            raise _refuse(verdict.refused_by, verdict.retry_after)
+        if scheme.lower() != "bearer" or not token.strip():
+            raise auth.InvalidAccessToken("A bearer access token is required")
         raise auth.InvalidAccessToken("The access token is expired, revoked or malformed")
-    verdict = await p.limiter.take(
+    by_ip, by_app = await p.limiter.take_then(
+        per_ip,
         auth.Budget(catalog.RATE_LIMIT_APP_PER_BUSINESS, (grant.app_id, grant.business_id)),
         auth.Budget(catalog.RATE_LIMIT_APP, (grant.app_id,)),
     )
-    in_business = verdict.standings[0]
+    if by_app is None:
+        raise _refuse(by_ip.refused_by or catalog.RATE_LIMIT_API_PER_IP, by_ip.retry_after)
+    in_business = by_app.standings[0]
     g.rate_limit_headers = {
         "RateLimit-Limit": str(in_business.limit),
         "RateLimit-Remaining": str(in_business.remaining),
         "RateLimit-Reset": str(in_business.reset_in),
     }
-    if verdict.refused_by is not None:
-        raise _refuse(verdict.refused_by, verdict.retry_after)
+    if by_app.refused_by is not None:
+        raise _refuse(by_app.refused_by, by_app.retry_after)
     return grant

@@ -39,7 +39,9 @@ REPLAYED_HEADER = Header(
 VERSION_PARAM = Param(
     SERVICE_VERSION,
     "header",
-    "The API version; else the app's pin, else the current one",
+    "The API version; without the header the app's pin applies, else the current version. Sent"
+    " empty it names no version: 400 UNSUPPORTED_API_VERSION, like a version that does not exist"
+    " or is past its sunset",
     {
         "type": "string",
         # The versions supported today: the document is what a client may send now.

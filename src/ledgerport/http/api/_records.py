@@ -7,15 +7,17 @@ another business (ids are per business) is 404 RECORD_NOT_FOUND.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator, with_config
 from quart import request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.routing import BaseConverter
 
 from ledgerport import books, catalog
 
+from .._forms import DATE, NON_NEGATIVE_DECIMAL, POSITIVE_DECIMAL
+from .._ids import ANY_RECORD_ID, RECORD_IDS
 from .._json import stored
 from .._openapi import Param, Reply, json_reply, operation
 from ._auth import RATE_LIMIT_HEADERS
@@ -32,7 +34,7 @@ from ._endpoint import (
 )
 from ._paging import PAGE_PARAMS, page_params
 
-RECORD_ID_PATTERN = r"[a-z]{3}_[0-9a-f]{24}"
+RECORD_ID_PATTERN = ANY_RECORD_ID.pattern.strip("^$")
 """A record id: its kind's prefix and 96 random bits (``ids.new_id``)."""
 
 
@@ -44,12 +46,20 @@ class RecordIdConverter(BaseConverter):
     regex = RECORD_ID_PATTERN
 
 
-RECORD_ID_PARAM = Param(
-    "record_id", "path", "A record id", {"type": "string", "pattern": f"^{RECORD_ID_PATTERN}$"}
-)
 ANSWER_HEADERS = (*RATE_LIMIT_HEADERS, VERSION_HEADER)
 WRITE_PARAMS = (VERSION_PARAM, IDEMPOTENCY_PARAM)
-RECORD_WRITE_PARAMS = (RECORD_ID_PARAM, *WRITE_PARAMS)
+
+
+def record_id_param(kind: str) -> Param:
+    """The ``record_id`` path parameter of a route on records of ``kind``: that kind's id (one of
+    another kind is no record of the area: 404)."""
+    id_kind = RECORD_IDS[kind]
+    return Param("record_id", "path", id_kind.description, id_kind.schema)
+
+
+def record_write_params(kind: str) -> tuple[Param, ...]:
+    """The parameters of a write on one record of ``kind``."""
+    return (record_id_param(kind), *WRITE_PARAMS)
 
 
 class Body(BaseModel):
@@ -60,13 +70,53 @@ class Body(BaseModel):
 
 
 Text = Field(min_length=1, max_length=200)
+# pydantic checks the shape (so the books read a decimal string or a date); the books check the
+# value with their own messages; the document states both as one pattern (``_forms``).
 DECIMAL_PATTERN = r"^-?[0-9]{1,13}(\.[0-9]{1,4})?$"
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-Decimal = Field(pattern=DECIMAL_PATTERN, description='A decimal string such as "10.00"')
-OptionalDate = Field(default=None, pattern=DATE_PATTERN, description="An ISO 8601 date: 2026-09-22")
-Id = Field(min_length=1, max_length=64)
-# In a PATCH body: absent leaves the field as it is; null is refused unless the type allows it.
-OptionalId = Field(default=None, min_length=1, max_length=64)
+
+
+PositiveDecimal = Annotated[
+    str,
+    Field(pattern=DECIMAL_PATTERN),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": POSITIVE_DECIMAL,
+            "examples": ["10.00"],
+            "description": 'A decimal string above 0 such as "10.00": at most 13 digits and 4'
+            " decimals",
+        }
+    ),
+]
+"""A quantity or an amount."""
+NonNegativeDecimal = Annotated[
+    str,
+    Field(pattern=DECIMAL_PATTERN),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": NON_NEGATIVE_DECIMAL,
+            "examples": ["10.00"],
+            "description": 'A decimal string of 0 or more such as "10.00": at most 13 digits and'
+            " 4 decimals",
+        }
+    ),
+]
+"""A price, a debit or a credit."""
+Date = Annotated[
+    str,
+    Field(pattern=DATE_PATTERN),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "date",
+            "pattern": DATE,
+            "examples": ["2026-09-22"],
+            "description": "An ISO 8601 date that exists, such as 2026-09-22",
+        }
+    ),
+]
 OptionalText = Field(default=None, min_length=1, max_length=200)
 Lines = Field(min_length=1, max_length=200)
 OptionalLines = Field(default=None, min_length=1, max_length=200)
@@ -109,8 +159,8 @@ class Changes(Body):
 
 class LineIn(Body):
     description: str = Field(default="", max_length=500)
-    quantity: str = Decimal
-    unitPrice: str = Decimal
+    quantity: PositiveDecimal
+    unitPrice: NonNegativeDecimal
 
 
 def changes_of(data: BaseModel) -> dict[str, Any]:
@@ -155,7 +205,7 @@ def reads(kind: str, path: str) -> None:
     @operation(
         json_reply(200, Record, f"The {label}", *ANSWER_HEADERS),
         raises=(*READ_RAISES, books.RecordNotFound),
-        params=(RECORD_ID_PARAM, VERSION_PARAM),
+        params=(record_id_param(kind), VERSION_PARAM),
     )
     @data_route(scope)
     async def get_one(tx: Any, call: Call, record_id: str) -> books.Document:

@@ -10,16 +10,20 @@ log: app data answers connected apps, which present an OAuth access token.
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, with_config
 from quart import request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+from werkzeug.datastructures import MultiDict
 
 from ledgerport import apps, catalog
+from ledgerport.errors import InvalidInput
 from ledgerport.storage import Transaction
 
+from .._ids import ANY_RECORD_ID, APP_DATA_VALUE
 from .._input import parse_json
 from .._openapi import JSON, Param, json_reply, one_of, operation
 from .._openapi import Body as BodyDoc
@@ -73,25 +77,29 @@ OutValue = Annotated[
     ),
 ]
 
-RESOURCE_ID = Param("resourceId", "query", "The id of one record: its values are answered")
+RESOURCE_ID = Param(
+    "resourceId", "query", "The id of one record: its values are answered", ANY_RECORD_ID.schema
+)
 RESOURCE_IDS = Param(
     "resourceIds",
     "query",
     f"Comma-separated ids of at most {catalog.APP_DATA_RESOURCE_IDS_MAX} records (with"
     " resourceId, together): their values are answered",
+    ANY_RECORD_ID.list_schema(catalog.APP_DATA_RESOURCE_IDS_MAX),
 )
+_ONE_ID = re.compile(ANY_RECORD_ID.pattern)
 RESOURCE_TYPE = Param(
     "resourceType",
     "query",
     "Only values on records of this type",
     one_of(catalog.APP_DATA_RESOURCE_TYPES),
 )
-VALUE_ID = Param("value_id", "path", "The app data value's id")
+VALUE_ID = Param("value_id", "path", "The app data value's id", APP_DATA_VALUE.schema)
 
 
 class ValueIn(Body):
     resourceType: ResourceType
-    resourceId: str = Field(min_length=1, max_length=64)
+    resourceId: str = ANY_RECORD_ID.field()
     key: str = Key
     value: InValue
 
@@ -192,10 +200,7 @@ async def read_app_data(tx: Transaction, call: Call) -> AppDataPage:
     """The app's values in this business on the records ``resourceId`` and ``resourceIds``
     name (one of them is required; at most 50 ids), in the order of the ids. Values on types
     the installation cannot read are left out."""
-    ids = [
-        *request.args.getlist("resourceId"),
-        *(part.strip() for v in request.args.getlist("resourceIds") for part in v.split(",")),
-    ]
+    ids = _resource_ids(request.args)
     values = await apps.read_app_data(
         tx,
         app_id=call.grant.app_id,
@@ -204,6 +209,25 @@ async def read_app_data(tx: Transaction, call: Call) -> AppDataPage:
         resource_type=request.args.get("resourceType"),
     )
     return {"data": [_rendered(value) for value in values], "next": None}
+
+
+def _resource_ids(args: MultiDict[str, str]) -> list[str]:
+    """The ids ``resourceId`` and ``resourceIds`` name, as the document states their form:
+    InvalidInput names each value of another form. More than 50 ids is TooManyResourceIds, so
+    ``resourceIds`` is checked for its form with no bound on their count here."""
+    single = args.getlist("resourceId")
+    lists = args.getlist("resourceIds")
+    problems = [
+        *("resourceId must be the id of a record" for v in single if not _ONE_ID.fullmatch(v)),
+        *(
+            "resourceIds must be ids of records separated by commas"
+            for v in lists
+            if not all(_ONE_ID.fullmatch(part) for part in v.split(","))
+        ),
+    ]
+    if problems:
+        raise InvalidInput(list(dict.fromkeys(problems)))
+    return [*single, *(part for v in lists for part in v.split(","))]
 
 
 @blueprint.delete("/app-data/<value_id>")

@@ -20,6 +20,7 @@ from ledgerport import apps, auth, books, catalog, storage
 from ledgerport.errors import InvalidInput
 from ledgerport.storage import Transaction
 
+from .._ids import EVENT
 from .._openapi import Param, json_reply, operation
 from ._auth import RATE_LIMIT_HEADERS
 from ._blueprint import blueprint
@@ -39,6 +40,7 @@ AFTER = Param(
     "The id of the last event already read (a page's next): the page starts after it. Any event"
     f" of the business within the {_RETENTION_DAYS}-day retention; without it,"
     " the page starts at the oldest",
+    EVENT.schema,
 )
 TYPES = Param(
     "types",
@@ -46,7 +48,7 @@ TYPES = Param(
     "Comma-separated event types: only events of these types are answered",
     {"type": "string", "pattern": f"^{_NAME}(?:,{_NAME})*$"},
 )
-EVENT_ID = Param("event_id", "path", "The event's id")
+EVENT_ID = Param("event_id", "path", "The event's id", EVENT.schema)
 
 
 @with_config(ConfigDict(extra="forbid"))

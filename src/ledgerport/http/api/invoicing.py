@@ -14,31 +14,29 @@ from pydantic import Field
 
 from ledgerport import auth, books, catalog
 
+from .._ids import CUSTOMER, INVOICE
 from .._openapi import JSON, json_reply, operation
 from .._openapi import Body as BodyDoc
 from ._blueprint import blueprint
 from ._endpoint import REPLAYED_HEADER, Call, data_route
 from ._records import (
     ANSWER_HEADERS,
-    DECIMAL_PATTERN,
-    RECORD_WRITE_PARAMS,
     WRITE_PARAMS,
     Body,
     Changes,
-    Decimal,
-    Id,
+    Date,
     LineIn,
     Lines,
-    OptionalDate,
-    OptionalId,
     OptionalLines,
     OptionalText,
+    PositiveDecimal,
     Record,
     changed,
     changes_of,
     created,
     deleted,
     reads,
+    record_write_params,
     write_raises,
 )
 
@@ -46,19 +44,19 @@ Currency = Field(default=None, pattern="^[A-Z]{3}$", description="ISO 4217, e.g.
 
 
 class InvoiceIn(Body):
-    customerId: str = Id
+    customerId: str = CUSTOMER.field()
     currency: str | None = Currency
     lines: list[LineIn] = Lines
-    issueDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    issueDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class InvoiceChanges(Changes):
     nullable = frozenset({"issueDate", "dueDate"})
-    customerId: str | None = OptionalId
+    customerId: str | None = CUSTOMER.field(default=None)
     lines: list[LineIn] | None = OptionalLines
-    issueDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    issueDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class BulkImportIn(Body):
@@ -66,40 +64,38 @@ class BulkImportIn(Body):
 
 
 class PaymentIn(Body):
-    invoiceId: str = Id
-    amount: str = Decimal
-    receivedOn: str | None = OptionalDate
+    invoiceId: str = INVOICE.field()
+    amount: PositiveDecimal
+    receivedOn: Date | None = None
     reference: str | None = OptionalText
 
 
 class PaymentChanges(Changes):
     nullable = frozenset({"reference"})
-    receivedOn: str | None = OptionalDate
+    receivedOn: Date | None = None
     reference: str | None = OptionalText
 
 
 class RefundIn(Body):
-    amount: str | None = Field(
-        default=None,
-        pattern=DECIMAL_PATTERN,
-        description="The amount to refund; by default all that is left of the payment",
+    amount: PositiveDecimal | None = Field(
+        default=None, description="The amount to refund; by default all that is left of the payment"
     )
 
 
 class QuoteIn(Body):
-    customerId: str = Id
+    customerId: str = CUSTOMER.field()
     currency: str | None = Currency
     lines: list[LineIn] = Lines
-    issueDate: str | None = OptionalDate
-    validUntil: str | None = OptionalDate
+    issueDate: Date | None = None
+    validUntil: Date | None = None
 
 
 class QuoteChanges(Changes):
     nullable = frozenset({"issueDate", "validUntil"})
-    customerId: str | None = OptionalId
+    customerId: str | None = CUSTOMER.field(default=None)
     lines: list[LineIn] | None = OptionalLines
-    issueDate: str | None = OptionalDate
-    validUntil: str | None = OptionalDate
+    issueDate: Date | None = None
+    validUntil: Date | None = None
 
 
 def _invoice_fields(invoice: InvoiceIn) -> dict[str, Any]:
@@ -157,7 +153,7 @@ async def bulk_import(tx: Any, call: Call, data: BulkImportIn) -> dict[str, Any]
     changed("invoice"),
     raises=write_raises(books.RecordInWrongState),
     bodies=(BodyDoc(JSON, InvoiceChanges),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("invoice"),
 )
 @data_route("invoices:write", body=InvoiceChanges)
 async def change_invoice(
@@ -175,7 +171,9 @@ async def change_invoice(
 
 @blueprint.post("/invoices/<record:record_id>/send")
 @operation(
-    changed("invoice"), raises=write_raises(books.RecordInWrongState), params=RECORD_WRITE_PARAMS
+    changed("invoice"),
+    raises=write_raises(books.RecordInWrongState),
+    params=record_write_params("invoice"),
 )
 @data_route("invoices:write")
 async def send_invoice(tx: Any, call: Call, record_id: str) -> books.Document:
@@ -187,7 +185,9 @@ async def send_invoice(tx: Any, call: Call, record_id: str) -> books.Document:
 
 @blueprint.post("/invoices/<record:record_id>/void")
 @operation(
-    changed("invoice"), raises=write_raises(books.RecordInWrongState), params=RECORD_WRITE_PARAMS
+    changed("invoice"),
+    raises=write_raises(books.RecordInWrongState),
+    params=record_write_params("invoice"),
 )
 @data_route("invoices:write")
 async def void_invoice(tx: Any, call: Call, record_id: str) -> books.Document:
@@ -199,7 +199,9 @@ async def void_invoice(tx: Any, call: Call, record_id: str) -> books.Document:
 
 @blueprint.delete("/invoices/<record:record_id>")
 @operation(
-    deleted("invoice"), raises=write_raises(books.RecordInWrongState), params=RECORD_WRITE_PARAMS
+    deleted("invoice"),
+    raises=write_raises(books.RecordInWrongState),
+    params=record_write_params("invoice"),
 )
 @data_route("invoices:write", status=204)
 async def delete_invoice(tx: Any, call: Call, record_id: str) -> None:
@@ -239,7 +241,7 @@ async def create_payment(tx: Any, call: Call, data: PaymentIn) -> books.Document
     changed("payment"),
     raises=write_raises(),
     bodies=(BodyDoc(JSON, PaymentChanges),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("payment"),
 )
 @data_route("payments:write", body=PaymentChanges)
 async def change_payment(
@@ -260,7 +262,7 @@ async def change_payment(
     changed("payment"),
     raises=write_raises(books.RecordInWrongState),
     bodies=(BodyDoc(JSON, RefundIn, required=False),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("payment"),
 )
 @data_route("payments:write", body=RefundIn)
 async def refund_payment(tx: Any, call: Call, data: RefundIn, record_id: str) -> books.Document:
@@ -276,7 +278,7 @@ async def refund_payment(tx: Any, call: Call, data: RefundIn, record_id: str) ->
 
 
 @blueprint.delete("/payments/<record:record_id>")
-@operation(deleted("payment"), raises=write_raises(), params=RECORD_WRITE_PARAMS)
+@operation(deleted("payment"), raises=write_raises(), params=record_write_params("payment"))
 @data_route("payments:write", permission=catalog.PERMISSION_PAYMENTS_DELETE, status=204)
 async def delete_payment(tx: Any, call: Call, record_id: str) -> None:
     """Delete a payment (role permission payments:delete); its invoice is due again; emits
@@ -313,7 +315,7 @@ async def create_quote(tx: Any, call: Call, data: QuoteIn) -> books.Document:
     changed("quote"),
     raises=write_raises(books.RecordInWrongState),
     bodies=(BodyDoc(JSON, QuoteChanges),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("quote"),
 )
 @data_route("quotes:write", body=QuoteChanges)
 async def change_quote(tx: Any, call: Call, data: QuoteChanges, record_id: str) -> books.Document:
@@ -324,7 +326,7 @@ async def change_quote(tx: Any, call: Call, data: QuoteChanges, record_id: str) 
 
 
 @blueprint.delete("/quotes/<record:record_id>")
-@operation(deleted("quote"), raises=write_raises(), params=RECORD_WRITE_PARAMS)
+@operation(deleted("quote"), raises=write_raises(), params=record_write_params("quote"))
 @data_route("quotes:write", status=204)
 async def delete_quote(tx: Any, call: Call, record_id: str) -> None:
     """Delete a quote; emits quote.deleted."""
@@ -335,7 +337,9 @@ def _quote_action(path: str, action: Any, summary: str) -> None:
     """``POST /quotes/<id>/<path>``: one of a quote's status changes."""
 
     @operation(
-        changed("quote"), raises=write_raises(books.RecordInWrongState), params=RECORD_WRITE_PARAMS
+        changed("quote"),
+        raises=write_raises(books.RecordInWrongState),
+        params=record_write_params("quote"),
     )
     @data_route("quotes:write")
     async def act(tx: Any, call: Call, record_id: str) -> books.Document:
@@ -365,7 +369,7 @@ _quote_action(
 @operation(
     json_reply(201, Record, "The quote's new draft invoice", *ANSWER_HEADERS, REPLAYED_HEADER),
     raises=write_raises(books.RecordInWrongState, *_CEILING),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("quote"),
 )
 @data_route("quotes:write", status=201)
 async def convert_quote(tx: Any, call: Call, record_id: str) -> books.Document:

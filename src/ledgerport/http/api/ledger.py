@@ -13,19 +13,18 @@ from pydantic import Field
 
 from ledgerport import books, catalog
 
+from .._ids import ACCOUNT
 from .._openapi import JSON, json_reply, operation
 from .._openapi import Body as BodyDoc
 from ._blueprint import blueprint
 from ._endpoint import REPLAYED_HEADER, Call, data_route
 from ._records import (
     ANSWER_HEADERS,
-    DECIMAL_PATTERN,
-    RECORD_WRITE_PARAMS,
     WRITE_PARAMS,
     Body,
     Changes,
-    Id,
-    OptionalDate,
+    Date,
+    NonNegativeDecimal,
     OptionalText,
     Record,
     Text,
@@ -34,6 +33,7 @@ from ._records import (
     created,
     deleted,
     reads,
+    record_write_params,
     write_raises,
 )
 
@@ -50,19 +50,19 @@ class AccountChanges(Changes):
 
 
 class JournalLineIn(Body):
-    accountId: str = Id
-    debit: str = Field(default="0.00", pattern=DECIMAL_PATTERN)
-    credit: str = Field(default="0.00", pattern=DECIMAL_PATTERN)
+    accountId: str = ACCOUNT.field()
+    debit: NonNegativeDecimal = "0.00"
+    credit: NonNegativeDecimal = "0.00"
 
 
 class JournalEntryIn(Body):
     lines: list[JournalLineIn] = Field(min_length=2, max_length=200)
-    date: str | None = OptionalDate
+    date: Date | None = None
     memo: str | None = Field(default=None, max_length=500)
 
 
 class ReversalIn(Body):
-    date: str | None = OptionalDate
+    date: Date | None = None
 
 
 reads("account", "/accounts")
@@ -94,7 +94,7 @@ async def create_account(tx: Any, call: Call, data: AccountIn) -> books.Document
     changed("account"),
     raises=write_raises(),
     bodies=(BodyDoc(JSON, AccountChanges),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("account"),
 )
 @data_route("accounts:write", body=AccountChanges)
 async def change_account(
@@ -112,7 +112,9 @@ async def change_account(
 
 @blueprint.post("/accounts/<record:record_id>/archive")
 @operation(
-    changed("account"), raises=write_raises(books.RecordInWrongState), params=RECORD_WRITE_PARAMS
+    changed("account"),
+    raises=write_raises(books.RecordInWrongState),
+    params=record_write_params("account"),
 )
 @data_route("accounts:write")
 async def archive_account(tx: Any, call: Call, record_id: str) -> books.Document:
@@ -124,7 +126,9 @@ async def archive_account(tx: Any, call: Call, record_id: str) -> books.Document
 
 @blueprint.delete("/accounts/<record:record_id>")
 @operation(
-    deleted("account"), raises=write_raises(books.RecordInWrongState), params=RECORD_WRITE_PARAMS
+    deleted("account"),
+    raises=write_raises(books.RecordInWrongState),
+    params=record_write_params("account"),
 )
 @data_route("accounts:write", status=204)
 async def delete_account(tx: Any, call: Call, record_id: str) -> None:
@@ -160,7 +164,7 @@ async def post_journal_entry(tx: Any, call: Call, data: JournalEntryIn) -> books
     json_reply(201, Record, "The reversing entry", *ANSWER_HEADERS, REPLAYED_HEADER),
     raises=write_raises(books.RecordInWrongState),
     bodies=(BodyDoc(JSON, ReversalIn, required=False),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("journal_entry"),
 )
 @data_route(
     "journal:write", permission=catalog.PERMISSION_JOURNAL_POST, body=ReversalIn, status=201

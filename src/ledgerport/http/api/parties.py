@@ -13,7 +13,6 @@ from .._openapi import Body as BodyDoc
 from ._blueprint import blueprint
 from ._endpoint import Call, data_route
 from ._records import (
-    RECORD_WRITE_PARAMS,
     WRITE_PARAMS,
     Body,
     Changes,
@@ -24,6 +23,7 @@ from ._records import (
     created,
     deleted,
     reads,
+    record_write_params,
     write_raises,
 )
 
@@ -71,7 +71,7 @@ def _routes(kind: books.PartyKind, path: str) -> None:
         changed(kind),
         raises=write_raises(),
         bodies=(BodyDoc(JSON, PartyChanges),),
-        params=RECORD_WRITE_PARAMS,
+        params=record_write_params(kind),
     )
     @data_route(f"{area}:write", body=PartyChanges)
     async def change(tx: Any, call: Call, data: PartyChanges, record_id: str) -> books.Document:
@@ -84,7 +84,7 @@ def _routes(kind: books.PartyKind, path: str) -> None:
             changes=changes_of(data),
         )
 
-    @operation(deleted(kind), raises=write_raises(), params=RECORD_WRITE_PARAMS)
+    @operation(deleted(kind), raises=write_raises(), params=record_write_params(kind))
     @data_route(f"{area}:write", status=204)
     async def delete(tx: Any, call: Call, record_id: str) -> None:
         await books.delete_party(

@@ -6,60 +6,59 @@ from typing import Any
 
 from ledgerport import books
 
+from .._ids import PURCHASE, SUPPLIER
 from .._openapi import JSON, operation
 from .._openapi import Body as BodyDoc
 from ._blueprint import blueprint
 from ._endpoint import Call, data_route
 from ._records import (
-    RECORD_WRITE_PARAMS,
     WRITE_PARAMS,
     Body,
     Changes,
-    Id,
+    Date,
     LineIn,
     Lines,
-    OptionalDate,
-    OptionalId,
     OptionalLines,
     changed,
     changes_of,
     created,
     deleted,
     reads,
+    record_write_params,
     write_raises,
 )
 from .invoicing import Currency
 
 
 class PurchaseIn(Body):
-    supplierId: str = Id
+    supplierId: str = SUPPLIER.field()
     currency: str | None = Currency
     lines: list[LineIn] = Lines
-    billDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    billDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class PurchaseChanges(Changes):
     nullable = frozenset({"billDate", "dueDate"})
-    supplierId: str | None = OptionalId
+    supplierId: str | None = SUPPLIER.field(default=None)
     lines: list[LineIn] | None = OptionalLines
-    billDate: str | None = OptionalDate
-    dueDate: str | None = OptionalDate
+    billDate: Date | None = None
+    dueDate: Date | None = None
 
 
 class PayIn(Body):
-    paidOn: str | None = OptionalDate
+    paidOn: Date | None = None
 
 
 class PurchaseReturnIn(Body):
-    purchaseId: str = Id
+    purchaseId: str = PURCHASE.field()
     lines: list[LineIn] = Lines
-    returnDate: str | None = OptionalDate
+    returnDate: Date | None = None
 
 
 class PurchaseReturnChanges(Changes):
     lines: list[LineIn] | None = OptionalLines
-    returnDate: str | None = OptionalDate
+    returnDate: Date | None = None
 
 
 reads("purchase", "/purchases")
@@ -94,7 +93,7 @@ async def create_purchase(tx: Any, call: Call, data: PurchaseIn) -> books.Docume
     changed("purchase"),
     raises=write_raises(*_STATE),
     bodies=(BodyDoc(JSON, PurchaseChanges),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("purchase"),
 )
 @data_route("purchases:write", body=PurchaseChanges)
 async def change_purchase(
@@ -111,7 +110,9 @@ async def change_purchase(
 
 
 @blueprint.delete("/purchases/<record:record_id>")
-@operation(deleted("purchase"), raises=write_raises(*_STATE), params=RECORD_WRITE_PARAMS)
+@operation(
+    deleted("purchase"), raises=write_raises(*_STATE), params=record_write_params("purchase")
+)
 @data_route("purchases:write", status=204)
 async def delete_purchase(tx: Any, call: Call, record_id: str) -> None:
     """Delete an open purchase; emits purchase.deleted."""
@@ -125,7 +126,7 @@ async def delete_purchase(tx: Any, call: Call, record_id: str) -> None:
     changed("purchase"),
     raises=write_raises(*_STATE),
     bodies=(BodyDoc(JSON, PayIn, required=False),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("purchase"),
 )
 @data_route("purchases:write", body=PayIn)
 async def pay_purchase(tx: Any, call: Call, data: PayIn, record_id: str) -> books.Document:
@@ -157,7 +158,11 @@ async def create_purchase_return(tx: Any, call: Call, data: PurchaseReturnIn) ->
 
 
 @blueprint.post("/purchase-returns/<record:record_id>/refund")
-@operation(changed("purchase_return"), raises=write_raises(*_STATE), params=RECORD_WRITE_PARAMS)
+@operation(
+    changed("purchase_return"),
+    raises=write_raises(*_STATE),
+    params=record_write_params("purchase_return"),
+)
 @data_route("purchase-returns:write")
 async def refund_purchase_return(tx: Any, call: Call, record_id: str) -> books.Document:
     """The supplier refunded the return; emits purchase_return.refunded."""
@@ -171,7 +176,7 @@ async def refund_purchase_return(tx: Any, call: Call, record_id: str) -> books.D
     changed("purchase_return"),
     raises=write_raises(*_STATE),
     bodies=(BodyDoc(JSON, PurchaseReturnChanges),),
-    params=RECORD_WRITE_PARAMS,
+    params=record_write_params("purchase_return"),
 )
 @data_route("purchase-returns:write", body=PurchaseReturnChanges)
 async def change_purchase_return(
@@ -189,7 +194,11 @@ async def change_purchase_return(
 
 
 @blueprint.delete("/purchase-returns/<record:record_id>")
-@operation(deleted("purchase_return"), raises=write_raises(*_STATE), params=RECORD_WRITE_PARAMS)
+@operation(
+    deleted("purchase_return"),
+    raises=write_raises(*_STATE),
+    params=record_write_params("purchase_return"),
+)
 @data_route("purchase-returns:write", status=204)
 async def delete_purchase_return(tx: Any, call: Call, record_id: str) -> None:
     """Delete an open return; emits purchase_return.deleted."""

@@ -16,6 +16,7 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from ledgerport import apps, catalog, storage
 
 from .._context import platform, unit_of_work
+from .._ids import APP_DATA_FIELD
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app
 
@@ -33,7 +34,7 @@ Name = Field(
     max_length=apps.APP_DATA_NAME_MAX_LENGTH,
     description="The display name (trimmed)",
 )
-FIELD_ID = Param("field_id", "path", "The app data field's id")
+FIELD_ID = Param("field_id", "path", "The app data field's id", APP_DATA_FIELD.schema)
 FIELD_RAISES = (
     *JSON_BODY_ERRORS,
     apps.InvalidChoices,

@@ -13,11 +13,12 @@ from ledgerport import apps, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._ids import ASSET
 from .._openapi import Body, Param, Reply, json_reply, operation
 from ._blueprint import blueprint, developed_app
 
 Image = Annotated[bytes, WithJsonSchema({"type": "string", "format": "binary"})]
-ASSET_ID = Param("asset_id", "path", "The asset's id")
+ASSET_ID = Param("asset_id", "path", "The asset's id", ASSET.schema)
 
 
 @with_config(ConfigDict(extra="forbid"))

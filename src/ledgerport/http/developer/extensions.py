@@ -14,6 +14,7 @@ from ledgerport import apps, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._forms import WHITE_SPACE
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
@@ -22,7 +23,13 @@ TARGET = Param(
     "target",
     "path",
     "The extension target, one of: " + ", ".join(catalog.EXTENSION_TARGETS),
+    one_of(catalog.EXTENSION_TARGETS),
 )
+
+
+_BARRED = f"#\\\\{WHITE_SPACE}\\u0000-\\u001f\\u007f"
+_PATH = f"^/(?:[^/{_BARRED}][^{_BARRED}]*)?$"
+"""A single / then no fragment, backslash, white space or control character."""
 
 
 class ExtensionIn(BaseModel):
@@ -31,6 +38,9 @@ class ExtensionIn(BaseModel):
     path: str = Field(
         min_length=1,
         max_length=catalog.EXTENSION_PATH_MAX_LENGTH,
+        # The form the books check first; dot segments, encoded characters and the App URL's
+        # origin are theirs to refuse (EXTENSION_PATH_INVALID).
+        json_schema_extra={"pattern": _PATH},
         description="The page, a path on the App URL's origin (`/extensions/invoice`, a query"
         " allowed): no backslash, whitespace, control character or dot segment, encoded or not",
     )

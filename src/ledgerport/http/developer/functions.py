@@ -18,6 +18,7 @@ from ledgerport.errors import InvalidInput
 
 from .._budgets import count_function_work
 from .._context import platform, unit_of_work
+from .._ids import RUN
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
@@ -27,8 +28,9 @@ NAME = Param(
     "name",
     "path",
     "The function's name: a letter or digit, then up to 63 letters, digits, _ or -",
+    {"type": "string", "pattern": catalog.FUNCTION_NAME_PATTERN},
 )
-RUN_ID = Param("run_id", "path", "The run's id")
+RUN_ID = Param("run_id", "path", "The run's id", RUN.schema)
 VERSION = Param(
     "version", "path", "A version's number", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
 )

@@ -7,6 +7,7 @@ import time
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
+from pydantic.config import JsonDict
 from quart import g
 from quart_schema import validate_request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
@@ -15,6 +16,8 @@ from ledgerport import apps, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._forms import NOT_BLANK
+from .._ids import ASSET
 from .._openapi import JSON_BODY_ERRORS, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
@@ -22,20 +25,31 @@ State = Annotated[str, WithJsonSchema(one_of(apps.REVISION_STATES))]
 Category = Annotated[str, WithJsonSchema(one_of(apps.LISTING_CATEGORIES))]
 
 
+AssetId = Annotated[str, ASSET.field()]
+_NOT_BLANK: JsonDict = {"minLength": 1, "pattern": NOT_BLANK}
+"""1 character or more, not all white space."""
+
+
 class ListingIn(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
+    # The books check these rules with their own messages; the document states them.
     slug: str = Field(
         max_length=60,
+        json_schema_extra={"minLength": 3, "pattern": "^[a-z0-9]+(?:-[a-z0-9]+)*$"},
         description="The listing's address in the marketplace: 3 to 60 lower-case letters and"
         " digits, in words joined by -; unique among listings (SLUG_TAKEN)",
     )
-    name: str = Field(max_length=60)
-    tagline: str = Field(max_length=120)
-    description: str = Field(max_length=5000)
+    name: str = Field(max_length=60, json_schema_extra=_NOT_BLANK)
+    tagline: str = Field(max_length=120, json_schema_extra=_NOT_BLANK)
+    description: str = Field(max_length=5000, json_schema_extra=_NOT_BLANK)
     category: Category
-    iconAssetId: str | None = None
-    screenshotAssetIds: list[str] = Field(default_factory=list)
+    iconAssetId: str | None = ASSET.field(default=None)
+    screenshotAssetIds: list[AssetId] = Field(
+        default_factory=list,
+        json_schema_extra={"maxItems": 8, "uniqueItems": True},
+        description="At most 8 screenshots, each once",
+    )
 
 
 @with_config(ConfigDict(extra="forbid"))

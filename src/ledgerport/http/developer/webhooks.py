@@ -21,13 +21,14 @@ from ledgerport import apps, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._ids import DELIVERY, EVENT, WEBHOOK
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
 Status = Annotated[str, WithJsonSchema(one_of(queues.DELIVERY_STATUSES))]
-WEBHOOK_ID = Param("webhook_id", "path", "The webhook's id")
-DELIVERY_ID = Param("delivery_id", "path", "The delivery's id")
+WEBHOOK_ID = Param("webhook_id", "path", "The webhook's id", WEBHOOK.schema)
+DELIVERY_ID = Param("delivery_id", "path", "The delivery's id", DELIVERY.schema)
 _STATUS = "(?:" + "|".join(queues.DELIVERY_STATUSES) + ")"
 _TYPE = "(?:" + "|".join(re.escape(name) for name in catalog.EVENT_NAMES) + ")"
 STATUS_FILTER = Param(
@@ -42,11 +43,14 @@ TYPE_FILTER = Param(
     "Comma-separated event types: only deliveries of one of them",
     {"type": "string", "pattern": f"^{_TYPE}(?:,{_TYPE})*$"},
 )
-EVENT_FILTER = Param("eventId", "query", "An event's id: only the event's delivery to the webhook")
+EVENT_FILTER = Param(
+    "eventId", "query", "An event's id: only the event's delivery to the webhook", EVENT.schema
+)
 AFTER = Param(
     "after",
     "query",
     "The next of an earlier page: the deliveries after it, newest first (the same filters)",
+    DELIVERY.schema,
 )
 URL_DESCRIPTION = (
     "Where deliveries are POSTed: https (http only on a loopback host with"
