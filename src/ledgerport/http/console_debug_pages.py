@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypeVar
+from typing import Annotated, Any, NotRequired, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from quart import Blueprint, g, request
@@ -44,6 +44,7 @@ from ._browser import (
 from ._budgets import count_function_work
 from ._context import platform, unit_of_work
 from ._design import exact_time
+from ._ids import DELIVERY, EVENT, IdKind
 from ._openapi import (
     FORM,
     SET_COOKIE,
@@ -83,19 +84,41 @@ _DELIVERY_TYPE = Param(
     "Only the deliveries of this event type (empty: every type)",
     {"type": "string", "enum": ["", *catalog.EVENT_NAMES]},
 )
-_EVENT_ID = Param("eventId", "query", "Only the delivery of this event (empty: every event)")
+_FORM_TIME_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
+_FORM_TIME = re.compile(_FORM_TIME_PATTERN)
+
+
+def id_or_nothing(kind: IdKind) -> dict[str, Any]:
+    """The schema of a GET form's field that holds one id of ``kind``, or nothing (a form
+    sends its empty fields)."""
+    return {
+        **kind.schema,
+        "pattern": f"^(?:{kind.pattern[1:-1]})?$",
+        "description": f"{kind.description}; empty for none",
+    }
+
+
+_EVENT_ID = Param(
+    "eventId", "query", "Only the delivery of this event (empty: every event)", id_or_nothing(EVENT)
+)
 _AFTER = Param(
-    "after", "query", "The next of an earlier page: the deliveries after it, with the same filters"
+    "after",
+    "query",
+    "The next of an earlier page: the deliveries after it, with the same filters",
+    id_or_nothing(DELIVERY),
 )
 _RECOVER_SINCE = Param(
     "recover_since",
     "query",
-    "What the recovery form's since starts with: where an earlier recovery looked from",
+    "What the recovery form's since starts with (UTC, as 2026-09-22T08:00): where an earlier"
+    " recovery looked from",
+    {"type": "string", "pattern": f"^(?:{_FORM_TIME_PATTERN})?$"},
 )
 _RECOVER_AFTER = Param(
     "recover_after",
     "query",
     "Where the recovery form goes on: the next of an earlier recovery with that since",
+    id_or_nothing(DELIVERY),
 )
 _RUN_STATUS = Param(
     "status",
@@ -114,7 +137,6 @@ TAB_WIDTH = 4
 RECOVER_DEFAULT_SINCE = 86400
 """Seconds before now the recovery form offers to start from: the last day."""
 _FORM_MINUTE = "%Y-%m-%dT%H:%M"
-_FORM_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?")
 
 
 class ButtonForm(TypedDict):
@@ -365,9 +387,15 @@ def _one_of(values: Sequence[str]) -> str:
     return f"one of {', '.join(values)}"
 
 
-def _text(name: str) -> str | None:
+def _id(name: str, kind: IdKind) -> str | None:
+    """The query parameter ``name``: one id of ``kind`` (spaces around it dropped, as pasted),
+    or None when empty."""
     value = request.args.get(name, "").strip()
-    return value or None
+    if not value:
+        return None
+    if not re.fullmatch(kind.pattern, value):
+        raise InvalidInput([f"{name} must be {kind.description[0].lower()}{kind.description[1:]}"])
+    return value
 
 
 # --- A webhook ------------------------------------------------------------------------------------
@@ -397,8 +425,12 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     redelivers every failed delivery since a moment."""
     status = _choice("status", queues.DELIVERY_STATUSES, _one_of(queues.DELIVERY_STATUSES))
     event_type = _choice("type", catalog.EVENT_NAMES, "an event type of the catalog")
-    event_id = _text("eventId")
-    after = _text("after")
+    event_id = _id("eventId", EVENT)
+    after = _id("after", DELIVERY)
+    recover_after = _id("recover_after", DELIVERY)
+    since_text = request.args.get("recover_since", "")
+    if since_text and not _FORM_TIME.fullmatch(since_text):
+        raise InvalidInput(["recover_since must be a date and time in UTC, as 2026-09-22T08:00"])
     p = platform()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
@@ -420,8 +452,7 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     ]
     now = p.now()
     earliest = now - catalog.DELIVERY_RETENTION + 60
-    since_text = request.args.get("recover_since", "")
-    if not _FORM_TIME.fullmatch(since_text):
+    if not since_text:
         since_text = form_time(max(now - RECOVER_DEFAULT_SINCE, earliest))
     subscribed = list(webhook.events) or [webhook.test_event_type]
     return await form_page(
@@ -442,7 +473,7 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         paged=after is not None,
         statuses=queues.DELIVERY_STATUSES,
         recover_since=since_text,
-        recover_after=_text("recover_after"),
+        recover_after=recover_after,
         recover_min=form_time(earliest),
         recover_max=form_time(now),
         recover_max_count=queues.RECOVER_MAX,
@@ -459,7 +490,7 @@ class RecoverForm(TypedDict):
 
     csrf_token: CsrfToken
     since: NotRequired[str]
-    after: NotRequired[str]
+    after: NotRequired[Annotated[str, DELIVERY.document]]
 
 
 @blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/recover")
