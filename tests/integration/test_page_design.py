@@ -23,6 +23,7 @@ from .webhook_world import console_for
 
 TIMEOUT = 30
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+HANDLER = "export const handler = () => 1;"
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
 
@@ -71,6 +72,8 @@ async def test_every_page_allows_its_stylesheet_and_images_and_no_inline_style(
         api = await owner_api(client, admin_headers)
         console = await console_for(client, admin_headers, api)
         await go_live(client, admin_headers, console, body("books-sync"))
+        webhook = (await console.webhook("http://127.0.0.1:9/hook", []))["id"]
+        await console.ok("PUT", "/functions/tells", {"source": HANDLER, "events": []})
         await login(client, api.world)
         app = api.world.app_id
         pages = [
@@ -84,11 +87,21 @@ async def test_every_page_allows_its_stylesheet_and_images_and_no_inline_style(
             f"/console/apps/{app}/webhooks",
             f"/console/apps/{app}/functions",
             f"/console/apps/{app}/listing",
+            f"/console/apps/{app}/webhooks/new",
+            f"/console/apps/{app}/webhooks/{webhook}/edit",
+            f"/console/apps/{app}/webhooks/{webhook}/rotate",
+            f"/console/apps/{app}/webhooks/{webhook}/delete",
+            f"/console/apps/{app}/webhooks/{webhook}/secret",
+            f"/console/apps/{app}/functions/new",
+            f"/console/apps/{app}/functions/tells/edit",
+            f"/console/apps/{app}/functions/tells/delete",
         ]
         answers = [await _text(client, path, headers=BROWSER) for path in pages]
         _, unknown = await _text(client, "/nowhere", 404, headers=BROWSER)
     for path, (response, page) in zip(pages, answers, strict=True):
         policy = _policy(response)
+        # Only the page that shows a secret once loads a script: the copy button's, from here.
+        assert policy.get("script-src") == ("'self'" if path.endswith("/secret") else None), path
         assert policy["style-src"] == "'self'", path
         assert policy["img-src"] == "'self'", path
         assert policy["frame-ancestors"] == "'none'", path
