@@ -94,6 +94,8 @@ class PartnerApp:
     client_secret: str = ""
     hook_statuses: list[int] = field(default_factory=list)
     hooks: list[dict[str, Any]] = field(default_factory=list)
+    signed: list[tuple[str, bytes]] = field(default_factory=list)
+    """Each delivery's X-Webhook-Signature header and raw body, as received."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -133,9 +135,10 @@ class PartnerApp:
             answer["scope"] = tokens.get("scope") or f"nothing: {tokens}"
         return answer
 
-    def next_hook_status(self, body: bytes) -> int:
+    def next_hook_status(self, body: bytes, signature: str = "") -> int:
         with self.lock:
             self.hooks.append(json.loads(body))
+            self.signed.append((signature, body))
             return self.hook_statuses.pop(0) if self.hook_statuses else 200
 
 
@@ -181,7 +184,8 @@ def partner_app(ledgerport: str) -> Iterator[PartnerApp]:
                 answer = app.verify(request["token"], bool(request.get("exchange")))
                 self._send(200, json.dumps(answer).encode(), "application/json")
             elif self.path == "/hook":
-                self._send(app.next_hook_status(body), b"{}", "application/json")
+                signature = self.headers.get("X-Webhook-Signature", "")
+                self._send(app.next_hook_status(body, signature), b"{}", "application/json")
             else:
                 self._send(404, b"not here", "text/plain")
 
