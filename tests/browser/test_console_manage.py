@@ -5,7 +5,8 @@ test delivery the page then sends, and a reload shows it no more); switches it o
 it after the confirmation page. A developer edits a function into a syntax error and sees the
 line and column beside the source, fixes it, runs its test run and sees it succeed. Every state
 of every new page passes the design's checks (fit, labels, contrast, one title, no console
-error) and axe-core's; the server's log never holds the secret."""
+error) and axe-core's; the server's log never holds the secret. Without scripts the copy button
+stays hidden, the secret is in its read-only field to copy by hand, and the forms work."""
 
 from __future__ import annotations
 
@@ -192,6 +193,38 @@ def test_an_endpoint_is_added_its_secret_copied_once_tested_switched_off_and_del
     for secret in secrets:
         assert secret not in log
     checked.assert_clean()
+
+
+def test_without_scripts_the_secret_is_shown_to_copy_by_hand_and_the_forms_work(
+    browser: Browser, server: Server, operator: Operator, partner: PartnerApp, shots: Shots
+) -> None:
+    business = operator.business("Acme Trading")
+    developer = operator.person("Dev Eloper", business)
+    app = made_app(operator, partner, developer)
+    context = browser.new_context(
+        base_url=server.base, viewport=SIZES["desktop"], java_script_enabled=False
+    )
+    try:
+        page = context.new_page()
+        page.goto(f"/console/apps/{app.id}/webhooks/new")
+        sign_in(page, shots, developer)
+        page.get_by_label("Endpoint URL").fill(f"{partner.origin}/hook")
+        page.get_by_label("customer.created").check()
+        page.get_by_role("button", name="Add the endpoint").click()
+        field = page.get_by_label("Signing secret")
+        expect(field).to_be_visible()
+        expect(field).to_have_attribute("readonly", "")
+        assert field.input_value().startswith("whsec_")
+        expect(page.get_by_role("button", name="Copy")).to_be_hidden()
+        field.select_text()  # selected by hand, to copy with the keyboard
+        shots.take(page, "secret-without-scripts")
+        page.get_by_role("link", name="Back to the webhooks").click()
+        page.get_by_role("link", name=f"Rotate the secret of {partner.origin}/hook").click()
+        page.get_by_role("button", name="Rotate the secret").click()
+        expect(page.get_by_label("Signing secret")).to_be_visible()
+        expect(page.get_by_role("status").first).to_contain_text("Secret rotated")
+    finally:
+        context.close()
 
 
 def test_a_function_with_a_syntax_error_shows_where_then_fixed_runs_its_test(
