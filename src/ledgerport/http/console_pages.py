@@ -471,12 +471,6 @@ async def upload_image(app_id: str) -> ResponseReturnValue:
 # --- Webhook endpoints: add, edit, switch off and on, delete, rotate the secret ---------------
 
 _WEBHOOK = Param("webhook_id", "path", "The webhook", WEBHOOK.schema)
-_NAME = Param(
-    "name",
-    "path",
-    "The function's name",
-    {"type": "string", "pattern": catalog.FUNCTION_NAME_PATTERN},
-)
 SECRET_CSP = page_csp(scripts=True)
 """The page that shows a signing secret once also loads the copy button's script (hashed, from
 this origin); it works without it."""
@@ -993,6 +987,12 @@ STARTER_SOURCE = """export async function handler(event, context) {
 }
 """
 """What a new function's source starts as."""
+_NAME = Param(
+    "name",
+    "path",
+    "The function's name",
+    {"type": "string", "pattern": catalog.FUNCTION_NAME_PATTERN},
+)
 _FUNCTION_NOT_FOUND = page(
     404, "Not an app of the signed-in developer, or not one of its functions"
 )
