@@ -818,3 +818,31 @@ async def test_a_function_on_no_event_is_test_run_on_the_default_sample(
     assert tested.status_code == 303
     assert run["type"] == catalog.TEST_DELIVERY_DEFAULT_EVENT
     assert "no event (a test run is on <code>invoice.created</code>)" in listing
+
+
+async def test_a_function_rolled_back_is_edited_from_the_version_that_runs(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """Rolled back to version 1 of 2 (through the API): the page edits version 1's source, and
+    saving it makes version 3, which runs from then on."""
+    with trio.fail_after(TIMEOUT):
+        dev = await developer(client, admin_headers)
+        for source in (HANDLER, "export const handler = () => 2;"):
+            await dev.console.ok("PUT", "/functions/tells", {"source": source, "events": []})
+        await dev.console.ok("POST", "/functions/tells/versions/1/activate")
+        listing = await page_of(client, f"{dev.base}/functions")
+        edit = f"{dev.base}/functions/tells/edit"
+        form = await page_of(client, edit)
+        saved, _ = await post(
+            client,
+            edit,
+            {"csrf_token": csrf(form), "source": "export const handler = () => 3;"},
+        )
+        after = await page_of(client, saved.headers["Location"])
+        stored = await dev.console.ok("GET", "/functions/tells")
+    assert "Version 1 (rolled back from version 2)" in listing
+    assert "Version 1 runs now (rolled back from version 2)" in form
+    assert textarea(form) == HANDLER
+    assert "Save version 3" in form
+    assert notice(after) == "Function tells saved: version 3 runs from now on"
+    assert (stored["version"], stored["source"]) == (3, "export const handler = () => 3;")

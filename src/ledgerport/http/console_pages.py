@@ -47,7 +47,7 @@ from ._context import platform, unit_of_work
 from ._design import exact_time
 from ._errors import Notice, answers_again, notice_text
 from ._function_budget import count_function_upload
-from ._ids import APP, WEBHOOK
+from ._ids import APP, ASSET, WEBHOOK
 from ._openapi import (
     FORM,
     RETRY_AFTER,
@@ -401,7 +401,7 @@ async def submit_listing(app_id: str) -> ResponseReturnValue:
     return with_notice(back, "revision-submitted", listing.open.number)
 
 
-_ASSET = Param("asset_id", "path", "The image")
+_ASSET = Param("asset_id", "path", "The image", ASSET.schema)
 _IMAGE_HEADERS = (Header("Cache-Control", "Kept a day by this browser: an image never changes"),)
 
 
