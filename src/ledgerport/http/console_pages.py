@@ -831,20 +831,21 @@ async def delete_webhook_page(app_id: str, webhook_id: str) -> ResponseReturnVal
     params=(_APP, _WEBHOOK, CSRF_COOKIE_PARAM),
 )
 async def delete_webhook(app_id: str, webhook_id: str) -> ResponseReturnValue:
-    """Delete the endpoint, confirmed, as ``DELETE /developer/apps/{appId}/webhooks/{id}``."""
+    """Delete the endpoint, confirmed, as ``DELETE /developer/apps/{appId}/webhooks/{id}``;
+    unconfirmed, to its confirmation page (an endpoint that is not there is not found)."""
     user_id = _developer()
     form = await request.form
     confirming = _webhook_path(app_id, webhook_id, "delete")
     require_form_token(form.get("csrf_token"))
     if not csrf_valid(form.get("csrf_token")):
         return with_notice(confirming, "form-expired")
-    if form.get("confirm") != "yes":
-        return redirect(quote(confirming), 303)
     back = _webhooks_path(app_id)
     returns_to(back)
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, user_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        if form.get("confirm") != "yes":
+            return redirect(quote(confirming), 303)
         await apps.delete_webhook(tx, now=platform().now(), app_id=app_id, webhook_id=webhook_id)
     return with_notice(back, "webhook-deleted", webhook.url)
 
@@ -915,12 +916,13 @@ async def rotate_secret(app_id: str, webhook_id: str) -> ResponseReturnValue:
     require_form_token(form.get("csrf_token"))
     if not csrf_valid(form.get("csrf_token")):
         return with_notice(confirming, "form-expired")
-    if form.get("confirm") != "yes":
-        return redirect(quote(confirming), 303)
     returns_to(confirming)
     p = platform()
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, user_id)
+        await apps.get_webhook(tx, app_id, webhook_id)
+        if form.get("confirm") != "yes":
+            return redirect(quote(confirming), 303)
         secret, previous_until = await apps.rotate_webhook_secret(
             tx, p.keyring, now=p.now(), app_id=app_id, webhook_id=webhook_id
         )
@@ -1267,12 +1269,13 @@ async def delete_function(app_id: str, name: str) -> ResponseReturnValue:
     require_form_token(form.get("csrf_token"))
     if not csrf_valid(form.get("csrf_token")):
         return with_notice(confirming, "form-expired")
-    if form.get("confirm") != "yes":
-        return redirect(quote(confirming), 303)
     back = _functions_path(app_id)
     returns_to(back)
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, _developer())
+        await apps.get_function(tx, app_id, name)
+        if form.get("confirm") != "yes":
+            return redirect(quote(confirming), 303)
         await apps.delete_function(tx, now=platform().now(), app_id=app_id, name=name)
     return with_notice(back, "function-deleted", name)
 
