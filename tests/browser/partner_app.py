@@ -95,6 +95,8 @@ class PartnerApp:
     hook_answers: list[tuple[int, bytes]] = field(default_factory=list)
     hook_statuses: list[int] = field(default_factory=list)
     hooks: list[dict[str, Any]] = field(default_factory=list)
+    signed: list[tuple[str, bytes]] = field(default_factory=list)
+    """Each delivery's X-Webhook-Signature header and raw body, as received."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -134,9 +136,10 @@ class PartnerApp:
             answer["scope"] = tokens.get("scope") or f"nothing: {tokens}"
         return answer
 
-    def next_hook_answer(self, body: bytes) -> tuple[int, bytes]:
+    def next_hook_answer(self, body: bytes, signature: str = "") -> tuple[int, bytes]:
         with self.lock:
             self.hooks.append(json.loads(body))
+            self.signed.append((signature, body))
             if self.hook_answers:
                 return self.hook_answers.pop(0)
             return (self.hook_statuses.pop(0) if self.hook_statuses else 200), b"{}"
@@ -184,7 +187,8 @@ def partner_app(ledgerport: str) -> Iterator[PartnerApp]:
                 answer = app.verify(request["token"], bool(request.get("exchange")))
                 self._send(200, json.dumps(answer).encode(), "application/json")
             elif self.path == "/hook":
-                status, answer = app.next_hook_answer(body)
+                signature = self.headers.get("X-Webhook-Signature", "")
+                status, answer = app.next_hook_answer(body, signature)
                 self._send(status, answer, "application/json")
             else:
                 self._send(404, b"not here", "text/plain")

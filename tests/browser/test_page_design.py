@@ -347,7 +347,8 @@ def test_the_console_has_side_navigation_that_marks_the_page_and_tables_that_fit
         expect(nav.locator('[aria-current="page"]')).to_have_count(1)
         expect(nav.get_by_role("link", name="Functions")).to_have_attribute("aria-current", "page")
         expect(page.locator("tbody tr")).to_have_count(1)
-        expect(page.locator("tbody tr .badge")).to_have_text("queued")
+        expect(page.locator('tbody tr td[data-label="Status"] .badge')).to_have_text("queued")
+        expect(page.locator('tbody tr td[data-label="Type"] .badge')).to_have_text("test")
         nav_box = nav.bounding_box()
         main_box = page.locator("main").bounding_box()
         assert nav_box is not None

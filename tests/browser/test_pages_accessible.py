@@ -99,8 +99,10 @@ def _pages(
 ) -> tuple[Any, list[tuple[str, int]]]:
     """A developer whose app is listed (icon, screenshot, a Markdown description), installed,
     with a webhook that has a delivery and a function with a queued run; the pages they read,
-    in order, after signing in (the console's debugging pages of that webhook, delivery,
-    function, version and run among them), with the status each answers."""
+    in order, after signing in, with the status each answers (the console's forms and
+    confirmation pages among them, their refused and secret-showing states checked in
+    test_console_manage.py; and the debugging pages of that webhook, delivery, function,
+    version and run)."""
     business = operator.business("Acme Trading")
     owner = operator.person("Ada Owner", business)
     app = made_app(operator, partner, owner, app_url=f"{partner.origin}/embedded")
@@ -115,13 +117,13 @@ def _pages(
         "POST", "/webhooks", {"url": f"{partner.origin}/hook", "events": ["customer.created"]}
     )
     delivery = console.ok("POST", f"/webhooks/{webhook['id']}/test")["deliveryId"]
+    endpoint = f"/console/apps/{app.id}/webhooks/{webhook['id']}"
     console.ok(
         "PUT",
         "/functions/on-customer",
         {"source": "export const handler = () => 1", "events": ["customer.created"]},
     )
     run = console.ok("POST", "/functions/on-customer/test")["runId"]
-    hook = f"/console/apps/{app.id}/webhooks/{webhook['id']}"
     function = f"/console/apps/{app.id}/functions/on-customer"
     consent = urlencode(
         {
@@ -144,11 +146,19 @@ def _pages(
         ("/console", 200),
         (f"/console/apps/{app.id}", 200),
         (f"/console/apps/{app.id}/webhooks", 200),
+        (f"/console/apps/{app.id}/webhooks/new", 200),
+        (f"{endpoint}/edit", 200),
+        (f"{endpoint}/rotate", 200),
+        (f"{endpoint}/delete", 200),
+        (f"{endpoint}/secret", 200),
         (f"/console/apps/{app.id}/functions", 200),
+        (f"/console/apps/{app.id}/functions/new", 200),
+        (f"/console/apps/{app.id}/functions/on-customer/edit", 200),
+        (f"/console/apps/{app.id}/functions/on-customer/delete", 200),
         (f"/console/apps/{app.id}/listing", 200),
-        (hook, 200),
-        (f"{hook}?status=queued&type=customer.created&eventId=", 200),
-        (f"{hook}/deliveries/{delivery}", 200),
+        (endpoint, 200),
+        (f"{endpoint}?status=queued&type=customer.created&eventId=", 200),
+        (f"{endpoint}/deliveries/{delivery}", 200),
         (function, 200),
         (f"{function}/versions/1", 200),
         (f"{function}/runs/{run}", 200),
@@ -195,11 +205,11 @@ def test_pages_fit_the_screen_label_their_controls_and_have_readable_contrast(
     problems: dict[str, dict[str, Any]] = {}
     try:
         page.goto("/login")
-        _check(opened, "/login", problems)
+        check_page(opened, "/login", problems)
         sign_in(page, shots, owner)
         for path, status in paths:
             _visit(opened, path, status)
-            _check(opened, path, problems)
+            check_page(opened, path, problems)
             shots.take(page, _name(path))
     finally:
         opened.close()
@@ -231,7 +241,10 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_page(
     assert not {path: seen for path, seen in found.items() if seen}, found
 
 
-def _check(opened: Opened, path: str, problems: dict[str, dict[str, Any]]) -> None:
+def check_page(opened: Opened, path: str, problems: dict[str, dict[str, Any]]) -> None:
+    """Record in ``problems`` what the page at ``path`` breaks of the design's rules: wider
+    than the screen, a table wider than its box, a control without a label, text below AA
+    contrast, not one page title, the stylesheet not applied, an error on the console."""
     page = opened.page
     found: dict[str, Any] = {}
     overflow = page.evaluate(

@@ -469,6 +469,65 @@ async def test_pages_answers_match_the_document(
     )
 
 
+async def test_the_consoles_management_forms_answer_as_the_document_says(
+    client: Any, admin_headers: dict[str, str], contract: Contract
+) -> None:
+    """Every page and form that manages webhooks and functions, through its successes, its
+    refusals (the form again, 400) and its not-found, against the document."""
+    world = await make_world(client, admin_headers)
+    await login(client, world)
+    base = "/console/apps/{app_id}"
+    ids = {"app_id": world.app_id}
+    form_page = await client.get(f"/console/apps/{world.app_id}/webhooks/new")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', await form_page.get_data(as_text=True))
+    assert token is not None
+
+    async def check(method: str, template: str, form: str | None = None, **more: str) -> Any:
+        path = template.format(**ids, **more)
+        if form is None:
+            response = await client.open(path, method=method)
+        else:
+            response = await client.open(
+                path,
+                method=method,
+                data=f"csrf_token={token[1]}&{form}",
+                headers={"Content-Type": FORM},
+            )
+        return await contract.check(method, template, response)
+
+    hook = "url=http%3A%2F%2F127.0.0.1%3A9%2Fhook&events=invoice.created&enabled=true"
+    await check("GET", f"{base}/webhooks/new")
+    await check("POST", f"{base}/webhooks/new", "url=ftp%3A%2F%2Fx&events=invoice.created")
+    added = await check("POST", f"{base}/webhooks/new", hook)
+    webhook_id = added.headers["Location"].split("/")[-2]
+    webhook = f"{base}/webhooks/{{webhook_id}}"
+    ids["webhook_id"] = webhook_id
+    await check("GET", f"{webhook}/secret")
+    await check("GET", f"{webhook}/secret")  # shown once: the page says so
+    await check("GET", f"{webhook}/edit")
+    await check("POST", f"{webhook}/edit", "url=&events=invoice.created")
+    await check("POST", f"{webhook}/edit", hook)
+    await check("POST", f"{webhook}/enabled", "enabled=false")
+    for step in ("rotate", "delete"):
+        await check("GET", f"{webhook}/{step}")
+        await check("POST", f"{webhook}/{step}", "confirm=no")
+        await check("POST", f"{webhook}/{step}", "confirm=yes")
+    await check("GET", f"{webhook}/edit")  # deleted: not found
+    function = f"{base}/functions/{{name}}"
+    source = "source=export+const+handler+%3D+%28%29+%3D%3E+1%3B&events=invoice.created"
+    await check("GET", f"{base}/functions/new")
+    await check("POST", f"{base}/functions/new", "name=tells&source=export+const+x+%3D+1%3B")
+    await check("POST", f"{base}/functions/new", f"name=tells&{source}")
+    await check("GET", f"{function}/edit", name="tells")
+    await check("POST", f"{function}/edit", "source=export+const+handler+%3D+%28", name="tells")
+    await check("POST", f"{function}/edit", source, name="tells")
+    await check("POST", f"{function}/test", "", name="tells")
+    await check("GET", f"{function}/delete", name="tells")
+    await check("POST", f"{function}/delete", "confirm=yes", name="tells")
+    await check("GET", f"{function}/edit", name="tells")  # deleted: not found
+    await check("POST", f"{function}/test", "", name="tells")
+
+
 async def test_the_document_is_built_off_the_event_loop(app: Any, client: Any) -> None:
     """Building the document takes seconds: it happens in a worker thread, once, while the event
     loop goes on serving (the loop's longest stall stays far below the build's length), and

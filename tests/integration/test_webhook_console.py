@@ -104,6 +104,41 @@ async def test_bad_webhooks_are_refused(
     assert listed["data"] == []
 
 
+async def test_an_event_needs_its_scope_among_the_apps_registered_scopes(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    """The fan-out never delivers a business or privacy event to an app without its gating
+    scope, so subscribing to one is refused (at creation and on a change of events); app events
+    need none."""
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        async with store.transaction() as tx:
+            await tx.execute(
+                "UPDATE apps SET scopes = $1 WHERE id = $2", '["invoices:read"]', console.app_id
+            )
+        refused = await console.call(
+            "POST", "/webhooks", {"url": URL, "events": ["app.installed", "customer.redact"]}
+        )
+        created = await console.webhook(URL, ["invoice.created", "app.uninstalled"])
+        changed = await console.call(
+            "PATCH", f"/webhooks/{created['id']}", {"events": ["payment.received"]}
+        )
+        moved = await console.call("PATCH", f"/webhooks/{created['id']}", {"url": f"{URL}/2"})
+        listed = await console.ok("GET", "/webhooks")
+    assert refused.status_code == 400
+    assert (await refused.get_json())["message"] == [
+        "events.1 'customer.redact' needs the scope customers:read, which the app does not register"
+    ]
+    assert changed.status_code == 400
+    assert (await changed.get_json())["message"] == [
+        "events.0 'payment.received' needs the scope payments:read, which the app does not register"
+    ]
+    assert moved.status_code == 200  # a change that names no events checks none
+    assert [(w["url"], w["events"]) for w in listed["data"]] == [
+        (f"{URL}/2", ["invoice.created", "app.uninstalled"])
+    ]
+
+
 async def test_an_app_has_at_most_20_webhooks(client: Any, admin_headers: dict[str, str]) -> None:
     with trio.fail_after(TIMEOUT):
         console = await _console(client, admin_headers)

@@ -286,3 +286,31 @@ async def test_nothing_is_resolved_ahead_where_nothing_would_be(
 
     ahead = await apps.resolve_ahead(url, development=development, resolver=resolver)
     assert ahead is resolver
+
+
+@pytest.mark.parametrize(
+    "scopes",
+    [(), ("invoices:read",), ("customers:read", "suppliers:write"), tuple(catalog.SCOPES)],
+    ids=["none", "invoices", "customers-only-read", "every-scope"],
+)
+def test_an_app_may_receive_its_own_events_and_those_whose_read_scope_it_registers(
+    scopes: tuple[str, ...],
+) -> None:
+    receivable = apps.receivable_events(scopes)
+    assert [e.name for e in receivable] == [
+        e.name for e in catalog.EVENTS if e.audience == "app" or e.scope in scopes
+    ]
+    assert {e.name for e in receivable if e.audience == "app"} == {
+        "app.installed",
+        "app.uninstalled",
+        "app.scopes_updated",
+        "business.redact",
+        "app_data.updated",
+    }
+    assert all(apps.receivable(event, scopes) for event in receivable)
+    if "customers:read" in scopes:
+        assert {"customer.created", "customer.redact"} <= {e.name for e in receivable}
+    if "suppliers:read" not in scopes:  # suppliers:write alone is not the gating scope
+        assert "supplier.created" not in {e.name for e in receivable}
+    if len(scopes) == len(catalog.SCOPES):
+        assert len(receivable) == len(catalog.EVENTS)

@@ -161,6 +161,9 @@ from ._webhooks import delete_webhook as delete_webhook
 from ._webhooks import get_webhook as get_webhook
 from ._webhooks import list_webhooks as list_webhooks
 from ._webhooks import purge_deleted_webhooks as purge_deleted_webhooks
+from ._webhooks import receivable as receivable
+from ._webhooks import receivable_events as receivable_events
 from ._webhooks import rotate_webhook_secret as rotate_webhook_secret
 from ._webhooks import signing_secrets as signing_secrets
 from ._webhooks import update_webhook as update_webhook
+from ._webhooks import webhook_secret as webhook_secret

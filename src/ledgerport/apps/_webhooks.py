@@ -1,17 +1,20 @@
 """An app's webhooks: URL, subscribed events, signing secret and its rotation (spec: Webhook
 registration and audiences, Secret rotation; contract.md: Developer console API).
 
-A secret is ``whsec_`` and 256 random bits, shown once (at creation or rotation) and kept
-encrypted under the root key, because every attempt signs with it. After a rotation the previous
-secret signs too, as the second ``v1``, for 24 hours; rotating again within them replaces it, so
-at most two secrets ever sign. Deleting a webhook keeps its row (``deleted_at``): deliveries
-still waiting for it fail at send time, and its history stays until the cleanup.
+A webhook subscribes to events the app may receive: app events, and business and privacy events
+whose gating scope the app registers (the fan-out never delivers the others, so subscribing to
+one is refused). A secret is ``whsec_`` and 256 random bits, shown once (at creation or
+rotation) and kept encrypted under the root key, because every attempt signs with it. After a
+rotation the previous secret signs too, as the second ``v1``, for 24 hours; rotating again
+within them replaces it, so at most two secrets ever sign. Deleting a webhook keeps its row
+(``deleted_at``): deliveries still waiting for it fail at send time, and its history stays until
+the cleanup.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,21 +76,53 @@ def signing_secrets(row: Row, keyring: Keyring, *, now: float) -> tuple[str, ...
     return tuple(secrets)
 
 
-def _event_problems(events: object) -> list[str]:
+def receivable(event: catalog.EventType, scopes: Collection[str]) -> bool:
+    """Whether an app registering ``scopes`` may receive ``event``: an app event always, a
+    business or privacy event when its gating scope is among them."""
+    return event.audience == "app" or event.scope in scopes
+
+
+def receivable_events(scopes: Collection[str]) -> tuple[catalog.EventType, ...]:
+    """The events of the catalog an app registering ``scopes`` may subscribe a webhook to, in
+    the catalog's order."""
+    return tuple(event for event in catalog.EVENTS if receivable(event, scopes))
+
+
+def _event_problems(events: object, scopes: Collection[str]) -> list[str]:
     if not isinstance(events, Sequence) or isinstance(events, str):
         return ["events must be a list of event names"]
-    problems = [
-        f"events.{index} {name!r} is not an event of the catalog"
-        for index, name in enumerate(events)
-        if not isinstance(name, str) or catalog.event_type(name) is None
-    ]
+    problems = []
+    for index, name in enumerate(events):
+        kind = catalog.event_type(name) if isinstance(name, str) else None
+        if kind is None:
+            problems.append(f"events.{index} {name!r} is not an event of the catalog")
+        elif not receivable(kind, scopes):
+            problems.append(
+                f"events.{index} {name!r} needs the scope {kind.scope},"
+                " which the app does not register"
+            )
     if len(set(events)) != len(events):
         problems.append("events must not repeat an event")
     return problems
 
 
-async def _check(url: object, events: object, *, development: bool, resolver: Resolver) -> None:
-    problems = _event_problems(events) if events is not None else []
+async def _registered_scopes(tx: Transaction, app_id: str) -> tuple[str, ...]:
+    scopes = await tx.fetchval("SELECT scopes FROM apps WHERE id = $1", app_id)
+    return tuple(json.loads(scopes)) if scopes is not None else ()
+
+
+async def _check(
+    tx: Transaction,
+    app_id: str,
+    url: object,
+    events: object,
+    *,
+    development: bool,
+    resolver: Resolver,
+) -> None:
+    problems = (
+        _event_problems(events, await _registered_scopes(tx, app_id)) if events is not None else []
+    )
     if url is not None:
         problem = await webhook_target_problem(url, development=development, resolver=resolver)
         if problem is not None:
@@ -109,7 +144,7 @@ async def create_webhook(
     resolver: Resolver = resolve,
 ) -> tuple[Webhook, str]:
     """A new webhook of the app; answers it and its signing secret (shown only now)."""
-    await _check(url, events, development=development, resolver=resolver)
+    await _check(tx, app_id, url, events, development=development, resolver=resolver)
     count = await tx.fetchval(
         "SELECT COUNT(*) FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL", app_id
     )
@@ -148,6 +183,13 @@ async def get_webhook(tx: Transaction, app_id: str, webhook_id: str) -> Webhook:
     return Webhook.from_row(await _webhook_row(tx, app_id, webhook_id, lock=False))
 
 
+async def webhook_secret(tx: Transaction, keyring: Keyring, *, app_id: str, webhook_id: str) -> str:
+    """The webhook's current signing secret, for the one answer that shows it right after the
+    webhook is made or its secret rotated (the console's page; nothing else shows it again)."""
+    row = await _webhook_row(tx, app_id, webhook_id, lock=False)
+    return keyring.decrypt(row["secret"], context=_secret_context(row["id"]))
+
+
 async def list_webhooks(tx: Transaction, app_id: str) -> list[Webhook]:
     """The app's webhooks, oldest first (at most WEBHOOKS_PER_APP_MAX)."""
     rows = await tx.fetch(
@@ -170,7 +212,12 @@ async def update_webhook(
     """Change any of ``url``, ``events``, ``enabled``; the others stay."""
     await _webhook_row(tx, app_id, webhook_id, lock=True)
     await _check(
-        changes.get("url"), changes.get("events"), development=development, resolver=resolver
+        tx,
+        app_id,
+        changes.get("url"),
+        changes.get("events"),
+        development=development,
+        resolver=resolver,
     )
     columns = {
         "url": changes.get("url"),

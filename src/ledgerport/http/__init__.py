@@ -4,6 +4,14 @@ from ._app import create_app as create_app
 from ._app import prepare_document as prepare_document
 from ._app import use_platform as use_platform
 from ._asgi import ManagementListener as ManagementListener
+from ._console_forms import EventChoice as EventChoice
+from ._console_forms import EventGroup as EventGroup
+from ._console_forms import SourceProblem as SourceProblem
+from ._console_forms import areas_out_of_reach as areas_out_of_reach
+from ._console_forms import event_groups as event_groups
+from ._console_forms import kept_order as kept_order
+from ._console_forms import secret_fingerprint as secret_fingerprint
+from ._console_forms import source_problem as source_problem
 from ._design import DESIGN_FILES as DESIGN_FILES
 from ._design import asset_url as asset_url
 from ._design import described_scopes as described_scopes

@@ -1,7 +1,7 @@
 """The design every page of the application host shares, beyond its templates: the static files
-(the stylesheet with its design tokens, the product mark that is also the favicon) served under
-a content-hashed name, times in words, stars, scopes in plain words, and listing descriptions in
-a safe subset of Markdown.
+(the stylesheet with its design tokens, the product mark that is also the favicon, the copy
+button's script) served under a content-hashed name, times in words, stars, scopes in plain
+words, and listing descriptions in a safe subset of Markdown.
 
 Everything here is pure: the page handlers and the templates call it, and the unit tests check
 it without a server.
@@ -28,9 +28,14 @@ from ledgerport import catalog
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 ASSET_CACHE_CONTROL = "public, max-age=31536000, immutable"
 """A design file's name holds its content's hash, so a browser may keep it for a year."""
-_CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
-DESIGN_FILES = ("ledgerport.css", "mark.svg")
-"""The design's static files: the stylesheet and the product mark (the favicon too)."""
+_CONTENT_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".js": "text/javascript; charset=utf-8",
+}
+DESIGN_FILES = ("ledgerport.css", "mark.svg", "copy.js")
+"""The design's static files: the stylesheet, the product mark (the favicon too) and the copy
+button's script (a page that shows a secret once offers to copy it; the page works without)."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from http import HTTPStatus
 from typing import Any, Literal, TypeAlias
 
 from pydantic import ValidationError
-from quart import Quart, Response, jsonify, request
+from quart import Quart, Response, g, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
@@ -265,7 +265,10 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "WEBHOOK_NOT_FOUND",
         page="That webhook no longer exists: it may have been deleted. Reload the webhooks page.",
     ),
-    apps.FunctionNotFound: _coded("FUNCTION_NOT_FOUND"),
+    apps.FunctionNotFound: _coded(
+        "FUNCTION_NOT_FOUND",
+        page="That function no longer exists: it may have been deleted. Reload the functions page.",
+    ),
     apps.ExtensionNotFound: _coded("EXTENSION_NOT_FOUND"),
     apps.ExtensionNotGranted: Answer(403),
     apps.ListingExists: _coded("LISTING_EXISTS"),
@@ -515,8 +518,14 @@ def render_page(title: str, ways: Sequence[Way] = ()) -> Renderer:
     person can correct there (below 500, not a missing page) goes back to it as a notice."""
 
     async def render(error: BaseException, answer: Answer) -> Response:
+        correctable = answer.status < 500 and answer.status != 404
+        again = form_again()
+        if again is not None and correctable:
+            shown = await _form_again(again, error, answer)
+            if shown is not None:
+                return shown
         back = form_back()
-        if back is not None and answer.status < 500 and answer.status != 404:
+        if back is not None and correctable:
             path, query = back
             return with_notice(path, *notice_of(error, answer), query=query)
         message, explanation = answer.page_words(error)
@@ -530,6 +539,42 @@ def render_page(title: str, ways: Sequence[Way] = ()) -> Renderer:
         return response
 
     return render
+
+
+FormAgain: TypeAlias = Callable[["Notice", int], Awaitable[Response]]
+"""Renders a form again as it was sent, with a notice beside it, at a status."""
+_FORM_AGAIN = "ledgerport_form_again"
+"""Where a form's handler keeps how its form is rendered again (``g``)."""
+
+
+def answers_again(render: FormAgain) -> None:
+    """Say how this request's form is rendered again, as the person sent it: a problem the
+    handler raises from here on that they can correct there (below 500, not a missing page) is
+    answered with the form again, at the problem's status, its words beside the form, instead
+    of a problem page or a redirect. For forms whose input cannot ride in a redirect's query (a
+    function's source) or should not (a webhook's URL may hold a token of the receiver's)."""
+    setattr(g, _FORM_AGAIN, render)
+
+
+def form_again() -> FormAgain | None:
+    """How this request's form is rendered again (:func:`answers_again`), if it said."""
+    again: FormAgain | None = g.get(_FORM_AGAIN)
+    return again
+
+
+async def _form_again(again: FormAgain, error: BaseException, answer: Answer) -> Response | None:
+    """The form again with the problem's notice, or None when the form cannot be rendered
+    (the store failing meanwhile): the problem page then says what went wrong."""
+    code, *values = notice_of(error, answer)
+    notice = notice_text(code, values) or Notice(answer.page_words(error)[0], "problem")
+    try:
+        response = await again(notice, answer.status)
+    except Exception:
+        log.debug("the form could not be rendered again", exc_info=True)
+        return None
+    for name, value in answer.header_values(error).items():
+        response.headers[name] = value
+    return response
 
 
 async def _look_up_viewer(error: BaseException) -> None:
@@ -589,6 +634,20 @@ NOTICES: Mapping[str, NoticeWords] = {
     "listing-saved": NoticeWords("Saved as draft revision {0}: submit it for review when ready"),
     "revision-submitted": NoticeWords("Revision {0} submitted for review"),
     "image-uploaded": NoticeWords("Image uploaded: choose it as the icon or a screenshot"),
+    "webhook-created": NoticeWords("Endpoint added: copy its signing secret now"),
+    "secret-rotated": NoticeWords(
+        "Secret rotated: the previous one keeps signing beside it until {0}"
+    ),
+    "webhook-saved": NoticeWords("Endpoint {0} saved"),
+    "webhook-enabled": NoticeWords("Endpoint {0} switched on: new events are delivered to it"),
+    "webhook-disabled": NoticeWords(
+        "Endpoint {0} switched off: it gets no new deliveries, and those waiting for it fail"
+        " without being sent"
+    ),
+    "webhook-deleted": NoticeWords("Endpoint {0} deleted"),
+    "function-saved": NoticeWords("Function {0} saved: version {1} runs from now on"),
+    "function-deleted": NoticeWords("Function {0} deleted: it runs no more"),
+    "test-run-queued": NoticeWords("Test run {0} of {1} queued"),
 }
 """The notices a form's answer may leave, by code. A problem's notice has the code of its
 exception's row in :data:`ANSWERS` instead (:func:`notice_of`)."""

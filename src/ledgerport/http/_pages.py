@@ -115,21 +115,23 @@ def apply_cookies(response: _R, cookies: dict[str, str]) -> _R:
     return response
 
 
-def page_csp(*form_targets: str, frame_src: str | None = None) -> str:
+def page_csp(*form_targets: str, frame_src: str | None = None, scripts: bool = False) -> str:
     """The Content-Security-Policy of the application host's pages: the design's stylesheet and
     images (the favicon, the product mark, listing icons and screenshots) from this origin only,
     no inline style, no script. A form's answer may redirect only to this origin and to
     ``form_targets`` (origins): browsers hold a form's redirects to form-action too, so the
     consent form names the app's redirect URI's origin. ``frame_src`` (an origin) lets the page
-    frame an app, with the bridge's script and its same-origin token requests."""
+    frame an app, with the bridge's script and its same-origin token requests; ``scripts`` lets
+    a page load the design's scripts from this origin (the copy button's), and nothing else."""
     form_action = " ".join(["'self'", *form_targets])
-    framing = (
-        f"script-src 'self'; connect-src 'self'; frame-src {frame_src}; "
-        if frame_src is not None
-        else ""
-    )
+    if frame_src is not None:
+        running = f"script-src 'self'; connect-src 'self'; frame-src {frame_src}; "
+    elif scripts:
+        running = "script-src 'self'; "
+    else:
+        running = ""
     return (
-        f"default-src 'none'; {framing}style-src 'self'; img-src 'self'; "
+        f"default-src 'none'; {running}style-src 'self'; img-src 'self'; "
         f"form-action {form_action}; base-uri 'none'; frame-ancestors 'none'"
     )
 

@@ -41,9 +41,9 @@ from ._browser import (
     returns_to,
     with_notice,
 )
-from ._budgets import count_function_work
 from ._context import platform, unit_of_work
 from ._design import exact_time
+from ._function_budget import count_function_upload
 from ._ids import DELIVERY, EVENT, IdKind
 from ._openapi import (
     FORM,
@@ -825,7 +825,7 @@ async def replay(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         function = await apps.get_function(tx, app_id, name)
         # Not found is found before the budget is spent.
         await queues.get_run(tx, function, run_id)
-    await count_function_work(app.id)
+    await count_function_upload(app.id)
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)

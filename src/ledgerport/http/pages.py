@@ -86,6 +86,7 @@ _ASSET_HEADERS = (Header("Cache-Control", "Kept for a year: the name holds the c
 @operation(
     Reply(200, "The stylesheet", "text/css", None, _ASSET_HEADERS),
     Reply(200, "The product mark, also the favicon", "image/svg+xml", None, _ASSET_HEADERS),
+    Reply(200, "The copy button's script", "text/javascript", None, _ASSET_HEADERS),
     page(404, "No design file has that name and hash"),
     raises=(NotFound,),
     params=(Param("name", "path", "The file's name with its content's hash"),),

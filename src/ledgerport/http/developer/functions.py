@@ -16,8 +16,8 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from ledgerport import apps, auth, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
-from .._budgets import count_function_work
 from .._context import platform, unit_of_work
+from .._function_budget import count_function_upload
 from .._ids import RUN
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
@@ -282,7 +282,7 @@ async def put_function(app_id: str, name: str, data: FunctionIn) -> Function:
     # Two transactions around the compile (a worker process): no transaction waits for a parse.
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
-    await count_function_work(app.id)
+    await count_function_upload(app.id)
     upload = await apps.prepare_function(app, name=name, source=data.source, events=data.events)
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
@@ -346,7 +346,7 @@ async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         await apps.get_function(tx, app_id, name)
-    await count_function_work(app.id)
+    await count_function_upload(app.id)
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
@@ -422,7 +422,7 @@ async def replay_run(app_id: str, name: str, run_id: str) -> tuple[Replay, int]:
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         await apps.get_function(tx, app_id, name)
-    await count_function_work(app.id)
+    await count_function_upload(app.id)
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
