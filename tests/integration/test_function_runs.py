@@ -450,10 +450,14 @@ async def test_a_test_run_runs_the_function_on_its_first_events_sample_in_no_bus
             )
             queued = await world.console.ok("POST", "/functions/tells/test", None, 202)
             missing = await world.console.call("POST", "/functions/nothing/test")
+            on_none_body = {"source": "export const handler = () => 1", "events": []}
+            await world.console.ok("PUT", "/functions/on-none", on_none_body)
+            on_none = await world.console.ok("POST", "/functions/on-none/test", None, 202)
             while await world.runner.claim_once():
                 await world.runner.settle()
             (run,) = await runs(world, "tells")
             whole = await world.console.ok("GET", f"/functions/tells/runs/{queued['runId']}")
+            (none_run,) = await runs(world, "on-none")
     assert missing.status_code == 404
     assert run["id"] == queued["runId"]
     assert run["status"] == "succeeded", run
@@ -461,3 +465,5 @@ async def test_a_test_run_runs_the_function_on_its_first_events_sample_in_no_bus
     assert run["result"]["eventId"] is None
     assert run["result"]["api"] == "refused"  # no business: no token, its calls answer 503
     assert whole["event"]["type"] == "invoice.created"
+    # A function on no event is tested on invoice.created's sample, as a webhook on none.
+    assert (none_run["id"], none_run["type"]) == (on_none["runId"], "invoice.created")

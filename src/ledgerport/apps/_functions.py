@@ -54,6 +54,12 @@ class HostedFunction:
     latest_version: int
     """The newest version uploaded (the active one, unless an earlier one was activated)."""
 
+    @property
+    def test_event_type(self) -> str:
+        """The type of a test run: the first event the function runs on, else invoice.created
+        (as a webhook's test delivery)."""
+        return self.events[0] if self.events else catalog.TEST_DELIVERY_DEFAULT_EVENT
+
     @classmethod
     def from_row(cls, row: Row) -> HostedFunction:
         return cls(

@@ -1328,9 +1328,7 @@ async def test_run(app_id: str, name: str) -> ResponseReturnValue:
             now=p.now(),
             function_id=function.id,
             app_id=app.id,
-            event_type=(
-                function.events[0] if function.events else catalog.TEST_DELIVERY_DEFAULT_EVENT
-            ),
+            event_type=function.test_event_type,
             pinned_version=app.pinned_version,
         )
     return with_notice(back, "test-run-queued", run_id, function.name)

@@ -338,8 +338,9 @@ async def delete_function(app_id: str, name: str) -> Response:
     params=(NAME,),
 )
 async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
-    """Run the function once on a sample event: the sample of its first event type with
-    ``test: true``, businessId ``test``, eventId null. It runs in no business, so its
+    """Run the function once on a sample event: the sample of its first event type
+    (``invoice.created`` for a function on none) with ``test: true``, businessId ``test``,
+    eventId null. It runs in no business, so its
     ``context.api`` calls answer 503; it is listed with the function's runs. Counted against
     the app's upload budget (a run costs a worker's time)."""
     p = platform()
@@ -355,7 +356,7 @@ async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
             now=p.now(),
             function_id=function.id,
             app_id=app.id,
-            event_type=function.events[0],
+            event_type=function.test_event_type,
             pinned_version=app.pinned_version,
         )
     return {"runId": run_id}, 202
