@@ -25,7 +25,7 @@ from .conftest import ADMIN_TOKEN, SERVER_ENV, SIZES, Opened, Shots, axe_violati
 from .operator import Console, MadeApp, Operator, Person
 from .partner_app import PartnerApp
 from .test_browser_flows import SCOPES, made_app, sign_in
-from .test_pages_accessible import _check
+from .test_pages_accessible import check_page
 
 WAIT_S = 30.0
 THROWS = (
@@ -83,7 +83,7 @@ def _customer(server: Server, operator: Operator, app: MadeApp, business: str, w
 def _looked_over(opened: Opened, shots: Shots, name: str, problems: dict[str, Any]) -> None:
     """Check the page as every page is checked, run axe-core on it, and keep its picture."""
     path = opened.page.url
-    _check(opened, path, problems)
+    check_page(opened, path, problems)
     found = axe_violations(opened.page)
     if found:
         problems.setdefault(path, {})["axe"] = found
