@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from ledgerport import apps, queues
+from ledgerport import apps, catalog, queues
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import FunctionRunner, Scheduler
 from ledgerport.http import in_process_api
@@ -461,3 +461,21 @@ async def test_a_test_run_runs_the_function_on_its_first_events_sample_in_no_bus
     assert run["result"]["eventId"] is None
     assert run["result"]["api"] == "refused"  # no business: no token, its calls answer 503
     assert whole["event"]["type"] == "invoice.created"
+
+
+async def test_a_test_run_of_a_function_on_no_event_runs_on_the_default_sample(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    """A function subscribed to no event still has a test run: on invoice.created's sample, as
+    a test delivery to a webhook on no event."""
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "PUT", "/functions/idle", {"source": TELLS_ITS_EVENT, "events": []}
+            )
+            queued = await world.console.ok("POST", "/functions/idle/test", None, 202)
+            while await world.runner.claim_once():
+                await world.runner.settle()
+            whole = await world.console.ok("GET", f"/functions/idle/runs/{queued['runId']}")
+    assert whole["status"] == "succeeded", whole
+    assert whole["event"]["type"] == catalog.DEFAULT_TEST_EVENT

@@ -54,6 +54,11 @@ class HostedFunction:
     latest_version: int
     """The newest version uploaded (the active one, unless an earlier one was activated)."""
 
+    @property
+    def test_event_type(self) -> str:
+        """The event a test run runs on: the first subscribed, else invoice.created."""
+        return self.events[0] if self.events else catalog.DEFAULT_TEST_EVENT
+
     @classmethod
     def from_row(cls, row: Row) -> HostedFunction:
         return cls(

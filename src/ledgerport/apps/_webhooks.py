@@ -62,7 +62,7 @@ class Webhook:
     @property
     def test_event_type(self) -> str:
         """The type of a test delivery: the first subscribed event, else invoice.created."""
-        return self.events[0] if self.events else catalog.TEST_DELIVERY_DEFAULT_EVENT
+        return self.events[0] if self.events else catalog.DEFAULT_TEST_EVENT
 
 
 def signing_secrets(row: Row, keyring: Keyring, *, now: float) -> tuple[str, ...]:

@@ -366,7 +366,7 @@ async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
             now=p.now(),
             function_id=function.id,
             app_id=app.id,
-            event_type=function.events[0],
+            event_type=function.test_event_type,
             pinned_version=app.pinned_version,
         )
     return {"runId": run_id}, 202

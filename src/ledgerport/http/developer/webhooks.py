@@ -188,10 +188,8 @@ class RecoverIn(BaseModel):
         description="ISO 8601 with a UTC offset (2026-09-22T08:00:00Z), within the last 30 days:"
         " the failed deliveries created at or after it are redelivered",
     )
-    after: str | None = Field(
+    after: str | None = DELIVERY.field(
         default=None,
-        min_length=1,
-        max_length=64,
         description="The next of an earlier recovery with the same since: go on after it",
     )
 
