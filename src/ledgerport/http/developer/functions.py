@@ -17,6 +17,7 @@ from ledgerport import apps, auth, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
+from .._function_budget import count_function_upload
 from .._ids import RUN
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, iso_time
@@ -257,18 +258,6 @@ def _run_detail(detail: queues.RunDetail) -> RunDetail:
     }
 
 
-async def _count_upload(app_id: str) -> None:
-    """Count an upload against the app's budget (catalog.RATE_LIMIT_FUNCTION_UPLOADS): each one
-    costs a worker process. Taken outside any transaction, as every limit is (a shared limiter
-    uses a connection of its own), and only once the caller is known to develop the app, so no
-    one else can spend its budget."""
-    p = platform()
-    verdict = await p.limiter.take(auth.Budget(catalog.RATE_LIMIT_FUNCTION_UPLOADS, (app_id,)))
-    if verdict.refused_by is not None:
-        p.metrics.rate_limited.labels(verdict.refused_by.name).inc()
-        raise auth.RateLimited(verdict.retry_after)
-
-
 @blueprint.put("/apps/<app_id>/functions/<name>")
 @validate_request(FunctionIn)
 @operation(
@@ -293,7 +282,7 @@ async def put_function(app_id: str, name: str, data: FunctionIn) -> Function:
     # Two transactions around the compile (a worker process): no transaction waits for a parse.
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
-    await _count_upload(app.id)
+    await count_function_upload(app.id)
     upload = await apps.prepare_function(app, name=name, source=data.source, events=data.events)
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
@@ -357,7 +346,7 @@ async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         await apps.get_function(tx, app_id, name)
-    await _count_upload(app.id)
+    await count_function_upload(app.id)
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
@@ -433,7 +422,7 @@ async def replay_run(app_id: str, name: str, run_id: str) -> tuple[Replay, int]:
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         await apps.get_function(tx, app_id, name)
-    await _count_upload(app.id)
+    await count_function_upload(app.id)
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
