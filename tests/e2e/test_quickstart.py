@@ -156,5 +156,5 @@ def test_quickstart_walkthrough_runs(tmp_path: Path) -> None:
     assert (tmp_path / "received.body").read_bytes().decode() == deliveries[-1].split(" ", 1)[1]
     assert '"logs":["invoice INV-0001 for Lovelace Analytical"]' in run.stdout
     assert '"number":"INV-0001"' in run.stdout
-    assert '"logs": ["test event: nothing to do"]' in run.stdout
+    assert '"message": "test event: nothing to do"' in run.stdout
     assert "refresh token reuse detected" in run.stdout

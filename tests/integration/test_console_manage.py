@@ -816,7 +816,7 @@ async def test_a_function_on_no_event_is_test_run_on_the_default_sample(
         )
         (run,) = (await dev.console.ok("GET", "/functions/idle/runs"))["data"]
     assert tested.status_code == 303
-    assert run["type"] == catalog.TEST_DELIVERY_DEFAULT_EVENT
+    assert run["type"] == catalog.DEFAULT_TEST_EVENT
     assert "no event (a test run is on <code>invoice.created</code>)" in listing
 
 

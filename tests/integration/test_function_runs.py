@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from ledgerport import apps, queues
+from ledgerport import apps, catalog, queues
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import FunctionRunner, Scheduler
 from ledgerport.http import in_process_api
@@ -450,14 +450,10 @@ async def test_a_test_run_runs_the_function_on_its_first_events_sample_in_no_bus
             )
             queued = await world.console.ok("POST", "/functions/tells/test", None, 202)
             missing = await world.console.call("POST", "/functions/nothing/test")
-            on_none_body = {"source": "export const handler = () => 1", "events": []}
-            await world.console.ok("PUT", "/functions/on-none", on_none_body)
-            on_none = await world.console.ok("POST", "/functions/on-none/test", None, 202)
             while await world.runner.claim_once():
                 await world.runner.settle()
             (run,) = await runs(world, "tells")
             whole = await world.console.ok("GET", f"/functions/tells/runs/{queued['runId']}")
-            (none_run,) = await runs(world, "on-none")
     assert missing.status_code == 404
     assert run["id"] == queued["runId"]
     assert run["status"] == "succeeded", run
@@ -465,5 +461,21 @@ async def test_a_test_run_runs_the_function_on_its_first_events_sample_in_no_bus
     assert run["result"]["eventId"] is None
     assert run["result"]["api"] == "refused"  # no business: no token, its calls answer 503
     assert whole["event"]["type"] == "invoice.created"
-    # A function on no event is tested on invoice.created's sample, as a webhook on none.
-    assert (none_run["id"], none_run["type"]) == (on_none["runId"], "invoice.created")
+
+
+async def test_a_test_run_of_a_function_on_no_event_runs_on_the_default_sample(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    """A function subscribed to no event still has a test run: on invoice.created's sample, as
+    a test delivery to a webhook on no event."""
+    with trio.fail_after(TIMEOUT):
+        async with functions_world(client, admin_headers, app, platform) as world:
+            await world.console.ok(
+                "PUT", "/functions/idle", {"source": TELLS_ITS_EVENT, "events": []}
+            )
+            queued = await world.console.ok("POST", "/functions/idle/test", None, 202)
+            while await world.runner.claim_once():
+                await world.runner.settle()
+            whole = await world.console.ok("GET", f"/functions/idle/runs/{queued['runId']}")
+    assert whole["status"] == "succeeded", whole
+    assert whole["event"]["type"] == catalog.DEFAULT_TEST_EVENT

@@ -214,11 +214,14 @@ async def test_the_listing_editor_saves_uploads_previews_and_resubmits_after_cha
                 headers=admin_headers,
             )
         _, changes = await _text(client, path)
+        refused = await client.post(
+            path, form={**form, "slug": "Not A Slug", "tagline": "Kept as sent"}
+        )
+        refused_page = await refused.get_data(as_text=True)
         resubmitted = await client.post(
             path, form={**form, "tagline": "Invoices and payments, synced"}
         )
         _, after_resubmit = await _text(client, resubmitted.headers["Location"])
-        refused = await client.post(path, form={**form, "slug": "Not A Slug"})
         preview = await client.get(f"/console/apps/{api.world.app_id}/assets/{asset[1]}")
         stranger = await owner_api(client, admin_headers)
         client.cookie_jar.clear()
@@ -235,7 +238,10 @@ async def test_the_listing_editor_saves_uploads_previews_and_resubmits_after_cha
     assert 'value="Invoices, synced"' in changes  # the editor holds the revision
     assert _notice(after_resubmit) == "Revision 1 submitted for review"
     assert "Open revision: revision 1, submitted" in after_resubmit
-    assert refused.status_code == 303
+    assert refused.status_code == 400, "a refused save shows the editor again, as it was sent"
+    assert 'value="Not A Slug"' in refused_page
+    assert 'value="Kept as sent"' in refused_page
+    assert 'id="form-problem"' in refused_page
     assert preview.status_code == 200
     assert preview.mimetype == "image/png"
     assert await preview.get_data() == PNG

@@ -31,6 +31,7 @@ from ._apps import App
 from ._compiler import compile_upload
 from ._errors import FunctionNotFound, FunctionVersionNotFound
 from ._module_source import CompiledModule
+from ._webhooks import subscription_problems
 
 _NAME = re.compile(catalog.FUNCTION_NAME_PATTERN)
 _VERSION_MAX = 2**31 - 1
@@ -56,9 +57,8 @@ class HostedFunction:
 
     @property
     def test_event_type(self) -> str:
-        """The type of a test run: the first event the function runs on, else invoice.created
-        (as a webhook's test delivery)."""
-        return self.events[0] if self.events else catalog.TEST_DELIVERY_DEFAULT_EVENT
+        """The event a test run runs on: the first subscribed, else invoice.created."""
+        return self.events[0] if self.events else catalog.DEFAULT_TEST_EVENT
 
     @classmethod
     def from_row(cls, row: Row) -> HostedFunction:
@@ -95,18 +95,7 @@ def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[s
             f"source must be at most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8"
             f" (it is {size})"
         )
-    if len(set(events)) != len(events):
-        problems.append("events must not repeat an event")
-    registered = set(app.scopes)
-    for index, event in enumerate(events):
-        kind = catalog.event_type(event)
-        if kind is None:
-            problems.append(f"events.{index} {event!r} is not an event of the catalog")
-        elif kind.audience != "app" and kind.scope not in registered:
-            problems.append(
-                f"events.{index} {event!r} needs the scope {kind.scope},"
-                " which the app does not register"
-            )
+    problems += subscription_problems(events, app.scopes)
     return problems
 
 

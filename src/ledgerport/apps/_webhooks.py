@@ -62,7 +62,7 @@ class Webhook:
     @property
     def test_event_type(self) -> str:
         """The type of a test delivery: the first subscribed event, else invoice.created."""
-        return self.events[0] if self.events else catalog.TEST_DELIVERY_DEFAULT_EVENT
+        return self.events[0] if self.events else catalog.DEFAULT_TEST_EVENT
 
 
 def signing_secrets(row: Row, keyring: Keyring, *, now: float) -> tuple[str, ...]:
@@ -91,6 +91,13 @@ def receivable_events(scopes: Collection[str]) -> tuple[catalog.EventType, ...]:
 def _event_problems(events: object, scopes: Collection[str]) -> list[str]:
     if not isinstance(events, Sequence) or isinstance(events, str):
         return ["events must be a list of event names"]
+    return subscription_problems(events, scopes)
+
+
+def subscription_problems(events: Sequence[object], scopes: Collection[str]) -> list[str]:
+    """What is wrong with a webhook's or a function's ``events`` for an app registering
+    ``scopes``: names not in the catalog, events it may not receive (:func:`receivable`), and
+    repeats."""
     problems = []
     for index, name in enumerate(events):
         kind = catalog.event_type(name) if isinstance(name, str) else None

@@ -279,7 +279,7 @@ _EVENTS_BY_NAME: Final[Mapping[str, EventType]] = MappingProxyType(
 )
 
 DEFAULT_TEST_EVENT: Final = "invoice.created"
-"""Type of a test delivery for a webhook subscribed to no event."""
+"""Type of a test delivery or test run for a webhook or function subscribed to no event."""
 
 
 def event_type(name: str) -> EventType | None:

@@ -92,8 +92,6 @@ CLEANUP_INTERVAL: Final = 1 * _HOUR
 CONSOLE_DELIVERIES_SHOWN: Final = 100
 WEBHOOKS_PER_APP_MAX: Final = 20
 """ledgerport's own: webhooks one app may have at once."""
-TEST_DELIVERY_DEFAULT_EVENT: Final = "invoice.created"
-"""The type of a test delivery to a webhook that subscribes to no event."""
 FUNCTIONS_PER_APP_MAX: Final = 20
 """ledgerport's own: hosted functions one app may have at once."""
 FUNCTION_SOURCE_MAX_BYTES: Final = 256 * 1024

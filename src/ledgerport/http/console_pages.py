@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import NotRequired
 from urllib.parse import quote
 
@@ -288,6 +289,25 @@ async def listing_page(app_id: str) -> ResponseReturnValue:
     screenshots, the app's images to choose from and a form to upload one), which saves a
     draft and can send it for review at once (edit and resubmit after changes are requested);
     a button to submit a draft; every revision with its state."""
+    return await _listing_editor(app_id)
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What the editor shows when a save was refused: the content as the person sent it."""
+
+    content: apps.ListingContent
+
+
+async def _listing_editor(
+    app_id: str,
+    *,
+    sent: apps.ListingContent | None = None,
+    problem: Notice | None = None,
+    status: int = 200,
+) -> Response:
+    """The listing page, its editor holding ``sent`` (else the revision it starts from) and
+    ``problem`` beside it."""
     user_id = _developer()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
@@ -298,17 +318,26 @@ async def listing_page(app_id: str) -> ResponseReturnValue:
     open_revision = listing.open if listing is not None else None
     return await form_page(
         "console_listing.html",
+        status=status,
         csp=CONSOLE_CSP,
         app=app,
         listing=listing,
         revisions=revisions,
         ratings=ratings,
         images=images,
-        editing=_editing(listing),
+        editing=_Sent(sent) if sent is not None else _editing(listing),
         editable=open_revision is None or open_revision.state in apps.EDITABLE_REVISION_STATES,
         categories=apps.LISTING_CATEGORIES,
+        problem=problem,
         current="listing",
     )
+
+
+_EDITOR_AGAIN = page(
+    400,
+    "Refused: the listing page again, its editor holding the content as it was sent, with"
+    " what to change beside it (a taken slug, a missing field, an unknown image)",
+)
 
 
 class ListingForm(TypedDict):
@@ -331,9 +360,9 @@ class ListingForm(TypedDict):
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
     redirect_reply(
-        "Back to the listing page, saying what was saved (and submitted) or why not",
-        SET_COOKIE.optional(),
+        "Back to the listing page, saying what was saved (and submitted)", SET_COOKIE.optional()
     ),
+    _EDITOR_AGAIN,
     page(404, "Not an app of the signed-in developer"),
     raises=(*_PAGE_ERRORS, InvalidInput, RequestEntityTooLarge),
     bodies=(Body(FORM, ListingForm),),
@@ -361,7 +390,11 @@ async def save_listing(app_id: str) -> ResponseReturnValue:
         screenshot_asset_ids=tuple(form.getlist("screenshot")),
     )
     p = platform()
-    returns_to(back)
+
+    async def again(problem: Notice, status: int) -> Response:
+        return await _listing_editor(app_id, sent=content, problem=problem, status=status)
+
+    answers_again(again)
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         listing, _ = await apps.save_listing(

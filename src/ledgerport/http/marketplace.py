@@ -196,7 +196,9 @@ _CHOSEN = "chosen"
     raises=(apps.ListingNotFound, *_INSTALL_REFUSED, *_ERRORS),
     params=(
         _SLUG,
-        Param("business_id", "query", "The business to preselect, when it is offered"),
+        Param(
+            "business_id", "query", "The business to preselect, when it is offered", BUSINESS.schema
+        ),
         Param("scope", "query", "A scope to tick (repeated); with chosen=1, the others unticked"),
         Param(_CHOSEN, "query", "1: tick only the scopes the query names"),
     ),
