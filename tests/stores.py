@@ -128,22 +128,39 @@ async def _on_database(name: str, sql: Sequence[str]) -> list[str]:
 
 
 _TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+_SEQUENCES = "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"
 
 
 async def _emptied(name: str, tables: frozenset[str]) -> None:
     """Database ``name`` as migration left it: no connection of an earlier test, no table a
-    test added, no row, every sequence from 1."""
-    await admin_execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-        f" WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+    test added, no row, every sequence from 1. One connection does it all.
+
+    DELETE, not TRUNCATE: a test leaves a few rows, and TRUNCATE gives each of some fifty
+    tables new files (0.45 s a test, against a few hundredths). The foreign keys' triggers are
+    off for the session (it is the server's superuser), so the order does not matter."""
+    conn = await trio_asyncio.aio_as_trio(asyncpg.connect)(
+        database_url(name), timeout=_CONNECT_TIMEOUT
     )
-    present = set(await _on_database(name, [_TABLES]))
-    emptied = sorted(t for t in tables if t != "schema_migrations")
-    await _on_database(
-        name,
-        [f'DROP TABLE IF EXISTS "{t}" CASCADE' for t in sorted(present - tables)]
-        + [f"TRUNCATE {', '.join(emptied)} RESTART IDENTITY CASCADE"],
-    )
+    run = trio_asyncio.aio_as_trio(conn.execute)
+    fetch = trio_asyncio.aio_as_trio(conn.fetch)
+    try:
+        await run(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            f" WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
+        present = {row[0] for row in await fetch(_TABLES)}
+        added = sorted(present - tables)
+        if added:
+            await run(";\n".join(f'DROP TABLE IF EXISTS "{t}" CASCADE' for t in added))
+        sequences = [row[0] for row in await fetch(_SEQUENCES)]
+        statements = [
+            "SET session_replication_role = replica",
+            *(f'DELETE FROM "{t}"' for t in sorted(tables - {"schema_migrations"})),
+            *(f'ALTER SEQUENCE "{s}" RESTART' for s in sequences),
+        ]
+        await run(";\n".join(statements))
+    finally:
+        await trio_asyncio.aio_as_trio(conn.close)()
 
 
 @asynccontextmanager

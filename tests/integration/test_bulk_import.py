@@ -16,6 +16,8 @@ from ..stores import CountingTransaction
 from .data_api import LINE, Api, owner_api
 
 BAD_LINE = {**LINE, "quantity": "-1"}
+HUGE_LINE = {**LINE, "quantity": "9999999999999", "unitPrice": "9999999999999.9999"}
+"""Each value of the largest form, their product (about 10^26) past the largest total."""
 UNKNOWN = "cus_0000000000000000000000ff"
 
 
@@ -66,6 +68,7 @@ REFUSALS = [
     (["ok", "unknown", "ok"], 2, (404, "RECORD_NOT_FOUND", UNKNOWN)),
     (["ok", "unknown"], 1, (404, "RECORD_NOT_FOUND", UNKNOWN)),
     (["ok", "ok", "bad"], 2, (400, None, "invoices.2.lines.0.quantity")),
+    (["ok", "huge", "bad"], 10, (400, None, "invoices.1.lines must total at most")),
 ]
 
 
@@ -83,6 +86,7 @@ async def test_the_first_problem_refuses_the_whole_import(
     kinds = {
         "ok": _invoice(customer),
         "bad": _invoice(customer, BAD_LINE),
+        "huge": _invoice(customer, HUGE_LINE),
         "unknown": _invoice(UNKNOWN),
     }
 

@@ -46,6 +46,7 @@ from ._ledger import delete_account as delete_account
 from ._ledger import post_journal_entry as post_journal_entry
 from ._ledger import reverse_journal_entry as reverse_journal_entry
 from ._ledger import update_account as update_account
+from ._money import MAX_TOTAL as MAX_TOTAL
 from ._money import amount as amount
 from ._money import decimal_problem as decimal_problem
 from ._parties import PartyKind as PartyKind

@@ -18,6 +18,10 @@ _DECIMAL = re.compile(r"-?[0-9]{1,13}(\.[0-9]{1,4})?")
 _CURRENCY = re.compile(r"[A-Z]{3}")
 CENT = Decimal("0.01")
 ZERO = Decimal("0.00")
+MAX_TOTAL = Decimal("9999999999999.99")
+"""The largest total of a document's lines: the largest amount a decimal string can state (13
+digits before the point). Quantities and prices are each within it, but their products are not,
+and a total beyond it could not be counted in cents as a 64-bit integer."""
 
 
 def decimal_problem(value: object, field: str, *, positive: bool = False) -> str | None:
@@ -51,8 +55,8 @@ def priced_lines(
     lines: Sequence[Mapping[str, Any]], field: str = "lines"
 ) -> tuple[list[dict[str, str]], Decimal]:
     """Document lines ``{description, quantity, unitPrice}`` checked and the document's total
-    (each line's quantity times unit price, rounded to the cent, summed). InvalidInput names
-    every bad line."""
+    (each line's quantity times unit price, rounded to the cent, summed, at most MAX_TOTAL).
+    InvalidInput names every bad line."""
     problems: list[str] = []
     if not lines:
         problems.append(f"{field} must hold at least one line")
@@ -80,6 +84,8 @@ def priced_lines(
                 "unitPrice": line["unitPrice"],
             }
         )
+    if not problems and total > MAX_TOTAL:
+        problems.append(f"{field} must total at most {MAX_TOTAL} (quantity times unitPrice)")
     if problems:
         raise InvalidInput(problems)
     return checked, total

@@ -118,8 +118,12 @@ Date = Annotated[
     ),
 ]
 OptionalText = Field(default=None, min_length=1, max_length=200)
-Lines = Field(min_length=1, max_length=200)
-OptionalLines = Field(default=None, min_length=1, max_length=200)
+LINES_TOTAL = (
+    f"The lines' total (each quantity times its unitPrice, summed) must be at most"
+    f" {books.MAX_TOTAL}; a larger one is refused with 400"
+)
+Lines = Field(min_length=1, max_length=200, description=LINES_TOTAL)
+OptionalLines = Field(default=None, min_length=1, max_length=200, description=LINES_TOTAL)
 
 
 def _null_only_where_nullable(schema: dict[str, Any], model: type[BaseModel]) -> None:
@@ -140,7 +144,9 @@ def _null_only_where_nullable(schema: dict[str, Any], model: type[BaseModel]) ->
 
 class Changes(Body):
     """A PATCH body: fields left out stay as they are; null only where a field may be empty
-    (``nullable``), else it is a validation failure."""
+    (``nullable``), else it is a validation failure. The body itself may be left out, as ``{}``
+    (the document says so: ``BodyDoc(..., required=False)``): nothing changes, and the answer is
+    the record as it is."""
 
     model_config = ConfigDict(
         strict=True, extra="forbid", json_schema_extra=_null_only_where_nullable

@@ -152,7 +152,7 @@ async def bulk_import(tx: Any, call: Call, data: BulkImportIn) -> dict[str, Any]
 @operation(
     changed("invoice"),
     raises=write_raises(books.RecordInWrongState),
-    bodies=(BodyDoc(JSON, InvoiceChanges),),
+    bodies=(BodyDoc(JSON, InvoiceChanges, required=False),),
     params=record_write_params("invoice"),
 )
 @data_route("invoices:write", body=InvoiceChanges)
@@ -240,7 +240,7 @@ async def create_payment(tx: Any, call: Call, data: PaymentIn) -> books.Document
 @operation(
     changed("payment"),
     raises=write_raises(),
-    bodies=(BodyDoc(JSON, PaymentChanges),),
+    bodies=(BodyDoc(JSON, PaymentChanges, required=False),),
     params=record_write_params("payment"),
 )
 @data_route("payments:write", body=PaymentChanges)
@@ -314,7 +314,7 @@ async def create_quote(tx: Any, call: Call, data: QuoteIn) -> books.Document:
 @operation(
     changed("quote"),
     raises=write_raises(books.RecordInWrongState),
-    bodies=(BodyDoc(JSON, QuoteChanges),),
+    bodies=(BodyDoc(JSON, QuoteChanges, required=False),),
     params=record_write_params("quote"),
 )
 @data_route("quotes:write", body=QuoteChanges)

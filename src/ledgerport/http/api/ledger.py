@@ -93,7 +93,7 @@ async def create_account(tx: Any, call: Call, data: AccountIn) -> books.Document
 @operation(
     changed("account"),
     raises=write_raises(),
-    bodies=(BodyDoc(JSON, AccountChanges),),
+    bodies=(BodyDoc(JSON, AccountChanges, required=False),),
     params=record_write_params("account"),
 )
 @data_route("accounts:write", body=AccountChanges)

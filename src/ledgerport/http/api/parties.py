@@ -70,7 +70,7 @@ def _routes(kind: books.PartyKind, path: str) -> None:
     @operation(
         changed(kind),
         raises=write_raises(),
-        bodies=(BodyDoc(JSON, PartyChanges),),
+        bodies=(BodyDoc(JSON, PartyChanges, required=False),),
         params=record_write_params(kind),
     )
     @data_route(f"{area}:write", body=PartyChanges)

@@ -92,7 +92,7 @@ async def create_purchase(tx: Any, call: Call, data: PurchaseIn) -> books.Docume
 @operation(
     changed("purchase"),
     raises=write_raises(*_STATE),
-    bodies=(BodyDoc(JSON, PurchaseChanges),),
+    bodies=(BodyDoc(JSON, PurchaseChanges, required=False),),
     params=record_write_params("purchase"),
 )
 @data_route("purchases:write", body=PurchaseChanges)
@@ -175,7 +175,7 @@ async def refund_purchase_return(tx: Any, call: Call, record_id: str) -> books.D
 @operation(
     changed("purchase_return"),
     raises=write_raises(*_STATE),
-    bodies=(BodyDoc(JSON, PurchaseReturnChanges),),
+    bodies=(BodyDoc(JSON, PurchaseReturnChanges, required=False),),
     params=record_write_params("purchase_return"),
 )
 @data_route("purchase-returns:write", body=PurchaseReturnChanges)
