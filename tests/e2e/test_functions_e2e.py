@@ -105,23 +105,33 @@ def test_upload_create_an_invoice_and_see_the_run_and_what_it_wrote(tmp_path: Pa
     assert "ledgerport_function_workers 2.0" in metrics
 
 
-HOSTILE = {
-    "loop": ("export const handler = () => { for (;;) {} }", "wall time limit of 5 s exceeded"),
+HOSTILE: dict[str, tuple[str, frozenset[str | None]]] = {
+    # A loop meets the CPU limit (2 s) first when it gets most of a core, the wall limit (5 s)
+    # when a loaded machine gives it less than 40%: either ends it.
+    "loop": (
+        "export const handler = () => { for (;;) {} }",
+        frozenset({"CPU time limit of 2 s exceeded", "wall time limit of 5 s exceeded"}),
+    ),
     "bomb": (
         "export const handler = () => { const a = []; for (;;) a.push(new Array(1e6).fill(1)) }",
-        "heap limit of 67108864 bytes exceeded",
+        frozenset({"heap limit of 67108864 bytes exceeded"}),
     ),
     "log": (
         "export const handler = (e, c) => { for (;;) c.log('x'.repeat(1000)) }",
-        "log limit of 65536 bytes exceeded",
+        frozenset({"log limit of 65536 bytes exceeded"}),
     ),
     "pending": (
         "export const handler = () => new Promise(() => {})",
-        "the handler's promise can never settle: it waits for nothing that is pending"
-        " (no context.api call, and a function has no timers)",
+        frozenset(
+            {
+                "the handler's promise can never settle: it waits for nothing that is pending"
+                " (no context.api call, and a function has no timers)"
+            }
+        ),
     ),
-    "fine": ("export const handler = (event) => event.data.name", None),
+    "fine": ("export const handler = (event) => event.data.name", frozenset({None})),
 }
+"""Each function's source, and the errors its runs may end with (None: it succeeds)."""
 
 
 def test_hostile_runs_end_on_their_limits_while_the_service_keeps_answering(
@@ -163,7 +173,8 @@ def test_hostile_runs_end_on_their_limits_while_the_service_keeps_answering(
                     assert time.monotonic() < deadline, ended
                     time.sleep(0.05)
     assert slowest < 1.0
-    for name, (_, error) in HOSTILE.items():
-        assert {run["error"] for run in ended[name]} == {error}, name
-        assert {run["status"] for run in ended[name]} == {"failed" if error else "succeeded"}
+    for name, (_, errors) in HOSTILE.items():
+        assert {run["error"] for run in ended[name]} <= errors, name
+        failed = errors != {None}
+        assert {run["status"] for run in ended[name]} == {"failed" if failed else "succeeded"}
     assert {run["result"] for run in ended["fine"]} == {f"Customer {i}" for i in range(customers)}

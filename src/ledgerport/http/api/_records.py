@@ -144,9 +144,8 @@ def _null_only_where_nullable(schema: dict[str, Any], model: type[BaseModel]) ->
 
 class Changes(Body):
     """A PATCH body: fields left out stay as they are; null only where a field may be empty
-    (``nullable``), else it is a validation failure. The body itself may be left out, as ``{}``
-    (the document says so: ``BodyDoc(..., required=False)``): nothing changes, and the answer is
-    the record as it is."""
+    (``nullable``), else it is a validation failure. The body itself may be left out: it reads
+    as ``{}``, a change of no field (the document says so: ``BodyDoc(..., required=False)``)."""
 
     model_config = ConfigDict(
         strict=True, extra="forbid", json_schema_extra=_null_only_where_nullable
