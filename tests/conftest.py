@@ -104,27 +104,12 @@ def _bounded(test: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
     return bounded
 
 
-LONG_FIRST = ("tests/e2e/test_openapi_contract.py", "tests/e2e/", "tests/browser/")
-"""Where the long tests are, longest first: they run first, so that the workers' last minutes
-are short tests shared out among them (``--dist worksteal``), not one worker finishing a
-two-minute schemathesis run while the others wait."""
-
-
-def _rank(item: pytest.Item) -> int:
-    path = item.nodeid.split("::", 1)[0]
-    return next(
-        (i for i, where in enumerate(LONG_FIRST) if path.startswith(where)), len(LONG_FIRST)
-    )
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every trio test runs within TEST_BOUND (hypothesis' tests bound their examples); the
-    long ones go first (LONG_FIRST), each module's tests still together and in order."""
+    """Every trio test runs within TEST_BOUND (hypothesis' tests bound their examples)."""
     for item in items:
         test = getattr(item, "obj", None)
         if inspect.iscoroutinefunction(test) and not hasattr(test, "hypothesis"):
             item.obj = _bounded(test)  # type: ignore[attr-defined]
-    items.sort(key=_rank)
 
 
 @pytest.fixture

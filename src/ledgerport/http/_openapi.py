@@ -570,19 +570,26 @@ def provider_for(shapes: Mapping[str, ErrorShape]) -> type[OpenAPIProvider]:
 def serve_document(app: Quart) -> Callable[[], Awaitable[None]]:
     """Answer ``/openapi.json`` with the document's bytes, built in a worker thread the first
     time (one build at a time) so no request waits on the event loop for it; answers the
-    coroutine function that builds it, for the server to run at start."""
+    coroutine function that builds it, for the server to run at start. A stop during that
+    build leaves the thread to finish alone (a loaded machine takes seconds over it): the
+    process does not wait for a document nobody will ask for."""
     extension = app.extensions["QUART_SCHEMA"]
     provider: DocumentProvider = extension.openapi_provider
     building = trio.Lock()
 
-    async def prepare() -> None:
+    async def prepare(*, abandon_on_cancel: bool = False) -> None:
         async with building:
-            await trio.to_thread.run_sync(provider.document_bytes)
+            await trio.to_thread.run_sync(
+                provider.document_bytes, abandon_on_cancel=abandon_on_cancel
+            )
 
     @hide
     async def openapi() -> Response:
         await prepare()
         return Response(provider.document_bytes(), mimetype="application/json")
 
+    async def prepare_at_start() -> None:
+        await prepare(abandon_on_cancel=True)
+
     app.view_functions["openapi"] = openapi
-    return prepare
+    return prepare_at_start

@@ -119,7 +119,7 @@ Date = Annotated[
 ]
 OptionalText = Field(default=None, min_length=1, max_length=200)
 LINES_TOTAL = (
-    f"The lines' total (each quantity times its unitPrice, summed) must be at most"
+    "The lines' total (each quantity times its unitPrice, summed) must be at most"
     f" {books.MAX_TOTAL}; a larger one is refused with 400"
 )
 Lines = Field(min_length=1, max_length=200, description=LINES_TOTAL)
