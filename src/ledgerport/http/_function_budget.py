@@ -4,9 +4,9 @@ costs a worker process's compile, each test run or replay a sandbox worker's tim
 
 from __future__ import annotations
 
-from ledgerport import auth, catalog
+from ledgerport import apps, auth, catalog, queues
 
-from ._context import platform
+from ._context import platform, unit_of_work
 
 
 async def count_function_upload(app_id: str) -> None:
@@ -19,3 +19,27 @@ async def count_function_upload(app_id: str) -> None:
     if verdict.refused_by is not None:
         p.metrics.rate_limited.labels(verdict.refused_by.name).inc()
         raise auth.RateLimited(verdict.retry_after)
+
+
+async def queue_test_run(app_id: str, name: str, developer_id: str) -> tuple[str, str]:
+    """Queue one test run of the app's function ``name`` for the app's developer, as the
+    console's API and its test button do: the developer and the function checked first, then
+    the run counted against the budget (outside any transaction), then the run queued on the
+    function's test event. Answers the run's id and the function's name."""
+    p = platform()
+    async with unit_of_work() as tx:
+        await apps.get_developed_app(tx, app_id, developer_id)
+        await apps.get_function(tx, app_id, name)
+    await count_function_upload(app_id)
+    async with unit_of_work() as tx:
+        app = await apps.get_developed_app(tx, app_id, developer_id)
+        function = await apps.get_function(tx, app_id, name)
+        run_id = await queues.create_test_run(
+            tx,
+            now=p.now(),
+            function_id=function.id,
+            app_id=app.id,
+            event_type=function.test_event_type,
+            pinned_version=app.pinned_version,
+        )
+    return run_id, function.name

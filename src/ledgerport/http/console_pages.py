@@ -47,7 +47,7 @@ from ._console_forms import (
 from ._context import platform, unit_of_work
 from ._design import exact_time
 from ._errors import Notice, answers_again, notice_text
-from ._function_budget import count_function_upload
+from ._function_budget import count_function_upload, queue_test_run
 from ._ids import APP, ASSET, WEBHOOK
 from ._openapi import (
     FORM,
@@ -1348,20 +1348,5 @@ async def test_run(app_id: str, name: str) -> ResponseReturnValue:
     if not csrf_valid(form.get("csrf_token")):
         return with_notice(back, "form-expired")
     returns_to(back)
-    p = platform()
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, _developer())
-        await apps.get_function(tx, app_id, name)
-    await count_function_upload(app_id)
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, _developer())
-        function = await apps.get_function(tx, app_id, name)
-        run_id = await queues.create_test_run(
-            tx,
-            now=p.now(),
-            function_id=function.id,
-            app_id=app.id,
-            event_type=function.test_event_type,
-            pinned_version=app.pinned_version,
-        )
-    return with_notice(back, "test-run-queued", run_id, function.name)
+    run_id, function_name = await queue_test_run(app_id, name, _developer())
+    return with_notice(back, "test-run-queued", run_id, function_name)

@@ -17,10 +17,10 @@ from ledgerport import apps, auth, catalog, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
-from .._function_budget import count_function_upload
+from .._function_budget import count_function_upload, queue_test_run
 from .._ids import RUN
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
-from ._blueprint import blueprint, developed_app, iso_time
+from ._blueprint import blueprint, developed_app, developer_id, iso_time
 
 EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
 RunStatus = Annotated[str, WithJsonSchema(one_of(queues.RUN_STATUSES))]
@@ -343,22 +343,7 @@ async def test_run(app_id: str, name: str) -> tuple[TestRun, int]:
     eventId null. It runs in no business, so its
     ``context.api`` calls answer 503; it is listed with the function's runs. Counted against
     the app's upload budget (a run costs a worker's time)."""
-    p = platform()
-    async with unit_of_work() as tx:
-        app = await developed_app(tx, app_id)
-        await apps.get_function(tx, app_id, name)
-    await count_function_upload(app.id)
-    async with unit_of_work() as tx:
-        app = await developed_app(tx, app_id)
-        function = await apps.get_function(tx, app_id, name)
-        run_id = await queues.create_test_run(
-            tx,
-            now=p.now(),
-            function_id=function.id,
-            app_id=app.id,
-            event_type=function.test_event_type,
-            pinned_version=app.pinned_version,
-        )
+    run_id, _ = await queue_test_run(app_id, name, developer_id())
     return {"runId": run_id}, 202
 
 
