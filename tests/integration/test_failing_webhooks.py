@@ -21,12 +21,12 @@ from ledgerport.platform import Platform
 from ledgerport.storage import StorageUnavailable, Store, StoreStatistics
 
 from ..receiver import Answer
+from ..stores import open_test_store
 from .webhook_world import Hooked, deliver, engine_for, hooked
 
 TIMEOUT = 30
 WINDOW = queues.FAILING_WINDOW
-REACH = 2 * 24 * 3600.0
-"""How far back the table's calls read deliveries' creation."""
+DAY = 24 * 3600.0
 MINUTE = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,6 @@ async def _failing(store: Store, now: float) -> list[queues.FailingWebhook]:
     return await queues.failing_webhooks(
         store.autocommit,
         since=now - WINDOW,
-        created_since=now - REACH,
         at_least=queues.FAILING_AT_LEAST,
     )
 
@@ -113,9 +112,9 @@ RULE = {
         [replace(RETRYING, created_ago=8 * 3600.0)] * 5,
         (5, 0, 5),
     ),
-    "created before the reach: not read": (
-        [replace(FAILED, created_ago=REACH + 1)] * 5,
-        None,
+    "created days before, ended in the window: counted": (
+        [replace(FAILED, created_ago=3 * DAY)] * 5,
+        (5, 5, 0),
     ),
 }
 
@@ -168,6 +167,37 @@ async def test_the_latest_failure_is_named_and_a_deleted_webhook_is_not_listed(
     assert (named.last_error, named.last_response_code) == ("timed out", None)
     assert named.last_ended_at == now - 30  # the delivered one is the latest to end
     assert after_delete == []
+
+
+class _Recorded:
+    """A reader that keeps the statement it is asked and answers no rows."""
+
+    sql = ""
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        self.sql = sql
+        return []
+
+
+async def test_the_count_reads_the_window_not_the_history() -> None:
+    """Every read of the deliveries goes through the index on ``updated_at``: the count runs
+    every 30 seconds for /metrics (on SQLite on the event loop), and a scan of the history grew
+    with every day the service ran."""
+    recorded = _Recorded()
+    await queues.failing_webhooks(recorded, since=0.0, at_least=queues.FAILING_AT_LEAST)
+    async with open_test_store("sqlite") as store:
+        plan = [
+            row["detail"]
+            for row in await store.autocommit.fetch(
+                f"EXPLAIN QUERY PLAN {recorded.sql}", 0.0, queues.FAILING_AT_LEAST
+            )
+        ]
+
+    reads = [step for step in plan if step.startswith(("SCAN d", "SEARCH d"))]
+    assert reads == [
+        "SEARCH d USING INDEX webhook_deliveries_updated (updated_at>?)",
+        "SEARCH d USING INDEX webhook_deliveries_updated (updated_at=?)",
+    ], plan
 
 
 def _operations_example() -> Any:

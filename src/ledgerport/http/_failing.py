@@ -19,9 +19,6 @@ REFRESH = 30.0
 """Seconds a count of the failing webhooks serves scrapes before it is made again."""
 COUNT_TIMEOUT = 5.0
 """Seconds a scrape waits for the count before it answers the previous one."""
-QUEUE_SLACK = 3600.0
-"""Beyond the window and the retry schedule, how long a delivery may have waited in the queue
-(behind a backlog, or claimed by a process that died) and still end in the window."""
 
 
 async def failing_webhooks(
@@ -29,10 +26,8 @@ async def failing_webhooks(
 ) -> list[queues.FailingWebhook]:
     """The webhooks whose deliveries that ended in the last ``window`` seconds are ``at_least``
     or more and mostly failed or wait for a retry (``queues.failing_webhooks``)."""
-    now = p.now()
-    reach = window + sum(p.config.webhook_retry_delays) + QUEUE_SLACK
     return await queues.failing_webhooks(
-        p.store.autocommit, since=now - window, created_since=now - reach, at_least=at_least
+        p.store.autocommit, since=p.now() - window, at_least=at_least
     )
 
 
