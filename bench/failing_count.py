@@ -21,10 +21,16 @@ import argparse
 import os
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._load import say
 
 from ledgerport import queues
 from ledgerport.storage import open_sqlite
@@ -98,14 +104,14 @@ async def main(args: argparse.Namespace) -> None:
         conn.close()
         results["large, without the index"] = await timed(paths["large"], now, args.rounds)
 
-    print(
+    say(
         f"failing-webhooks count, SQLite: {args.window} deliveries in the window,"
         f" {args.history} before it in the large store; median of {args.rounds}"
     )
     small = statistics.median(results["small"])
     for name, times in results.items():
         median = statistics.median(times)
-        print(f"   {name:26} {median:9.1f} ms   {median / small:6.1f}x the small store")
+        say(f"   {name:26} {median:9.1f} ms   {median / small:6.1f}x the small store")
 
 
 def parse() -> argparse.Namespace:
