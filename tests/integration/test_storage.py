@@ -393,6 +393,49 @@ async def test_a_sqlite_reads_unit_leaves_the_write_lock_to_others(tmp_path: Pat
             assert await _settings(store) == {"other": "x"}
 
 
+async def test_a_sqlite_write_waits_off_the_loop_while_another_program_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    """A request's ``BEGIN IMMEDIATE`` runs on the event loop when the write lock is free; when
+    another program holds it, the transaction waits for it on the worker thread while the loop
+    goes on, and writes once the lock is given back."""
+    path = str(tmp_path / "held.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            other = sqlite3.connect(path, timeout=0, isolation_level=None)
+            written = trio.Event()
+            ticks = 0
+
+            async def write() -> None:
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ('mine', 'y')")
+                written.set()
+
+            async def tick() -> None:
+                nonlocal ticks
+                while not written.is_set():
+                    ticks += 1
+                    await trio.sleep(0.01)
+
+            try:
+                other.execute("BEGIN IMMEDIATE")
+                other.execute("INSERT INTO settings (key, value) VALUES ('other', 'x')")
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(write)
+                    nursery.start_soon(tick)
+                    await trio.sleep(0.3)
+                    assert not written.is_set()  # it waits for the lock...
+                    assert ticks >= 5  # ...and the loop goes on meanwhile
+                    other.execute("COMMIT")
+            finally:
+                other.close()
+            assert await _settings(store) == {"mine": "y", "other": "x"}
+            async with store.transaction() as tx:  # the lock free again: begun at once
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('after', 'z')")
+            assert await _settings(store) == {"after": "z", "mine": "y", "other": "x"}
+
+
 async def test_unique_violation_is_a_conflict_and_the_store_stays_usable(store: Store) -> None:
     async def write_then_duplicate() -> None:
         async with store.transaction() as tx:

@@ -2,15 +2,17 @@
 
 sqlite3 blocks, and a hop to a worker thread (``trio.to_thread.run_sync``, a capacity limiter of
 one) costs 100 to 200 us, ten times a short indexed statement. So what may wait runs on the
-worker thread: a transaction's ``BEGIN IMMEDIATE`` (the write lock, which another process may
-hold) with its first statement, its ``COMMIT`` (synced to disk) or ``ROLLBACK``, every statement
-of a background transaction (the engine's batches and the scheduler's purges, which may touch
-many rows), the migrations. What cannot wait runs on the event loop itself, where it costs the
-statement alone: the later statements of a request's transaction, which already holds the write
-lock, the commit of one that wrote nothing, the single reads outside a transaction
-(``autocommit``, ``ping``), and a ``reads`` unit (a GET) from its deferred ``BEGIN`` to its
-first write, if any: WAL lets a reader through whatever a writer does. The writer turns (a trio
-lock that lets requests go first) keep one user of the connection at a time.
+worker thread: a ``COMMIT`` (synced to disk) or ``ROLLBACK``, every statement of a background
+transaction (the engine's batches and the scheduler's purges, which may touch many rows) from
+its ``BEGIN IMMEDIATE`` on, the migrations, and a request's ``BEGIN IMMEDIATE`` when another
+program holds the write lock (asked first on the event loop without waiting: the serving process
+is the one that writes its file, so the lock is free but for such a program). What cannot wait
+runs on the event loop itself, where it costs the statement alone: the later statements of a
+request's transaction, which already holds the write lock, the commit of one that wrote nothing,
+the single reads outside a transaction (``autocommit``, ``ping``), and a ``reads`` unit (a GET)
+from its deferred ``BEGIN`` to its first write, if any: WAL lets a reader through whatever a
+writer does. The writer turns (a trio lock that lets requests go first) keep one user of the
+connection at a time.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from ._migrations import load_migrations
 # A quoted string or identifier (kept as is) or a $N placeholder (rewritten to SQLite's ?N).
 _PARAM_OR_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
 _T = TypeVar("_T")
+BUSY_TIMEOUT_MS = 10_000
+"""How long a statement on the worker thread waits for a lock another program holds."""
 
 
 def _translate(sql: str) -> str:
@@ -117,13 +121,18 @@ class _SqliteTransaction:
 
             return await self._store._inline(begin_deferred_then)
 
-        def begin_then() -> _T:
+        def begin() -> None:
             conn.execute("BEGIN IMMEDIATE")
             self.begun = self.locked = True
             self.changes_before = conn.total_changes
+
+        def begin_then() -> _T:
+            begin()
             return fn(*args)
 
-        return await self._store._call(begin_then)
+        if self._background or not await self._store._begun_at_once(begin):
+            return await self._store._call(begin_then)
+        return await self._store._inline(fn, *args)
 
     def wrote(self) -> bool:
         return self._store._conn.total_changes != self.changes_before
@@ -298,6 +307,29 @@ class SqliteStore:
         except (OverflowError, UnicodeEncodeError) as exc:
             raise _bad_value(exc) from exc
 
+    async def _begun_at_once(self, begin: Callable[[], None]) -> bool:
+        """``begin()`` (a ``BEGIN IMMEDIATE``) here, on the event loop, when the write lock is
+        free; answers False, having begun nothing, when it is not. The serving process is the
+        one that writes its file (``serving``), so the lock is free but for another program
+        writing to it: that case (SQLITE_BUSY, asked without waiting) is the caller's to wait
+        for on the worker thread. A request's transaction so takes one hop to the thread (its
+        COMMIT, synced to disk) instead of two."""
+        await trio.lowlevel.checkpoint()
+        conn = self._conn
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                begin()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:  # or an extended BUSY
+                return False
+            raise self._converted(exc) from exc
+        except sqlite3.Error as exc:
+            raise self._converted(exc) from exc
+        return True
+
     async def _inline(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)`` here, on the event loop, for a statement that waits for nothing; after
         a checkpoint, so a loop of statements can be cancelled and lets other tasks run."""
@@ -427,7 +459,9 @@ def _connect(path: str) -> sqlite3.Connection:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise StorageUnavailable(f"sqlite: directory {directory} does not exist")
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+    )
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode = WAL")
     # FULL: a committed transaction survives a power cut, not only a crash of the process.
