@@ -178,8 +178,11 @@ PLATFORM_ENV = {
 
 
 @pytest.fixture
-async def platform(store: Store, clock: FrozenClock) -> Platform:
-    return await build_platform(store, clock, PLATFORM_ENV)
+async def platform(store: Store, clock: FrozenClock) -> AsyncIterator[Platform]:
+    """The test's platform, its apps kept between their changes as a server keeps them."""
+    platform = await build_platform(store, clock, PLATFORM_ENV)
+    async with platform.app_directory.listening(store):
+        yield platform
 
 
 _SHARED_APPS: list[Any] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ledgerport import catalog
+from ledgerport.apps import AppDirectory
 from ledgerport.auth import (
     Keyring,
     MemoryRateLimiter,
@@ -41,9 +42,13 @@ class Platform:
     metrics: Metrics = field(default_factory=Metrics)
     services: Services = field(default_factory=Services)
     """The long-lived services this process runs, and whether each runs now (``/readyz``)."""
+    app_directory: AppDirectory = field(init=False)
+    """Apps by client_id for client authentication: kept while the server listens for their
+    changes (``serve``), read from the store otherwise."""
 
     def __post_init__(self) -> None:
         self.metrics.watch_store(self.store.statistics)
+        self.app_directory = AppDirectory(self.clock)
 
     def now(self) -> float:
         return self.clock.now()

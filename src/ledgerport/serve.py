@@ -177,6 +177,7 @@ async def _supervise(
     drain within the grace period, and the rest cancelled."""
     async with (
         in_process_api(app, config.base_url) as api,
+        platform.app_directory.listening(platform.store),
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(_watch_signals, stop)

@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from ledgerport import auth, catalog
-from ledgerport.auth import Budget, LockoutRule, RateLimiter
+from ledgerport.auth import Budget, Locked, LockoutRule, RateLimiter, Standing, Verdict
 from ledgerport.clock import FrozenClock
 from ledgerport.storage import Store, open_postgres
 
@@ -278,6 +278,55 @@ async def test_lockout_rule_parameters(backend: Backend, clock: FrozenClock) -> 
         assert await limiter.locked_for(rule, ("k",)) == 1
         clock.advance(1)
         assert await limiter.locked_for(rule, ("k",)) is None
+
+
+async def test_take_unless_locked_counts_nothing_for_a_locked_key(
+    backend: Backend, clock: FrozenClock
+) -> None:
+    """The token endpoints' one call after authenticating: the pair's lock, then the budgets.
+    Locked, nothing is counted; unlocked (the lock's end reached exactly), it is a take."""
+    limiter = backend.limiter
+    rule = LockoutRule("test-take-lockout", failures=2, window=10, duration=30)
+    key = ("192.0.2.1", "client")
+    pair, ceiling = Budget(TWO_PER_MINUTE, key), by_ip(THREE_PER_MINUTE)
+    with trio.fail_after(TIMEOUT):
+        taken = await limiter.take_unless_locked(rule, key, pair, ceiling)
+        assert isinstance(taken, Verdict)
+        assert taken.allowed
+        assert [s.remaining for s in taken.standings] == [1, 2]
+        await limiter.failed(rule, key)
+        assert await limiter.failed(rule, key) is True
+        clock.advance(12.5)
+        locked = await limiter.take_unless_locked(rule, key, pair, ceiling)
+        assert locked == Locked(18)
+        assert await limiter.take_unless_locked(rule, key, pair, ceiling) == Locked(18)
+        other = await limiter.take_unless_locked(rule, ("192.0.2.1", "other"), ceiling)
+        assert isinstance(other, Verdict)
+        assert other.standings[0].remaining == 1, "the locked takes counted nothing"
+        clock.advance(17.5)  # the lock ends now
+        after = await limiter.take_unless_locked(rule, key, pair, ceiling)
+        assert isinstance(after, Verdict)
+        assert after.allowed
+        assert [s.remaining for s in after.standings] == [0, 0]
+        assert await limiter.take_unless_locked(rule, key, pair) == Verdict(
+            TWO_PER_MINUTE, 30, (Standing(2, 0, 60),)
+        )
+
+
+async def test_a_scaled_limiter_scales_the_budgets_not_the_lock(
+    backend: Backend, clock: FrozenClock
+) -> None:
+    limiter = auth.ScaledRateLimiter(backend.limiter, 2)
+    rule = LockoutRule("test-scaled-lockout", failures=1, window=10, duration=30)
+    key = ("192.0.2.1", "client")
+    with trio.fail_after(TIMEOUT):
+        taken = await limiter.take_unless_locked(rule, key, Budget(ONE_PER_MINUTE, key))
+        assert isinstance(taken, Verdict)
+        assert taken.standings[0] == Standing(2, 1, 60)
+        assert await limiter.failed(rule, key) is True
+        assert await limiter.take_unless_locked(rule, key, Budget(ONE_PER_MINUTE, key)) == (
+            Locked(30)
+        )
 
 
 @pytest.mark.parametrize("backend", SHARED, indirect=True)

@@ -21,6 +21,7 @@ from ._app_data import read_app_data as read_app_data
 from ._app_data import write_app_data as write_app_data
 from ._apps import APP_STATUSES as APP_STATUSES
 from ._apps import APP_TYPES as APP_TYPES
+from ._apps import APPS_CHANNEL as APPS_CHANNEL
 from ._apps import ENTITLEMENTS_CHANNEL as ENTITLEMENTS_CHANNEL
 from ._apps import App as App
 from ._apps import Installation as Installation
@@ -51,6 +52,9 @@ from ._assets import listed_asset as listed_asset
 from ._assets import upload_asset as upload_asset
 from ._compiler import compile_module as compile_module
 from ._compiler import compile_upload as compile_upload
+from ._directory import APP_KEPT_MAX as APP_KEPT_MAX
+from ._directory import APP_KEPT_SECONDS as APP_KEPT_SECONDS
+from ._directory import AppDirectory as AppDirectory
 from ._errors import AppCannotAccessType as AppCannotAccessType
 from ._errors import AppDataFieldExists as AppDataFieldExists
 from ._errors import AppDataFieldNotFound as AppDataFieldNotFound

@@ -40,6 +40,9 @@ APP_STATUSES: tuple[AppStatus, ...] = ("ACTIVE", "SUSPENDED", "DEACTIVATED")
 ENTITLEMENTS_CHANNEL = "entitlements"
 """Notified by every commit that changes what a webhook delivery's send-time check reads: an
 app's status, an installation's state or scopes, a webhook's URL, switch or secrets."""
+APPS_CHANNEL = "apps"
+"""Notified by every commit that changes an app's row (``AppDirectory`` forgets the apps it
+keeps)."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,7 @@ async def set_app_status(tx: Transaction, app_id: str, status: str) -> App:
     if not changed:
         raise AppNotFound(app_id)
     await tx.notify(ENTITLEMENTS_CHANNEL)
+    await tx.notify(APPS_CHANNEL)
     return await get_app(tx, app_id)
 
 
@@ -229,6 +233,7 @@ async def set_app_reviewed(tx: Transaction, app_id: str, reviewed: bool) -> App:
     changed = await tx.execute("UPDATE apps SET reviewed = $1 WHERE id = $2", reviewed, app_id)
     if not changed:
         raise AppNotFound(app_id)
+    await tx.notify(APPS_CHANNEL)
     return await get_app(tx, app_id)
 
 
@@ -256,6 +261,7 @@ async def pin_version(
     changed = await tx.execute("UPDATE apps SET pinned_version = $1 WHERE id = $2", version, app_id)
     if not changed:
         raise AppNotFound(app_id)
+    await tx.notify(APPS_CHANNEL)
     return await get_app(tx, app_id)
 
 

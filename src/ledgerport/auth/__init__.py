@@ -71,6 +71,7 @@ from ._grants import revoke_token as revoke_token
 from ._grants import rotate_refresh_token as rotate_refresh_token
 from ._grants import start_family as start_family
 from ._limits import Budget as Budget
+from ._limits import Locked as Locked
 from ._limits import Lockout as Lockout
 from ._limits import LockoutRule as LockoutRule
 from ._limits import MemoryRateLimiter as MemoryRateLimiter

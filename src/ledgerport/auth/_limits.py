@@ -63,6 +63,14 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True)
+class Locked:
+    """The answer of :meth:`RateLimiter.take_unless_locked` for a locked key: it stays locked
+    ``wait`` seconds, and nothing was counted."""
+
+    wait: int
+
+
+@dataclass(frozen=True, slots=True)
 class LockoutRule:
     """``failures`` failures of one key within ``window`` seconds lock it for ``duration``.
 
@@ -86,6 +94,14 @@ class RateLimiter(Protocol):
         """Count one request against ``first``; only when it had room, against ``then`` as
         :meth:`take` does (all of them or none). Answers both verdicts, the second None when
         ``first`` refused. A limiter shared through a database does both in one round trip."""
+        ...
+
+    async def take_unless_locked(
+        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
+    ) -> Verdict | Locked:
+        """:class:`Locked` when ``key`` is locked under ``rule`` (nothing counted), otherwise
+        :meth:`take` of ``budgets``. A limiter shared through a database does both in one round
+        trip."""
         ...
 
     async def retry_after(self, *budgets: Budget) -> int | None:
@@ -114,6 +130,16 @@ async def take_in_turn(
     if not verdict.allowed:
         return verdict, None
     return verdict, await limiter.take(*then)
+
+
+async def take_unless_locked_in_turn(
+    limiter: RateLimiter, rule: LockoutRule, key: tuple[str, ...], budgets: tuple[Budget, ...]
+) -> Verdict | Locked:
+    """:meth:`RateLimiter.take_unless_locked` as a look at the lock, then a take."""
+    wait = await limiter.locked_for(rule, key)
+    if wait is not None:
+        return Locked(wait)
+    return await limiter.take(*budgets)
 
 
 def ceil_seconds(seconds: float) -> int:
@@ -267,6 +293,11 @@ class MemoryRateLimiter:
     async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
         return await take_in_turn(self, first, then)
 
+    async def take_unless_locked(
+        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
+    ) -> Verdict | Locked:
+        return await take_unless_locked_in_turn(self, rule, key, budgets)
+
     async def retry_after(self, *budgets: Budget) -> int | None:
         refused_by, retry_after = self._refusal(budgets)
         return None if refused_by is None else retry_after
@@ -303,6 +334,11 @@ class ScaledRateLimiter:
     async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
         scaled_first, *scaled_then = self._scaled((first, *then))
         return await self._inner.take_then(scaled_first, *scaled_then)
+
+    async def take_unless_locked(
+        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
+    ) -> Verdict | Locked:
+        return await self._inner.take_unless_locked(rule, key, *self._scaled(budgets))
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         return await self._inner.retry_after(*self._scaled(budgets))

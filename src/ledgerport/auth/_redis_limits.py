@@ -28,7 +28,16 @@ from ledgerport.config import ConfigError
 from ledgerport.keys import Keyring
 from ledgerport.storage import NoAsyncioLoop, StorageUnavailable
 
-from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds, take_in_turn
+from ._limits import (
+    Budget,
+    Locked,
+    LockoutRule,
+    Standing,
+    Verdict,
+    ceil_seconds,
+    take_in_turn,
+    take_unless_locked_in_turn,
+)
 from ._shared_limits import LIMIT_BUCKETS, stored_key
 
 _PREFIX = "ledgerport:"
@@ -180,6 +189,11 @@ class RedisRateLimiter:
 
     async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
         return await take_in_turn(self, first, then)
+
+    async def take_unless_locked(
+        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
+    ) -> Verdict | Locked:
+        return await take_unless_locked_in_turn(self, rule, key, budgets)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         verdict = await self._run("peek", budgets)

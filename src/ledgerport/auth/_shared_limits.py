@@ -26,7 +26,16 @@ from ledgerport.clock import Clock
 from ledgerport.keys import Keyring
 from ledgerport.storage import Reader, Store, Transaction
 
-from ._limits import Budget, LockoutRule, Standing, Verdict, ceil_seconds, take_in_turn
+from ._limits import (
+    Budget,
+    Locked,
+    LockoutRule,
+    Standing,
+    Verdict,
+    ceil_seconds,
+    take_in_turn,
+    take_unless_locked_in_turn,
+)
 
 LIMIT_BUCKETS = 60
 """Buckets per window in shared counters; a bucket's width bounds how late a hit is forgotten."""
@@ -277,6 +286,35 @@ class StoreRateLimiter:
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._count(budgets, always=False)
+
+    async def take_unless_locked(
+        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
+    ) -> Verdict | Locked:
+        if self._store.kind != "postgresql":
+            return await take_unless_locked_in_turn(self, rule, key, budgets)
+        now = self._clock.now()
+        # The lock's end is read from its state (``failed`` writes it as JSON, ``until`` in
+        # seconds of the injected clock) by the same comparison as FailureLog.locked_for; the
+        # budgets are counted only when it is not locked (the CASE, as in take_then).
+        row = await self._store.autocommit.fetchrow(
+            "SELECT lock.state, CASE WHEN COALESCE((NULLIF(lock.state, '')::jsonb ->> 'until')"
+            "::float8, 0) <= $3 THEN ledgerport_count_limits('take', $3, $4, $5, $6, $7, $8)"
+            " END AS counted"
+            " FROM (SELECT (SELECT state FROM rate_limits WHERE budget = $1 AND key = $2)"
+            " AS state) AS lock",
+            rule.name,
+            self._key(rule.name, key),
+            now,
+            LIMIT_BUCKETS,
+            *_count_arguments(budgets, self._keys(budgets)),
+        )
+        assert row is not None
+        await self._sweep(now)
+        if row["counted"] is None:
+            wait = self._log(rule, row["state"], now).locked_for()
+            assert wait is not None, "the lock's state reads as locked in SQL and in Python"
+            return Locked(wait)
+        return _verdict(budgets, row["counted"])
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         now = self._clock.now()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ledgerport import catalog
-from ledgerport.auth import Budget, LockoutRule, RateLimited, RateLimiter
+from ledgerport.auth import Budget, Locked, LockoutRule, RateLimited, RateLimiter
 from ledgerport.ops import Metrics
 
 from ._context import app_state, platform
@@ -54,7 +54,9 @@ class OAuthGuard:
             self._refuse(rule.name, wait)
 
     async def failed_authentication(self, endpoint: str, ip: str, client_id: str | None) -> None:
-        """Count a failure; raises 429 when the IP is past its unauthenticated budget."""
+        """Count a failure; raises 429 when the (IP, client) pair is locked (the failure not
+        counted) or the IP is past its unauthenticated budget."""
+        await self.check_lock(endpoint, ip, client_id)
         self._metrics.oauth_client_auth_failures.labels(endpoint).inc()
         if await self._limiter.failed(_lockout(endpoint), (ip, client_id or "")):
             self._metrics.oauth_lockouts.labels(endpoint).inc()
@@ -71,6 +73,8 @@ class OAuthGuard:
     async def authenticated(
         self, endpoint: str, ip: str, client_id: str, *, with_secret: bool, confidential: bool
     ) -> None:
+        """Count an authenticated request, or refuse it with 429 when the (IP, client) pair is
+        locked (nothing counted) or a budget has no room: one round trip on a shared limiter."""
         pair = (
             catalog.RATE_LIMIT_OAUTH_CLIENT_WITH_SECRET
             if with_secret
@@ -82,7 +86,10 @@ class OAuthGuard:
         ]
         if endpoint == "token" and confidential:
             budgets.append(Budget(catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT, (client_id,)))
-        verdict = await self._limiter.take(*budgets)
+        rule = _lockout(endpoint)
+        verdict = await self._limiter.take_unless_locked(rule, (ip, client_id), *budgets)
+        if isinstance(verdict, Locked):
+            self._refuse(rule.name, verdict.wait)
         if verdict.refused_by is not None:
             self._refuse(verdict.refused_by.name, verdict.retry_after)
 

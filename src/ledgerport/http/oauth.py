@@ -324,11 +324,17 @@ async def authenticated_client(
     except auth.OAuthError:
         await g.unauthenticated(endpoint, ip)
         raise
-    await g.check_lock(endpoint, ip, credentials.client_id)
     p = platform()
+    # The lock of the (IP, client) pair is looked at after the credentials: with the budgets
+    # when they hold, before counting the failure when they fail. Either way a locked pair is
+    # answered 429 whatever it presented, and nothing is counted for it.
     try:
         app = await auth.authenticate_client(
-            p.store.autocommit, p.keyring, credentials, allow_inactive=allow_inactive
+            p.store.autocommit,
+            p.keyring,
+            credentials,
+            allow_inactive=allow_inactive,
+            directory=p.app_directory,
         )
     except auth.InvalidClient:
         await g.failed_authentication(endpoint, ip, credentials.client_id)

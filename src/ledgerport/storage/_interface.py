@@ -301,8 +301,9 @@ class Store(Protocol):
 
     def listen(self, channel: str, listener: Listener) -> AbstractAsyncContextManager[None]:
         """Call ``listener`` (synchronously, from a trio task) after each commit that notified
-        ``channel``, for as long as the context lasts. Wake-ups may merge or, when the
-        connection that listens is lost, go missing: listeners also look for work on a timer."""
+        ``channel``, for as long as the context lasts; a commit of this process calls it before
+        its transaction's block is left. Wake-ups may merge, come twice or, when the connection
+        that listens is lost, go missing: listeners also look for work on a timer."""
         ...
 
     @property

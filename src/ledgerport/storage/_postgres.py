@@ -27,6 +27,7 @@ from ._interface import (
     DatabaseMissing,
     Flush,
     Listener,
+    Listeners,
     Migration,
     MigrationError,
     Row,
@@ -205,6 +206,9 @@ class PostgresStore:
         self._listen_conn: Any = None
         self._listen_broken = False
         self._listeners = 0
+        self._here = Listeners()
+        """This process's listeners by PostgreSQL channel: woken by its own commits at once,
+        before PostgreSQL's notification of them arrives."""
         self._hold_lock = trio.Lock()
         self._hold_conn: Any = None
         """The connection of this process's marks (:meth:`hold`), outside the pool."""
@@ -327,6 +331,7 @@ class PostgresStore:
                 await unit.execute("SELECT 1")  # notifications alone still need a commit
             if unit._conn is not None:
                 await self._call(self._end, unit._conn, True, unit._notices)
+                self._here.wake(unit._notices)
         finally:
             if unit._conn is not None:
                 self._statistics.count_transaction(trio.current_time() - started)
@@ -339,14 +344,19 @@ class PostgresStore:
 
         A connection runs one statement at a time: every LISTEN and UNLISTEN on it goes under
         one lock. An UNLISTEN that fails or hangs closes the connection (its listeners are
-        gone with it); the others leaving after it have nothing left to undo."""
+        gone with it); the others leaving after it have nothing left to undo.
+
+        A commit of this process wakes the listener at once, as it returns (and again when
+        PostgreSQL's notification arrives): what this process changed, it sees in its next
+        request."""
 
         def on_notification(*_: object) -> None:
             listener()
 
         conn = await self._start_listening(_channel(channel), on_notification)
         try:
-            yield
+            with self._here.listening(_channel(channel), listener):
+                yield
         finally:
             await self._stop_listening(conn, _channel(channel), on_notification)
 
