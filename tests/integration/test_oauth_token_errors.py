@@ -229,6 +229,26 @@ async def test_valid_target_accepted(client, admin_headers, resource: str) -> No
     assert response.status_code == 200, await response.get_json()
 
 
+async def test_a_refresh_keeps_to_the_resource_of_its_grant(client, admin_headers) -> None:
+    """A grant bound to a resource refreshes for that resource or for none; another one is
+    invalid_target, and leaves the refresh token unused (it refreshes after)."""
+    world = await make_world(client, admin_headers)
+    bound = API + "/invoices"
+    await login(client, world)
+    code = (await authorize(client, world, extra={"resource": bound}))["code"][0]
+    response = await token_request(client, world, code_form(code))
+    assert response.status_code == 200, await response.get_json()
+    refresh = (await response.get_json())["refresh_token"]
+    form = {"grant_type": "refresh_token", "refresh_token": refresh}
+    response = await token_request(client, world, form | {"resource": API + "/customers"})
+    await assert_oauth_error(response, 400, "invalid_target")
+    response = await token_request(client, world, form | {"resource": bound})
+    assert response.status_code == 200, await response.get_json()
+    refresh = (await response.get_json())["refresh_token"]
+    response = await token_request(client, world, {**form, "refresh_token": refresh})
+    assert response.status_code == 200, await response.get_json()
+
+
 # --- 400 invalid_grant: descriptions --------------------------------------------------------------
 
 

@@ -317,6 +317,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "revoke_family",
         "revoke_token",
         "rotate_refresh_token",
+        "rotate_refresh_token_at_once",
         "rotate_signing_keys",
         "start_device_authorization",
         "start_family",

@@ -69,6 +69,7 @@ from ._grants import resolve_access_token as resolve_access_token
 from ._grants import revoke_family as revoke_family
 from ._grants import revoke_token as revoke_token
 from ._grants import rotate_refresh_token as rotate_refresh_token
+from ._grants import rotate_refresh_token_at_once as rotate_refresh_token_at_once
 from ._grants import start_family as start_family
 from ._limits import Budget as Budget
 from ._limits import Locked as Locked

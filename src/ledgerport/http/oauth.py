@@ -501,10 +501,22 @@ async def token() -> Response:
         if grant_type not in GRANTS_AVAILABLE:
             raise auth.UnsupportedGrantType("grant_type is not supported")
         p = platform()
+        outcome = None
         if grant_type == catalog.GRANT_TOKEN_EXCHANGE:
             outcome = await _token_exchange(form, app, credentials)
         else:
             resource = _resource(form)
+            if grant_type == catalog.GRANT_REFRESH_TOKEN and p.store.kind == "postgresql":
+                # One statement when the token is good; otherwise the transaction decides.
+                outcome = await auth.rotate_refresh_token_at_once(
+                    p.store.autocommit,
+                    p.keyring,
+                    now=p.now(),
+                    app=app,
+                    refresh_token=_required(form, "refresh_token"),
+                    resource=resource,
+                )
+        if outcome is None:
             async with unit_of_work() as tx:
                 if grant_type == catalog.GRANT_AUTHORIZATION_CODE:
                     outcome = await auth.redeem_code(
