@@ -233,3 +233,26 @@ async def test_a_suspended_client_is_refused_at_once_by_a_listening_platform(
     )
     assert response.status_code == 401
     assert (await response.get_json())["error"] == "invalid_client"
+
+
+async def test_a_revoked_token_is_refused_on_the_next_call_whatever_is_kept(
+    client: Any, admin_headers: dict[str, str], platform: Any
+) -> None:
+    """Tokens are never kept: with the app kept, a revoked access token answers 401 on the
+    next data API call and inactive on the next introspection."""
+    world = await make_world(client, admin_headers)
+    assert world.client_secret is not None
+    tokens = await full_grant(client, world)
+    right = basic(world.client_id, world.client_secret)
+    bearer = {"Authorization": f"Bearer {tokens['access_token']}"}
+    assert (await client.get("/invoices", headers=bearer)).status_code == 200
+    form = {"token": tokens["access_token"]}
+    response = await client.post("/oauth/introspect", form=form, headers=right)
+    assert (await response.get_json())["active"] is True
+    assert platform.app_directory.kept >= 1
+    response = await client.post("/oauth/revoke", form=form, headers=right)
+    assert response.status_code == 200
+    assert (await client.get("/invoices", headers=bearer)).status_code == 401
+    response = await client.post("/oauth/introspect", form=form, headers=right)
+    assert (await response.get_json()) == {"active": False}
+    assert platform.app_directory.kept >= 1
