@@ -230,3 +230,23 @@ async def test_an_apps_attempts_in_flight_keep_to_their_cap_and_their_send_slots
             hanging = len(dead.received)
             nursery.cancel_scope.cancel()
     assert hanging == 24
+
+
+async def test_a_backlog_passed_over_at_a_full_webhook_is_claimed_as_its_room_frees(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    """A webhook at its cap has its due deliveries passed over by a claim (not refused one by
+    one): the room its attempts let go still wakes the claimer, so its backlog goes out as fast
+    as the endpoint answers, never after the engine's poll (60 s here)."""
+    api = await owner_api(client, admin_headers)
+    console = await console_for(client, admin_headers, api)
+    with trio.fail_after(TIMEOUT):
+        async with receiving() as slow, trio.open_nursery() as nursery:
+            slow.default = Answer(delay=0.5)  # the cap's two attempts outlast the claims
+            await console.webhook(slow.url, ["customer.created"])
+            engine = DeliveryEngine(platform, held_per_webhook=2, poll=60.0)
+            await nursery.start(engine.run)
+            for index in range(8):
+                await api.customer(f"Backlog {index}")
+            await slow.wait_for(8, within=20)
+            nursery.cancel_scope.cancel()

@@ -545,6 +545,11 @@ class DeliveryEngine:
                 due = await queues.delivery_due_times(tx)
                 due_now = [app for app, at in due if at <= now]
                 quotas = book.claim_order(due_now, CLAIM_BATCH)[:FIRST_PER_KEY_MAX]
+                full = book.full_webhooks()
+                if full and quotas:
+                    # Their due deliveries are passed over, not refused: the room they let go
+                    # must still wake this loop (else it sleeps until the poll).
+                    book.starved = True
                 claimed = await queues.claim_due(
                     tx,
                     now=now,
@@ -552,7 +557,7 @@ class DeliveryEngine:
                     lease_until=now + self._lease_seconds,
                     quotas=quotas,
                     take=reservation.take,
-                    full=book.full_webhooks(),
+                    full=full,
                 )
                 plans = await self._plans_for(tx, claimed)
         # An app that got all it asked for may have more due: claim again at once; else when
