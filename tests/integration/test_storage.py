@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import os
 import sqlite3
+import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -434,6 +437,154 @@ async def test_a_sqlite_write_waits_off_the_loop_while_another_program_holds_the
             async with store.transaction() as tx:  # the lock free again: begun at once
                 await tx.execute("INSERT INTO settings (key, value) VALUES ('after', 'z')")
             assert await _settings(store) == {"after": "z", "mine": "y", "other": "x"}
+
+
+class RecordedSyncs:
+    """``os.fdatasync`` as the SQLite store's WAL sync calls it: the files synced, in order,
+    each sync taking ``seconds`` (a slow disk)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> None:
+        self.files: list[str] = []
+        self.began = trio.Event()
+        self.ended = 0
+        self._real = os.fdatasync
+        self._seconds = seconds
+        monkeypatch.setattr(os, "fdatasync", self._sync)
+
+    def _sync(self, fd: int) -> None:
+        self.files.append(os.readlink(f"/proc/self/fd/{fd}"))
+        trio.from_thread.run_sync(self.began.set)
+        time.sleep(self._seconds)  # on the sync's own thread: a slow disk, not the loop
+        self._real(fd)
+        self.ended += 1
+
+
+async def test_a_sqlite_commit_is_synced_before_its_block_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits run with synchronous = NORMAL, and the WAL file is synced to disk before the
+    transaction's block is left; a transaction that wrote nothing syncs nothing."""
+    path = str(tmp_path / "synced.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            syncs = RecordedSyncs(monkeypatch)
+            async with store.transaction() as tx:
+                assert await tx.fetchval("PRAGMA synchronous") == 1  # NORMAL
+                assert await tx.fetchval("PRAGMA wal_autocheckpoint") == 0
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
+                assert syncs.files == []
+            assert syncs.files == [path + "-wal"]
+            async with store.transaction() as tx:
+                await tx.fetchval("SELECT value FROM settings WHERE key = 'a'")
+            async with store.transaction(reads=True) as tx:
+                await tx.fetchval("SELECT value FROM settings WHERE key = 'a'")
+            await store.autocommit.fetchval("SELECT value FROM settings WHERE key = 'a'")
+            assert syncs.files == [path + "-wal"]
+            async with store.transaction(background=True) as tx:
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('b', '2')")
+            assert syncs.files == [path + "-wal"] * 2
+
+
+async def test_sqlite_commits_made_during_a_sync_share_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty writers against a disk taking 50 ms a sync: each leaves its block only after a
+    sync that began after its commit ended, and the syncs are far fewer than the commits."""
+    path = str(tmp_path / "grouped.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            syncs = RecordedSyncs(monkeypatch, seconds=0.05)
+            left: list[tuple[int, int]] = []
+
+            async def write(i: int) -> None:
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ($1, 'x')", f"k{i}")
+                    begun = len(syncs.files)  # syncs begun before this commit
+                left.append((begun, syncs.ended))
+
+            async with trio.open_nursery() as nursery:
+                for i in range(20):
+                    nursery.start_soon(write, i)
+            assert len(left) == 20
+            assert all(ended >= begun + 1 for begun, ended in left), left
+            assert len(syncs.files) <= 5, syncs.files
+            assert len(await _settings(store)) == 20
+
+
+async def test_what_a_sqlite_read_sees_is_on_disk_before_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read outside a transaction, and an engine's (background) transaction, made while a
+    commit's sync is under way, see the commit only once it is on disk: no answer and no
+    delivery rests on a commit a power cut could take back."""
+    path = str(tmp_path / "seen.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            syncs = RecordedSyncs(monkeypatch, seconds=0.5)
+            seen: dict[str, tuple[Any, int]] = {}
+
+            async def write() -> None:
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
+
+            async def read() -> None:
+                value = await store.autocommit.fetchval("SELECT value FROM settings")
+                seen["read"] = (value, syncs.ended)
+
+            async def engine() -> None:
+                async with store.transaction(background=True) as tx:
+                    seen["engine"] = (await tx.fetchval("SELECT value FROM settings"), syncs.ended)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(write)
+                await syncs.began.wait()  # the commit made, its sync under way
+                assert not syncs.ended
+                nursery.start_soon(read)
+                nursery.start_soon(engine)
+            assert seen == {"read": ("1", 1), "engine": ("1", 1)}
+
+
+async def test_a_failed_sync_fails_the_transaction_and_the_store_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path / "failing.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            real = os.fdatasync
+
+            def failing(fd: int) -> None:
+                raise OSError(5, "Input/output error")
+
+            monkeypatch.setattr(os, "fdatasync", failing)
+            with pytest.raises(StorageUnavailable, match="cannot sync"):
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
+            monkeypatch.setattr(os, "fdatasync", real)
+            async with store.transaction() as tx:
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('b', '2')")
+            assert await _settings(store) == {"a": "1", "b": "2"}
+
+
+async def test_sqlite_checkpoints_after_syncs_keep_the_wal_bounded(tmp_path: Path) -> None:
+    """Automatic checkpoints are off (they would run on the event loop); a sync is followed by
+    a checkpoint on a connection of its own, at most every ``checkpoint_interval`` seconds (0
+    here: after every sync), so the WAL's frames are copied into the database as the service
+    writes."""
+    path = str(tmp_path / "checkpointed.db")
+    marker = "checkpointed-" + "x" * 40
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path, checkpoint_interval=0.0) as store:
+            await store.migrate()
+            async with store.transaction() as tx:
+                assert await tx.fetchval("PRAGMA wal_autocheckpoint") == 0
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('a', $1)", marker)
+            # In the database file itself, not only in its WAL: copied by the checkpoint.
+            assert marker.encode() in await trio.Path(path).read_bytes()
+            assert marker.encode() in await trio.Path(path + "-wal").read_bytes()
 
 
 async def test_unique_violation_is_a_conflict_and_the_store_stays_usable(store: Store) -> None:

@@ -2,25 +2,29 @@
 
 sqlite3 blocks, and a hop to a worker thread (``trio.to_thread.run_sync``, a capacity limiter of
 one) costs 100 to 200 us, ten times a short indexed statement. So what may wait runs on the
-worker thread: a ``COMMIT`` (synced to disk) or ``ROLLBACK``, every statement of a background
-transaction (the engine's batches and the scheduler's purges, which may touch many rows) from
-its ``BEGIN IMMEDIATE`` on, the migrations, and a request's ``BEGIN IMMEDIATE`` when another
-program holds the write lock (asked first on the event loop without waiting: the serving process
-is the one that writes its file, so the lock is free but for such a program). What cannot wait
-runs on the event loop itself, where it costs the statement alone: the later statements of a
-request's transaction, which already holds the write lock, the commit of one that wrote nothing,
-the single reads outside a transaction (``autocommit``, ``ping``), and a ``reads`` unit (a GET)
-from its deferred ``BEGIN`` to its first write, if any: WAL lets a reader through whatever a
-writer does. The writer turns (a trio lock that lets requests go first) keep one user of the
-connection at a time.
+worker thread: a ``COMMIT`` (which may run a checkpoint) or ``ROLLBACK``, every statement of a
+background transaction (the engine's batches and the scheduler's purges, which may touch many
+rows) from its ``BEGIN IMMEDIATE`` on, the migrations, and a request's ``BEGIN IMMEDIATE`` when
+another program holds the write lock (asked first on the event loop without waiting: the serving
+process is the one that writes its file, so the lock is free but for such a program). What
+cannot wait runs on the event loop itself, where it costs the statement alone: the later
+statements of a request's transaction, which already holds the write lock, the commit of one
+that wrote nothing, the single reads outside a transaction (``autocommit``, ``ping``), and a
+``reads`` unit (a GET) from its deferred ``BEGIN`` to its first write, if any: WAL lets a reader
+through whatever a writer does. The writer turns (a trio lock that lets requests go first) keep
+one user of the connection at a time. A commit is synced to disk after its turn, together with
+the commits made while the previous sync ran (:class:`WalSync`), and its transaction's block is
+left only then.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal, TypeVar
@@ -45,8 +49,11 @@ from ._migrations import load_migrations
 # A quoted string or identifier (kept as is) or a $N placeholder (rewritten to SQLite's ?N).
 _PARAM_OR_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
 _T = TypeVar("_T")
+log = logging.getLogger("ledgerport.storage.sqlite")
 BUSY_TIMEOUT_MS = 10_000
 """How long a statement on the worker thread waits for a lock another program holds."""
+CHECKPOINT_INTERVAL = 1.0
+"""Seconds at least between two checkpoints, each made after a sync (``WalSync``)."""
 
 
 def _translate(sql: str) -> str:
@@ -251,15 +258,121 @@ class _Autocommit:
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         async with self._store._turns.turn():
-            return await self._store._inline(_fetch, self._store._conn, sql, args)
+            rows = await self._store._inline(_fetch, self._store._conn, sql, args)
+        await self._store._durable()  # what it read is on disk
+        return rows
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         async with self._store._turns.turn():
-            return await self._store._inline(_fetchrow, self._store._conn, sql, args)
+            row = await self._store._inline(_fetchrow, self._store._conn, sql, args)
+        await self._store._durable()  # what it read is on disk
+        return row
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         row = await self.fetchrow(sql, *args)
         return None if row is None else next(iter(row.values()))
+
+
+class WalSync:
+    """Makes commits durable together: the WAL file synced to disk once for every commit made
+    before the sync began (a group commit).
+
+    The connection commits with ``synchronous = NORMAL`` on the event loop: a COMMIT writes its
+    frames to the WAL (the operating system holds them, so a killed process loses nothing)
+    without waiting for the disk, and the turn passes on at once. No one sees a commit before
+    it is on disk, though: a transaction's block and a read outside one are left only once
+    every commit made before they end is synced (:meth:`synced`), so whatever a request
+    answers, or the engine sends, rests on commits that survive a power cut, as with
+    ``synchronous = FULL``. While one sync runs, the commits made meanwhile wait for the next,
+    which covers them all: under load one sync serves many commits, instead of each holding
+    the one connection through its own.
+
+    SQLite's automatic checkpoints would run in a COMMIT, on the event loop: they are off, and
+    a sync is followed, at most once every CHECKPOINT_INTERVAL, by a PASSIVE checkpoint on a
+    connection of its own (waiting for no reader or writer).
+    """
+
+    def __init__(self, wal_path: str, *, checkpoint_interval: float = CHECKPOINT_INTERVAL) -> None:
+        self._path = wal_path
+        self._checkpoint_interval = checkpoint_interval
+        self._fd: int | None = None
+        self._committed = 0
+        """Commits made so far (numbered from 1)."""
+        self._synced = 0
+        """The last commit the last completed sync covers."""
+        self._lock = trio.Lock()
+        self._thread = trio.CapacityLimiter(1)
+        """A thread of its own: never queued behind the default limiter's other users."""
+        self._checkpointer: sqlite3.Connection | None = None
+        self._checkpointed = time.monotonic()
+        self.syncs = 0
+        """Syncs made so far."""
+
+    def committed(self) -> None:
+        """Count a commit just made."""
+        self._committed += 1
+
+    async def synced(self) -> None:
+        """Wait until every commit made so far is on disk (shielded: a block left early by a
+        cancellation would otherwise leave without it). A sync that fails raises
+        StorageUnavailable: the commits' fate is then unknown to their callers, as with a
+        connection lost during a COMMIT, and the next sync covers them again."""
+        commit = self._committed
+        if self._synced >= commit:
+            return
+        with trio.CancelScope(shield=True):
+            while self._synced < commit:
+                async with self._lock:
+                    if self._synced >= commit:
+                        return
+                    covered = self._committed
+                    await trio.to_thread.run_sync(self._sync, limiter=self._thread)
+                    self.syncs += 1
+                    self._synced = max(self._synced, covered)
+
+    def _sync(self) -> None:
+        try:
+            if self._fd is None:
+                fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+                # The WAL file's own entry in its directory, once (as SQLite does under FULL).
+                directory = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY)
+                try:
+                    os.fsync(directory)
+                except OSError:
+                    os.close(fd)
+                    raise
+                finally:
+                    os.close(directory)
+                self._fd = fd
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            raise StorageUnavailable(f"sqlite: cannot sync {self._path}: {exc}") from exc
+        if time.monotonic() - self._checkpointed >= self._checkpoint_interval:
+            self._checkpointed = time.monotonic()
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL's frames into the database. A failure is logged, and the next one
+        tries again: the commits are on disk in the WAL whatever it does."""
+        try:
+            if self._checkpointer is None:
+                self._checkpointer = sqlite3.connect(
+                    self._path[: -len("-wal")],
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                )
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            log.warning("sqlite: checkpoint of %s: %s", self._path, exc)
+
+    def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class SqliteStore:
@@ -268,8 +381,10 @@ class SqliteStore:
     kind: Literal["sqlite"] = "sqlite"
     shared = False
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, wal: WalSync | None = None) -> None:
         self._conn = conn
+        self._wal = wal
+        """The group commit's sync of the WAL; None when each COMMIT syncs (no WAL)."""
         self._limiter = trio.CapacityLimiter(1)
         self._turns = WriterTurns()
         self._listeners = Listeners()
@@ -354,6 +469,11 @@ class SqliteStore:
         asked = trio.current_time()
         waited = self._turns.busy
         async with self._turns.turn(background=background):
+            if background:
+                # The engine's loops act on what they read before their block is left (a
+                # fan-out's first attempts are sent while it commits): they read only commits
+                # that are on disk.
+                await self._durable()
             started = trio.current_time()
             if waited:
                 self._statistics.waits += 1
@@ -370,17 +490,28 @@ class SqliteStore:
             else:
                 try:
                     if tx.begun and tx.wrote():
-                        await self._call(self._conn.execute, "COMMIT")  # synced to disk
+                        if self._wal is not None:
+                            # Synced to disk after the turn (WalSync.synced, below).
+                            await self._inline(self._conn.execute, "COMMIT")
+                            self._wal.committed()
+                        else:
+                            await self._call(self._conn.execute, "COMMIT")  # synced to disk
                     elif tx.begun:
                         await self._inline(self._conn.execute, "COMMIT")  # nothing to write
                 except BaseException:
                     with trio.CancelScope(shield=True):
                         await self._call(self._rollback_if_open)
                     raise
-                self._listeners.wake(tx._notified)
             finally:
                 if tx.begun:
                     self._statistics.count_transaction(trio.current_time() - started)
+        await self._durable()
+        self._listeners.wake(tx._notified)
+
+    async def _durable(self) -> None:
+        """Wait until every commit made so far is on disk (``WalSync``)."""
+        if self._wal is not None:
+            await self._wal.synced()
 
     def _rollback_if_open(self) -> None:
         if self._conn.in_transaction:
@@ -398,7 +529,11 @@ class SqliteStore:
         """Apply the migrations this database lacks; answers the versions applied."""
         chosen = load_migrations("sqlite") if migrations is None else migrations
         async with self._turns.turn():
-            return await self._call(_migrate, self._conn, chosen)
+            applied = await self._call(_migrate, self._conn, chosen)
+            if self._wal is not None and applied:
+                self._wal.committed()
+        await self._durable()
+        return applied
 
 
 def _current_version(conn: sqlite3.Connection) -> int:
@@ -463,24 +598,43 @@ def _connect(path: str) -> sqlite3.Connection:
         path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
     )
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode = WAL")
-    # FULL: a committed transaction survives a power cut, not only a crash of the process.
-    conn.execute("PRAGMA synchronous = FULL")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    # A committed transaction survives a power cut, not only a crash of the process: in WAL
+    # mode through WalSync (NORMAL here, the WAL synced after the commit's turn, many commits
+    # in one sync), otherwise by SQLite at each commit (FULL).
+    wal = str(mode).lower() == "wal"
+    conn.execute(f"PRAGMA synchronous = {'NORMAL' if wal else 'FULL'}")
+    if wal:
+        conn.execute("PRAGMA wal_autocheckpoint = 0")  # WalSync checkpoints
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 
 
+def _wal_sync(conn: sqlite3.Connection, path: str, checkpoint_interval: float) -> WalSync | None:
+    """The WAL's sync of a connection in WAL mode (on a file), else None."""
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() != "wal":
+        return None
+    return WalSync(os.path.abspath(path) + "-wal", checkpoint_interval=checkpoint_interval)
+
+
 @asynccontextmanager
-async def open_sqlite(path: str) -> AsyncIterator[SqliteStore]:
-    """Open (creating if needed) the SQLite file at ``path``."""
+async def open_sqlite(
+    path: str, *, checkpoint_interval: float = CHECKPOINT_INTERVAL
+) -> AsyncIterator[SqliteStore]:
+    """Open (creating if needed) the SQLite file at ``path``; its WAL is checkpointed after a
+    sync at most every ``checkpoint_interval`` seconds."""
     try:
         conn = await trio.to_thread.run_sync(_connect, path)
     except sqlite3.Error as exc:
         raise StorageUnavailable(f"sqlite: cannot open {path}: {exc}") from exc
+    wal = _wal_sync(conn, path, checkpoint_interval)
     try:
-        yield SqliteStore(conn)
+        yield SqliteStore(conn, wal)
     finally:
         with trio.CancelScope(shield=True):
+            if wal is not None:
+                await trio.to_thread.run_sync(wal.close)
             await trio.to_thread.run_sync(conn.close)
 
 
