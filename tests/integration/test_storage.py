@@ -484,6 +484,9 @@ async def test_a_sqlite_commit_is_synced_before_its_block_is_left(
             async with store.transaction(background=True) as tx:
                 await tx.execute("INSERT INTO settings (key, value) VALUES ('b', '2')")
             assert syncs.files == [path + "-wal"] * 2
+            async with store.transaction() as tx:  # no row changed, the schema did
+                await tx.execute("CREATE TABLE test_synced (x INTEGER)")
+            assert syncs.files == [path + "-wal"] * 3
 
 
 async def test_sqlite_commits_made_during_a_sync_share_the_next(

@@ -107,9 +107,14 @@ class _SqliteTransaction:
         one's first write)."""
         self.changes_before = 0
         """The connection's total changes when the transaction began."""
+        self.issued_writes = False
+        """Whether a statement other than a SELECT ran (it may change the schema, which
+        ``wrote`` does not count)."""
 
     async def _call(self, sql: str, fn: Callable[..., _T], *args: Any) -> _T:
         conn = self._store._conn
+        if not _reads_only(sql):
+            self.issued_writes = True
         if self.begun:
             if self._background or (not self.locked and not _reads_only(sql)):
                 # May wait: the background's batches, and a deferred unit's first write (the
@@ -489,13 +494,13 @@ class SqliteStore:
                 raise
             else:
                 try:
-                    if tx.begun and tx.wrote():
-                        if self._wal is not None:
+                    if tx.begun and self._wal is not None:
+                        await self._inline(self._conn.execute, "COMMIT")
+                        if tx.issued_writes or tx.wrote():
                             # Synced to disk after the turn (WalSync.synced, below).
-                            await self._inline(self._conn.execute, "COMMIT")
                             self._wal.committed()
-                        else:
-                            await self._call(self._conn.execute, "COMMIT")  # synced to disk
+                    elif tx.begun and tx.wrote():
+                        await self._call(self._conn.execute, "COMMIT")  # synced to disk
                     elif tx.begun:
                         await self._inline(self._conn.execute, "COMMIT")  # nothing to write
                 except BaseException:
