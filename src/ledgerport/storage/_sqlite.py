@@ -2,19 +2,19 @@
 
 sqlite3 blocks, and a hop to a worker thread (``trio.to_thread.run_sync``, a capacity limiter of
 one) costs 100 to 200 us, ten times a short indexed statement. So what may wait runs on the
-worker thread: a ``COMMIT`` (which may run a checkpoint) or ``ROLLBACK``, every statement of a
-background transaction (the engine's batches and the scheduler's purges, which may touch many
-rows) from its ``BEGIN IMMEDIATE`` on, the migrations, and a request's ``BEGIN IMMEDIATE`` when
-another program holds the write lock (asked first on the event loop without waiting: the serving
-process is the one that writes its file, so the lock is free but for such a program). What
-cannot wait runs on the event loop itself, where it costs the statement alone: the later
-statements of a request's transaction, which already holds the write lock, the commit of one
-that wrote nothing, the single reads outside a transaction (``autocommit``, ``ping``), and a
-``reads`` unit (a GET) from its deferred ``BEGIN`` to its first write, if any: WAL lets a reader
-through whatever a writer does. The writer turns (a trio lock that lets requests go first) keep
-one user of the connection at a time. A commit is synced to disk after its turn, together with
-the commits made while the previous sync ran (:class:`WalSync`), and its transaction's block is
-left only then.
+worker thread: a ``ROLLBACK``, a ``COMMIT`` when the database has no WAL (SQLite syncs it to
+disk itself), every statement of a background transaction (the engine's batches and the
+scheduler's purges, which may touch many rows) from its ``BEGIN IMMEDIATE`` on, the migrations,
+and a request's ``BEGIN IMMEDIATE`` when another program holds the write lock (asked first on
+the event loop without waiting: the serving process is the one that writes its file, so the lock
+is free but for such a program). What cannot wait runs on the event loop itself, where it costs
+the statement alone: the later statements of a request's transaction, which already holds the
+write lock, a ``COMMIT`` in WAL mode (it waits for no disk: :class:`WalSync` syncs the WAL after
+the turn, one sync for many commits, and the transaction's block is left only then), the single
+reads outside a transaction (``autocommit``, ``ping``), and a ``reads`` unit (a GET) from its
+deferred ``BEGIN`` to its first write, if any: WAL lets a reader through whatever a writer does.
+The writer turns (a trio lock that lets requests go first) keep one user of the connection at a
+time.
 """
 
 from __future__ import annotations
