@@ -447,16 +447,7 @@ async def rotate_refresh_token(
     return Outcome(pair=TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes))
 
 
-_ROTATE_AT_ONCE_POSTGRES = (
-    "WITH claimed AS ("
-    " UPDATE refresh_tokens r SET used_at = $1"
-    " FROM token_families f JOIN installations i ON i.id = f.installation_id"
-    " JOIN memberships m ON m.business_id = f.business_id AND m.user_id = f.user_id"
-    " WHERE r.token_hash = $2 AND f.id = r.family_id AND r.used_at IS NULL"
-    " AND r.revoked_at IS NULL AND $1 < r.expires_at AND f.revoked_at IS NULL"
-    " AND f.app_id = $7 AND i.state = 'ACTIVE' AND m.active"
-    " AND ($8::text IS NULL OR f.resource IS NULL OR f.resource = $8)"
-    " RETURNING r.family_id, f.scopes),"
+_ROTATION_WRITES = (
     " spent AS ("
     " UPDATE access_tokens SET revoked_at = $1"
     " WHERE refresh_token_hash = $2 AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM claimed)),"
@@ -466,11 +457,26 @@ _ROTATE_AT_ONCE_POSTGRES = (
     " issued AS ("
     " INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
     " expires_at) SELECT $4, family_id, $3, $1, $6 FROM claimed)"
-    " SELECT scopes FROM claimed"
+)
+"""A rotation's writes after its claim (the CTE ``claimed``, the spent token's family): the
+spent token's access token revoked and the new pair inserted, only where the claim was made.
+Parameters: $1 now, $2 the spent token's hash, $3 and $4 the new refresh and access tokens'
+hashes, $5 and $6 their expiries."""
+
+_ROTATE_AT_ONCE_POSTGRES = (
+    "WITH claimed AS ("
+    " UPDATE refresh_tokens r SET used_at = $1"
+    " FROM token_families f JOIN installations i ON i.id = f.installation_id"
+    " JOIN memberships m ON m.business_id = f.business_id AND m.user_id = f.user_id"
+    " WHERE r.token_hash = $2 AND f.id = r.family_id AND r.used_at IS NULL"
+    " AND r.revoked_at IS NULL AND $1 < r.expires_at AND f.revoked_at IS NULL"
+    " AND f.app_id = $7 AND i.state = 'ACTIVE' AND m.active"
+    " AND ($8::text IS NULL OR f.resource IS NULL OR f.resource = $8)"
+    " RETURNING r.family_id, f.scopes)," + _ROTATION_WRITES + " SELECT scopes FROM claimed"
 )
 """A whole rotation as one PostgreSQL statement: the token claimed only where every condition
-under which ``rotate_refresh_token`` issues a pair holds (the same ones, in SQL), then the
-writes of ``_ROTATE_POSTGRES``."""
+under which ``rotate_refresh_token`` issues a pair holds (the same ones, in SQL), then
+``_ROTATION_WRITES``."""
 
 
 async def rotate_refresh_token_at_once(
@@ -514,16 +520,8 @@ _ROTATE_POSTGRES = (
     "WITH claimed AS ("
     " UPDATE refresh_tokens SET used_at = $1"
     " WHERE token_hash = $2 AND used_at IS NULL AND revoked_at IS NULL RETURNING family_id),"
-    " spent AS ("
-    " UPDATE access_tokens SET revoked_at = $1"
-    " WHERE refresh_token_hash = $2 AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM claimed)),"
-    " refreshed AS ("
-    " INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at)"
-    " SELECT $3, family_id, $1, $5 FROM claimed),"
-    " issued AS ("
-    " INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
-    " expires_at) SELECT $4, family_id, $3, $1, $6 FROM claimed)"
-    " SELECT count(*) FROM claimed"
+    + _ROTATION_WRITES
+    + " SELECT count(*) FROM claimed"
 )
 """The rotation's writes as one PostgreSQL statement (one round trip): the spent token marked
 used where still unused and unrevoked, and only then its access token revoked and the new pair
