@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from ledgerport.apps import App, AppDirectory, find_app_by_client_id
+from ledgerport.apps import App, AppDirectory
 from ledgerport.keys import Keyring
 from ledgerport.storage import Reader
 
@@ -67,21 +67,18 @@ async def authenticate_client(
     credentials: ClientCredentials,
     *,
     allow_inactive: bool = False,
-    directory: AppDirectory | None = None,
+    directory: AppDirectory,
 ) -> App:
     """The app the credentials prove, or InvalidClient.
 
     A suspended or deactivated app fails unless ``allow_inactive`` (introspection answers such an
-    app ``{"active": false}`` instead). The app is looked up in ``directory`` when given (read
-    through ``reader`` unless kept there).
+    app ``{"active": false}`` instead). The app is looked up in ``directory`` (read through
+    ``reader`` unless kept there).
     """
     basic = credentials.basic
     if not credentials.client_id:
         raise InvalidClient("client_id is missing", basic=basic)
-    if directory is not None:
-        app = await directory.find(reader, credentials.client_id)
-    else:
-        app = await find_app_by_client_id(reader, credentials.client_id)
+    app = await directory.find(reader, credentials.client_id)
     if app is None:
         raise InvalidClient("unknown client", basic=basic)
     if credentials.secret is not None:
