@@ -432,8 +432,8 @@ class SqliteStore:
         free; answers False, having begun nothing, when it is not. The serving process is the
         one that writes its file (``serving``), so the lock is free but for another program
         writing to it: that case (SQLITE_BUSY, asked without waiting) is the caller's to wait
-        for on the worker thread. A request's transaction so takes one hop to the thread (its
-        COMMIT, synced to disk) instead of two."""
+        for on the worker thread. A request's transaction so takes no hop to the thread in WAL
+        mode (its COMMIT runs here too, WalSync syncs it), one without a WAL (its COMMIT)."""
         await trio.lowlevel.checkpoint()
         conn = self._conn
         try:
@@ -595,7 +595,8 @@ def _migrate_unchecked(conn: sqlite3.Connection, migrations: Sequence[Migration]
     return applied
 
 
-def _connect(path: str) -> sqlite3.Connection:
+def _connect(path: str, checkpoint_interval: float) -> tuple[sqlite3.Connection, WalSync | None]:
+    """The connection, and its WAL's sync when it is in WAL mode (a file, not ``:memory:``)."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise StorageUnavailable(f"sqlite: directory {directory} does not exist")
@@ -612,15 +613,9 @@ def _connect(path: str) -> sqlite3.Connection:
     if wal:
         conn.execute("PRAGMA wal_autocheckpoint = 0")  # WalSync checkpoints
     conn.execute("PRAGMA foreign_keys = ON")
-    return conn
-
-
-def _wal_sync(conn: sqlite3.Connection, path: str, checkpoint_interval: float) -> WalSync | None:
-    """The WAL's sync of a connection in WAL mode (on a file), else None."""
-    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-    if str(mode).lower() != "wal":
-        return None
-    return WalSync(os.path.abspath(path) + "-wal", checkpoint_interval=checkpoint_interval)
+    if not wal:
+        return conn, None
+    return conn, WalSync(os.path.abspath(path) + "-wal", checkpoint_interval=checkpoint_interval)
 
 
 @asynccontextmanager
@@ -630,10 +625,9 @@ async def open_sqlite(
     """Open (creating if needed) the SQLite file at ``path``; its WAL is checkpointed after a
     sync at most every ``checkpoint_interval`` seconds."""
     try:
-        conn = await trio.to_thread.run_sync(_connect, path)
+        conn, wal = await trio.to_thread.run_sync(_connect, path, checkpoint_interval)
     except sqlite3.Error as exc:
         raise StorageUnavailable(f"sqlite: cannot open {path}: {exc}") from exc
-    wal = _wal_sync(conn, path, checkpoint_interval)
     try:
         yield SqliteStore(conn, wal)
     finally:
