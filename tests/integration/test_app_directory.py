@@ -62,6 +62,13 @@ async def new_app(store: Store, keyring: auth.Keyring, clock: FrozenClock) -> ap
     return app
 
 
+async def one_app(
+    store: Store, keyring: auth.Keyring, clock: FrozenClock
+) -> tuple[apps.AppDirectory, apps.App, CountingReader]:
+    """A directory, a new app and a reader counting its reads over ``store``."""
+    return apps.AppDirectory(clock), await new_app(store, keyring, clock), CountingReader(store)
+
+
 async def set_status_unnotified(store: Store, app_id: str, status: str) -> None:
     """A change of the row that notifies nobody (no code of the service does this)."""
     async with store.transaction() as tx:
@@ -71,9 +78,7 @@ async def set_status_unnotified(store: Store, app_id: str, status: str) -> None:
 async def test_an_app_is_kept_until_a_change_of_it_is_committed(
     store: Store, keyring: auth.Keyring, clock: FrozenClock
 ) -> None:
-    directory = apps.AppDirectory(clock)
-    app = await new_app(store, keyring, clock)
-    reader = CountingReader(store)
+    directory, app, reader = await one_app(store, keyring, clock)
     with trio.fail_after(TIMEOUT):
         async with directory.listening(store):
             found = await directory.find(reader, app.client_id)
@@ -105,9 +110,7 @@ async def test_an_app_is_kept_for_a_bounded_time_only(
     store: Store, keyring: auth.Keyring, clock: FrozenClock
 ) -> None:
     """Should a notification go missing, the app is read again after APP_KEPT_SECONDS."""
-    directory = apps.AppDirectory(clock)
-    app = await new_app(store, keyring, clock)
-    reader = CountingReader(store)
+    directory, app, reader = await one_app(store, keyring, clock)
     with trio.fail_after(TIMEOUT):
         async with directory.listening(store):
             await directory.find(reader, app.client_id)
@@ -126,9 +129,7 @@ async def test_an_app_is_kept_for_a_bounded_time_only(
 async def test_nothing_is_kept_unless_listening(
     store: Store, keyring: auth.Keyring, clock: FrozenClock
 ) -> None:
-    directory = apps.AppDirectory(clock)
-    app = await new_app(store, keyring, clock)
-    reader = CountingReader(store)
+    directory, app, reader = await one_app(store, keyring, clock)
     with trio.fail_after(TIMEOUT):
         await directory.find(reader, app.client_id)
         await set_status_unnotified(store, app.id, "SUSPENDED")
@@ -142,9 +143,7 @@ async def test_nothing_is_kept_unless_listening(
 async def test_an_app_read_while_a_change_commits_is_not_kept(
     store: Store, keyring: auth.Keyring, clock: FrozenClock
 ) -> None:
-    directory = apps.AppDirectory(clock)
-    app = await new_app(store, keyring, clock)
-    reader = CountingReader(store)
+    directory, app, reader = await one_app(store, keyring, clock)
     with trio.fail_after(TIMEOUT):
         async with directory.listening(store):
             reader.during = directory.forget  # the change's notification, mid-read
@@ -207,19 +206,33 @@ async def test_another_process_sees_the_change_once_notified(
             assert found.status == "SUSPENDED"
 
 
+async def granted(
+    client: Any, admin_headers: dict[str, str]
+) -> tuple[Any, dict[str, Any], dict[str, str]]:
+    """A confidential app installed in a business, its tokens, and its Basic credentials."""
+    world = await make_world(client, admin_headers)
+    assert world.client_secret is not None
+    tokens = await full_grant(client, world)
+    return world, tokens, basic(world.client_id, world.client_secret)
+
+
+async def introspected_and_kept(
+    client: Any, form: dict[str, str], right: dict[str, str], platform: Any
+) -> None:
+    """The token introspected as active, its app kept by the platform's directory since."""
+    response = await client.post("/oauth/introspect", form=form, headers=right)
+    assert (await response.get_json())["active"] is True
+    assert platform.app_directory.kept >= 1
+
+
 async def test_a_suspended_client_is_refused_at_once_by_a_listening_platform(
     client: Any, admin_headers: dict[str, str], platform: Any
 ) -> None:
     """The token endpoint with the directory keeping the app: the suspension is seen by the
     very next request (spec: a suspended app stops working immediately)."""
-    world = await make_world(client, admin_headers)
-    assert world.client_secret is not None
-    tokens = await full_grant(client, world)
-    right = basic(world.client_id, world.client_secret)
+    world, tokens, right = await granted(client, admin_headers)
     form = {"token": tokens["access_token"]}
-    response = await client.post("/oauth/introspect", form=form, headers=right)
-    assert (await response.get_json())["active"] is True
-    assert platform.app_directory.kept >= 1
+    await introspected_and_kept(client, form, right, platform)
     response = await client.post(
         f"/admin/apps/{world.app_id}/status", json={"status": "SUSPENDED"}, headers=admin_headers
     )
@@ -240,16 +253,11 @@ async def test_a_revoked_token_is_refused_on_the_next_call_whatever_is_kept(
 ) -> None:
     """Tokens are never kept: with the app kept, a revoked access token answers 401 on the
     next data API call and inactive on the next introspection."""
-    world = await make_world(client, admin_headers)
-    assert world.client_secret is not None
-    tokens = await full_grant(client, world)
-    right = basic(world.client_id, world.client_secret)
+    _, tokens, right = await granted(client, admin_headers)
     bearer = {"Authorization": f"Bearer {tokens['access_token']}"}
     assert (await client.get("/invoices", headers=bearer)).status_code == 200
     form = {"token": tokens["access_token"]}
-    response = await client.post("/oauth/introspect", form=form, headers=right)
-    assert (await response.get_json())["active"] is True
-    assert platform.app_directory.kept >= 1
+    await introspected_and_kept(client, form, right, platform)
     response = await client.post("/oauth/revoke", form=form, headers=right)
     assert response.status_code == 200
     assert (await client.get("/invoices", headers=bearer)).status_code == 401
