@@ -25,12 +25,13 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+import pytest
 import redis
 import trio
 import trio_asyncio
 
 from ledgerport.config import mask_url_password, parse_database_url
-from ledgerport.storage import Store, Transaction, open_postgres, open_sqlite
+from ledgerport.storage import Store, Transaction, WalSync, open_postgres, open_sqlite
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "LEDGERPORT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -235,3 +236,23 @@ class CountingTransaction:
 
             return counted
         return attribute
+
+
+class RecordedSyncs:
+    """The SQLite store's WAL syncs (``WalSync._sync``, each a request to its syncer process):
+    the WAL files synced, in order, each taking ``seconds`` more (a slow disk)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> None:
+        self.files: list[str] = []
+        self.began = trio.Event()
+        self.ended = 0
+        real = WalSync._sync
+
+        async def sync(wal: WalSync) -> None:
+            self.files.append(wal._path)
+            self.began.set()
+            await trio.sleep(seconds)
+            await real(wal)
+            self.ended += 1
+
+        monkeypatch.setattr(WalSync, "_sync", sync)

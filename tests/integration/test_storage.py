@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import gc
-import os
 import sqlite3
-import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -26,9 +24,12 @@ from ledgerport.storage import (
     StorageUnavailable,
     Store,
     Transaction,
+    WalSync,
     open_postgres,
     open_sqlite,
 )
+
+from ..stores import RecordedSyncs
 
 TIMEOUT = 30
 
@@ -439,26 +440,6 @@ async def test_a_sqlite_write_waits_off_the_loop_while_another_program_holds_the
             assert await _settings(store) == {"after": "z", "mine": "y", "other": "x"}
 
 
-class RecordedSyncs:
-    """``os.fdatasync`` as the SQLite store's WAL sync calls it: the files synced, in order,
-    each sync taking ``seconds`` (a slow disk)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> None:
-        self.files: list[str] = []
-        self.began = trio.Event()
-        self.ended = 0
-        self._real = os.fdatasync
-        self._seconds = seconds
-        monkeypatch.setattr(os, "fdatasync", self._sync)
-
-    def _sync(self, fd: int) -> None:
-        self.files.append(os.readlink(f"/proc/self/fd/{fd}"))
-        trio.from_thread.run_sync(self.began.set)
-        time.sleep(self._seconds)  # on the sync's own thread: a slow disk, not the loop
-        self._real(fd)
-        self.ended += 1
-
-
 async def test_a_sqlite_commit_is_synced_before_its_block_is_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -519,9 +500,10 @@ async def test_sqlite_commits_made_during_a_sync_share_the_next(
 async def test_what_a_sqlite_read_sees_is_on_disk_before_it_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read outside a transaction, and an engine's (background) transaction, made while a
-    commit's sync is under way, see the commit only once it is on disk: no answer and no
-    delivery rests on a commit a power cut could take back."""
+    """A read outside a transaction made while a commit's sync is under way sees the commit only
+    once it is on disk: no answer rests on a commit a power cut could take back. An engine's
+    (background) transaction does not wait for the disk holding the one connection: it reads
+    at once, and ``durable()`` waits for the sync before it acts on what it read."""
     path = str(tmp_path / "seen.db")
     with trio.fail_after(TIMEOUT):
         async with open_sqlite(path) as store:
@@ -540,6 +522,8 @@ async def test_what_a_sqlite_read_sees_is_on_disk_before_it_answers(
             async def engine() -> None:
                 async with store.transaction(background=True) as tx:
                     seen["engine"] = (await tx.fetchval("SELECT value FROM settings"), syncs.ended)
+                    await store.durable()
+                    seen["acts"] = (None, syncs.ended)
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(write)
@@ -547,29 +531,64 @@ async def test_what_a_sqlite_read_sees_is_on_disk_before_it_answers(
                 assert not syncs.ended
                 nursery.start_soon(read)
                 nursery.start_soon(engine)
-            assert seen == {"read": ("1", 1), "engine": ("1", 1)}
+            assert seen == {"read": ("1", 1), "engine": ("1", 0), "acts": (None, 1)}
 
 
-async def test_a_failed_sync_fails_the_transaction_and_the_store_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_failed_sync_fails_its_commits_and_the_next_covers_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = str(tmp_path / "failing.db")
+    """The syncer answers a failed sync (the disk's error): the commits waiting for it fail,
+    their fate unknown to their callers, and the next sync covers them. A failed checkpoint is
+    logged and the sync it came before stands."""
+    script = tmp_path / "syncer.py"
+    script.write_text(
+        "import os\n"
+        "answers = [b'failed [Errno 5] Input/output error\\n',"
+        " b'checkpoint-failed database is locked\\nsynced\\n']\n"
+        "while os.read(0, 64):\n"
+        "    os.write(1, answers.pop(0) if answers else b'synced\\n')\n"
+    )
+    wal = WalSync(str(tmp_path / "f.db-wal"), syncer=str(script))
+    with trio.fail_after(TIMEOUT):
+        try:
+            await wal.start()
+            wal.committed()
+            with pytest.raises(StorageUnavailable, match=r"cannot sync .*Input/output error"):
+                await wal.synced()
+            wal.committed()
+            await wal.synced()  # both commits
+            assert wal.syncs == 1
+            assert "checkpoint of " + str(tmp_path) + "/f.db-wal: database is locked" in caplog.text
+            await wal.synced()  # nothing new: not asked
+            assert wal.syncs == 1
+        finally:
+            await wal.aclose()
+
+
+async def test_a_dead_syncer_fails_its_sync_and_another_takes_over(tmp_path: Path) -> None:
+    """The syncer process killed (by an operator, by the kernel): the sync asked of it fails its
+    transaction, the next sync starts another, and closing the store ends it."""
+    path = str(tmp_path / "killed.db")
     with trio.fail_after(TIMEOUT):
         async with open_sqlite(path) as store:
             await store.migrate()
-            real = os.fdatasync
-
-            def failing(fd: int) -> None:
-                raise OSError(5, "Input/output error")
-
-            monkeypatch.setattr(os, "fdatasync", failing)
-            with pytest.raises(StorageUnavailable, match="cannot sync"):
+            wal = store._wal
+            assert wal is not None
+            first = wal._process
+            assert first is not None
+            first.kill()
+            await first.wait()
+            with pytest.raises(StorageUnavailable, match=r"syncer of .* ended"):
                 async with store.transaction() as tx:
                     await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
-            monkeypatch.setattr(os, "fdatasync", real)
             async with store.transaction() as tx:
                 await tx.execute("INSERT INTO settings (key, value) VALUES ('b', '2')")
+            second = wal._process
+            assert second is not None
+            assert second.pid != first.pid
+            assert second.returncode is None
             assert await _settings(store) == {"a": "1", "b": "2"}
+        assert second.returncode == 0  # the store closed its pipe: it ended on its own
 
 
 async def test_sqlite_checkpoints_after_syncs_keep_the_wal_bounded(tmp_path: Path) -> None:

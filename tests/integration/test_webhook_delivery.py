@@ -21,6 +21,7 @@ from ledgerport.storage import StorageUnavailable, Store
 from ..conftest import PLATFORM_ENV
 from ..platforms import build_platform
 from ..receiver import Answer
+from ..stores import RecordedSyncs
 from .webhook_world import Hooked, deliver, engine_for, hooked
 
 TIMEOUT = 30
@@ -82,6 +83,39 @@ async def test_an_event_becomes_one_signed_delivery(
     assert delivery["responseCode"] == 200
     assert delivery["lastError"] is None
     assert delivery["nextAttemptAt"] is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_first_attempt_waits_until_its_event_is_on_disk(
+    platform: Platform,
+    client: Any,
+    admin_headers: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fan-out may read an event whose commit is not synced yet (SQLite's engine transactions
+    do not wait for the disk in their turn): its first attempt is sent only once the event's
+    commit is on disk, so no receiver hears of an event a power cut could take back."""
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, ["customer.created"]) as hook,
+            engine_for(platform) as engine,
+        ):
+            syncs = RecordedSyncs(monkeypatch, seconds=0.5)
+            synced_at_arrival: list[int] = []
+
+            def answer(_request: Any) -> Answer:
+                synced_at_arrival.append(syncs.ended)
+                return Answer()
+
+            hook.receiver.answer_for = answer
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(hook.api.customer, "Acme Trading")
+                await syncs.began.wait()  # the event committed, its sync under way
+                assert await engine.dispatch_once()  # it reads the event during the sync
+            await engine.settle()
+            await hook.receiver.wait_for(1)
+    (synced,) = synced_at_arrival
+    assert synced >= 1
 
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])

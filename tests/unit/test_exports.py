@@ -746,6 +746,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "Reader",
         "Row",
         "SqliteStore",
+        "WalSync",
         "StorageError",
         "StorageUnavailable",
         "Store",

@@ -767,6 +767,14 @@ class DeliveryEngine:
     async def _attempt(
         self, actor: _Actor, plan: queues.SendPlan, delivery: queues.ClaimedDelivery
     ) -> None:
+        try:
+            # A fan-out's first attempts start before its block is left: the events it read
+            # must be on disk before anything is sent about them.
+            await self._platform.store.durable()
+        except StorageError as exc:
+            log.warning("delivery engine: attempt of %s: %s", delivery.id, exc)
+            self._finish(actor, delivery, self._retry_later(delivery, "storage unavailable"))
+            return
         app_slots = self._app_in_flight.get(delivery.app_id)
         if app_slots is None:
             app_slots = self._app_in_flight[delivery.app_id] = trio.Semaphore(

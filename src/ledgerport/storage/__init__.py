@@ -26,6 +26,7 @@ from ._postgres import open_postgres as open_postgres
 from ._sqlite import BACKGROUND_AGING as BACKGROUND_AGING
 from ._sqlite import REQUESTS_PER_BACKGROUND as REQUESTS_PER_BACKGROUND
 from ._sqlite import SqliteStore as SqliteStore
+from ._sqlite import WalSync as WalSync
 from ._sqlite import WriterTurns as WriterTurns
 from ._sqlite import open_sqlite as open_sqlite
 from ._sqlite import serving as serving

@@ -291,6 +291,14 @@ class Store(Protocol):
         """Counts of this store's work since it opened, and its connections now."""
         ...
 
+    async def durable(self) -> None:
+        """Wait until every commit made so far would survive a power cut. A transaction's block
+        is left only then, so what a request answers rests on durable commits; a transaction
+        may read others' commits before, though, so what acts outside the database on what it
+        read before its block is left (a fan-out's first attempts) waits for this first. On
+        PostgreSQL a commit is durable when it ends; on SQLite when its WAL is synced."""
+        ...
+
     @property
     def autocommit(self) -> Reader:
         """Statements each run alone, as their own transaction: one round trip on PostgreSQL

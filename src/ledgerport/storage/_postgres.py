@@ -473,6 +473,9 @@ class PostgresStore:
             _terminate(self._hold_conn)
             self._hold_conn = None
 
+    async def durable(self) -> None:
+        pass  # a COMMIT has waited for the server to flush its WAL (synchronous_commit = on)
+
     async def ping(self) -> None:
         async with self._connection() as conn:
             await self._call(conn.fetchval, "SELECT 1")

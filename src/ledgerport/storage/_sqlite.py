@@ -24,7 +24,8 @@ import logging
 import os
 import re
 import sqlite3
-import time
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal, TypeVar
@@ -54,6 +55,10 @@ BUSY_TIMEOUT_MS = 10_000
 """How long a statement on the worker thread waits for a lock another program holds."""
 CHECKPOINT_INTERVAL = 1.0
 """Seconds at least between two checkpoints, each made after a sync (``WalSync``)."""
+SYNCER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wal_syncer.py")
+"""The script of the process that syncs a WAL (``WalSync``)."""
+SYNCER_EXIT_TIMEOUT = 5.0
+"""Seconds the syncer has to end once its pipe is closed, before it is killed."""
 
 
 def _translate(sql: str) -> str:
@@ -264,18 +269,22 @@ class _Autocommit:
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         async with self._store._turns.turn():
             rows = await self._store._inline(_fetch, self._store._conn, sql, args)
-        await self._store._durable()  # what it read is on disk
+        await self._store.durable()  # what it read is on disk
         return rows
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         async with self._store._turns.turn():
             row = await self._store._inline(_fetchrow, self._store._conn, sql, args)
-        await self._store._durable()  # what it read is on disk
+        await self._store.durable()  # what it read is on disk
         return row
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         row = await self.fetchrow(sql, *args)
         return None if row is None else next(iter(row.values()))
+
+
+class _SyncerLost(Exception):
+    """The WAL's syncer ended, or answered what it never answers."""
 
 
 class WalSync:
@@ -292,30 +301,45 @@ class WalSync:
     which covers them all: under load one sync serves many commits, instead of each holding
     the one connection through its own.
 
-    SQLite's automatic checkpoints would run in a COMMIT, on the event loop: they are off, and
-    a sync is followed, at most once every CHECKPOINT_INTERVAL, by a PASSIVE checkpoint on a
-    connection of its own (waiting for no reader or writer).
+    The syncs are made by a process of their own (``wal_syncer``, started by :meth:`start`,
+    started again after it dies), asked over a pipe: the event loop waits for its answer as
+    for a socket's, and the sync needs nothing of this process's interpreter. That process also
+    checkpoints: SQLite's automatic checkpoints would run in a COMMIT, on the event loop, so
+    they are off, and a sync is followed, at most once every CHECKPOINT_INTERVAL, by a PASSIVE
+    checkpoint on a connection of its own (waiting for no reader or writer).
     """
 
-    def __init__(self, wal_path: str, *, checkpoint_interval: float = CHECKPOINT_INTERVAL) -> None:
+    def __init__(
+        self,
+        wal_path: str,
+        *,
+        checkpoint_interval: float = CHECKPOINT_INTERVAL,
+        syncer: str = SYNCER,
+    ) -> None:
+        """``syncer``: the script the process runs (``wal_syncer``'s, or one that speaks its
+        protocol)."""
         self._path = wal_path
         self._checkpoint_interval = checkpoint_interval
-        self._fd: int | None = None
+        self._syncer = syncer
         self._committed = 0
         """Commits made so far (numbered from 1)."""
         self._synced = 0
         """The last commit the last completed sync covers."""
         self._lock = trio.Lock()
-        self._thread = trio.CapacityLimiter(1)
-        """A thread of its own: never queued behind the default limiter's other users."""
-        self._checkpointer: sqlite3.Connection | None = None
-        self._checkpointed = time.monotonic()
+        self._process: trio.Process | None = None
+        self._answers = bytearray()
+        """What the process wrote that is not a whole line yet."""
         self.syncs = 0
         """Syncs made so far."""
 
     def committed(self) -> None:
         """Count a commit just made."""
         self._committed += 1
+
+    async def start(self) -> None:
+        """Start the process that syncs (done by the first sync otherwise)."""
+        async with self._lock:
+            await self._started()
 
     async def synced(self) -> None:
         """Wait until every commit made so far is on disk (shielded: a block left early by a
@@ -331,53 +355,86 @@ class WalSync:
                     if self._synced >= commit:
                         return
                     covered = self._committed
-                    await trio.to_thread.run_sync(self._sync, limiter=self._thread)
+                    await self._sync()
                     self.syncs += 1
                     self._synced = max(self._synced, covered)
 
-    def _sync(self) -> None:
-        try:
-            if self._fd is None:
-                fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
-                # The WAL file's own entry in its directory, once (as SQLite does under FULL).
-                directory = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY)
-                try:
-                    os.fsync(directory)
-                except OSError:
-                    os.close(fd)
-                    raise
-                finally:
-                    os.close(directory)
-                self._fd = fd
-            os.fdatasync(self._fd)
-        except OSError as exc:
-            raise StorageUnavailable(f"sqlite: cannot sync {self._path}: {exc}") from exc
-        if time.monotonic() - self._checkpointed >= self._checkpoint_interval:
-            self._checkpointed = time.monotonic()
-            self._checkpoint()
-
-    def _checkpoint(self) -> None:
-        """Copy the WAL's frames into the database. A failure is logged, and the next one
-        tries again: the commits are on disk in the WAL whatever it does."""
-        try:
-            if self._checkpointer is None:
-                self._checkpointer = sqlite3.connect(
-                    self._path[: -len("-wal")],
-                    isolation_level=None,
-                    check_same_thread=False,
-                    timeout=BUSY_TIMEOUT_MS / 1000,
+    async def _started(self) -> trio.Process:
+        if self._process is None:
+            try:
+                self._process = await trio.lowlevel.open_process(
+                    [
+                        sys.executable,
+                        "-I",  # none of the environment's Python settings, no user site
+                        "-S",  # nor the site's packages: it needs the standard library only
+                        self._syncer,
+                        self._path,
+                        repr(self._checkpoint_interval),
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
                 )
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error as exc:
-            log.warning("sqlite: checkpoint of %s: %s", self._path, exc)
+            except OSError as exc:
+                raise StorageUnavailable(f"sqlite: cannot start the WAL's syncer: {exc}") from exc
+            self._answers.clear()
+        return self._process
 
-    def close(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-            self._checkpointer = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    async def _sync(self) -> None:
+        """One sync by the process, for every commit made before it was asked."""
+        process = await self._started()
+        assert process.stdin is not None
+        assert process.stdout is not None
+        try:
+            await process.stdin.send_all(b"s")
+            while (answer := await self._next_answer(process.stdout)) != "synced":
+                kind, _, reason = answer.partition(" ")
+                if kind == "failed":
+                    raise StorageUnavailable(f"sqlite: cannot sync {self._path}: {reason}")
+                if kind != "checkpoint-failed":
+                    raise _SyncerLost(f"answered {answer!r}")
+                log.warning("sqlite: checkpoint of %s: %s", self._path, reason)
+        except StorageUnavailable:
+            raise
+        except (trio.BrokenResourceError, trio.ClosedResourceError, _SyncerLost) as exc:
+            await self._ended()
+            what = str(exc) if isinstance(exc, _SyncerLost) else "ended"  # its pipe broke
+            raise StorageUnavailable(
+                f"sqlite: the WAL's syncer of {self._path} {what} (the next sync starts another)"
+            ) from exc
+        except BaseException:
+            # Its next answer could be taken for another request's: it is not asked again.
+            await self._ended()
+            raise
+
+    async def _next_answer(self, answers: trio.abc.ReceiveStream) -> str:
+        while b"\n" not in self._answers:
+            data = await answers.receive_some(4096)
+            if not data:
+                raise _SyncerLost("ended")
+            self._answers += data
+        line, _, rest = bytes(self._answers).partition(b"\n")
+        self._answers[:] = rest
+        return line.decode("utf-8", "replace")
+
+    async def _ended(self) -> None:
+        """Let the process go (it ends at the end of its input) and reap it."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with trio.CancelScope(shield=True):
+            if process.stdin is not None:
+                await process.stdin.aclose()
+            with trio.move_on_after(SYNCER_EXIT_TIMEOUT):
+                await process.wait()
+                return
+            log.warning("sqlite: the WAL's syncer of %s did not end; killed", self._path)
+            process.kill()
+            await process.wait()
+
+    async def aclose(self) -> None:
+        """End the process (the commits before are synced, or their callers failed)."""
+        async with self._lock:
+            await self._ended()
 
 
 class SqliteStore:
@@ -474,11 +531,6 @@ class SqliteStore:
         asked = trio.current_time()
         waited = self._turns.busy
         async with self._turns.turn(background=background):
-            if background:
-                # The engine's loops act on what they read before their block is left (a
-                # fan-out's first attempts are sent while it commits): they read only commits
-                # that are on disk.
-                await self._durable()
             started = trio.current_time()
             if waited:
                 self._statistics.waits += 1
@@ -510,11 +562,12 @@ class SqliteStore:
             finally:
                 if tx.begun:
                     self._statistics.count_transaction(trio.current_time() - started)
-        await self._durable()
+        await self.durable()
         self._listeners.wake(tx._notified)
 
-    async def _durable(self) -> None:
-        """Wait until every commit made so far is on disk (``WalSync``)."""
+    async def durable(self) -> None:
+        """Wait until every commit made so far is on disk (``WalSync``); never in a turn, which
+        would keep every other transaction waiting for the disk."""
         if self._wal is not None:
             await self._wal.synced()
 
@@ -537,7 +590,7 @@ class SqliteStore:
             applied = await self._call(_migrate, self._conn, chosen)
             if self._wal is not None and applied:
                 self._wal.committed()
-        await self._durable()
+        await self.durable()
         return applied
 
 
@@ -629,11 +682,13 @@ async def open_sqlite(
     except sqlite3.Error as exc:
         raise StorageUnavailable(f"sqlite: cannot open {path}: {exc}") from exc
     try:
+        if wal is not None:
+            await wal.start()
         yield SqliteStore(conn, wal)
     finally:
         with trio.CancelScope(shield=True):
             if wal is not None:
-                await trio.to_thread.run_sync(wal.close)
+                await wal.aclose()
             await trio.to_thread.run_sync(conn.close)
 
 
