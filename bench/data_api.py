@@ -16,6 +16,14 @@ access token, then sends, with C requests in flight over keep-alive connections:
 - ``POST /invoices``: a new invoice of two lines (numbering, pricing, the plan ceiling's
   counter, the record and its event in one transaction).
 
+With ``--against DIR`` (another checkout of the project, such as a ``git worktree`` of the
+commit before a change), the script compares the two instead: a server of each, provisioned
+alike, then ``--cycles`` rounds of short bursts (``healthz``, ``POST``, ``GET``, 200 requests
+each) sent to one server and then the other, their order swapped every round. This machine's
+speed moves by tens of percent within a minute; bursts this short and interleaved meet the
+same moments, where whole runs one after the other do not. It prints the median rate of each
+request and the median of its ratios to ``/healthz`` of the same round, for each checkout.
+
 The data API's rate limits are the spec's (300 a minute per app and business, 600 a minute per
 IP), far below what is measured here, so the load is spread the way a real deployment's is: over
 many (app, business) tokens, round robin, and over many client addresses, which the server
@@ -77,8 +85,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(backend: str) -> Iterator[str]:
-    """A served instance on ``backend``; answers its base URL."""
+def _server(backend: str, code: Path | None = None) -> Iterator[str]:
+    """A served instance on ``backend`` (of the checkout at ``code``, this one by default);
+    answers its base URL."""
     with tempfile.TemporaryDirectory(prefix="ledgerport-bench-") as directory:
         database = (
             postgres_database(POSTGRES_ADMIN_URL)
@@ -95,6 +104,8 @@ def _server(backend: str) -> Iterator[str]:
                 "LEDGERPORT_SECRET_KEY": secrets.token_urlsafe(32),
                 "LEDGERPORT_TRUSTED_PROXIES": "127.0.0.1",
             }
+            if code is not None:
+                env["PYTHONPATH"] = str(code / "src")
             log = Path(directory) / "server.log"
             with log.open("wb") as out:
                 process = subprocess.Popen(
@@ -144,8 +155,8 @@ class Tenant:
     customer_id: str
 
 
-def _provision(base: str) -> list[Tenant]:
-    """APPS apps, each installed in BUSINESSES businesses; an access token per pair."""
+def _provision(base: str, apps: int = APPS) -> list[Tenant]:
+    """``apps`` apps, each installed in BUSINESSES businesses; an access token per pair."""
     scopes = ["customers:read", "customers:write", "invoices:read", "invoices:write"]
     tenants = []
     with (
@@ -170,7 +181,7 @@ def _provision(base: str) -> list[Tenant]:
             admin.put(
                 f"/admin/businesses/{business_id}/members/{user['id']}", json={"role": "owner"}
             )
-        for n in range(APPS):
+        for n in range(apps):
             app = _ok(
                 admin.post(
                     "/admin/apps",
@@ -235,27 +246,32 @@ def _address(i: int) -> dict[str, str]:
     return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
 
 
+def _requests(tenants: list[Tenant]) -> dict[str, Any]:
+    """What each measured request is made of, by its name: ``make(i)`` answers the ``i``-th
+    request's method, path, body and headers."""
+
+    def pick(i: int) -> dict[str, str]:
+        tenant = tenants[i % len(tenants)]
+        return {"Authorization": f"Bearer {tenant.token}", **_address(i)}
+
+    def healthz(i: int) -> Any:
+        return "GET", "/healthz", None, _address(i)
+
+    def post(i: int) -> Any:
+        tenant = tenants[i % len(tenants)]
+        return "POST", "/invoices", {"customerId": tenant.customer_id, "lines": LINES}, pick(i)
+
+    def get(i: int) -> Any:
+        return "GET", "/invoices", None, pick(i)
+
+    # POST first: the GET pages then hold 50 invoices.
+    return {"healthz": healthz, "POST /invoices": post, "GET /invoices": get}
+
+
 def run(backend: str, n: int, concurrency: int) -> None:
     with _server(backend) as base:
-        tenants = _provision(base)
-
-        def pick(i: int) -> dict[str, str]:
-            tenant = tenants[i % len(tenants)]
-            return {"Authorization": f"Bearer {tenant.token}", **_address(i)}
-
-        def healthz(i: int) -> Any:
-            return "GET", "/healthz", None, _address(i)
-
-        def post(i: int) -> Any:
-            tenant = tenants[i % len(tenants)]
-            return "POST", "/invoices", {"customerId": tenant.customer_id, "lines": LINES}, pick(i)
-
-        def get(i: int) -> Any:
-            return "GET", "/invoices", None, pick(i)
-
         results = {}
-        # POST first: the GET pages then hold 50 invoices.
-        for name, make in (("healthz", healthz), ("POST /invoices", post), ("GET /invoices", get)):
+        for name, make in _requests(_provision(base)).items():
             asyncio.run(_measure(base, concurrency * 4, concurrency, make))  # warm-up
             results[name] = asyncio.run(_measure(base, n, concurrency, make))
     baseline = results["healthz"][0]
@@ -271,6 +287,48 @@ def run(backend: str, n: int, concurrency: int) -> None:
         )
 
 
+BURST = 200
+"""Requests of each kind a round of a comparison."""
+COMPARED_APPS = 4
+"""Apps of each server of a comparison: their (app, business) budgets allow the longer load."""
+
+
+def compare(backend: str, against: Path, cycles: int, concurrency: int) -> None:
+    """This checkout and the one at ``against`` in interleaved bursts (module docstring)."""
+    here = Path(__file__).resolve().parent.parent
+    with _server(backend, here) as base, _server(backend, against) as other:
+        sides = {
+            "this checkout": (base, _requests(_provision(base, COMPARED_APPS))),
+            str(against): (other, _requests(_provision(other, COMPARED_APPS))),
+        }
+        rates: dict[tuple[str, str], list[float]] = {}
+        for side, (url, requests) in sides.items():
+            for name, make in requests.items():
+                asyncio.run(_measure(url, concurrency * 4, concurrency, make))  # warm-up
+                rates.update({(side, name): []})
+        for cycle in range(cycles):
+            order = list(sides) if cycle % 2 == 0 else list(reversed(sides))
+            for name in ("healthz", "POST /invoices", "GET /invoices"):
+                for side in order:
+                    url, requests = sides[side]
+                    rate, _ = asyncio.run(_measure(url, BURST, concurrency, requests[name]))
+                    rates[(side, name)].append(rate)
+    print(  # noqa: T201
+        f"\n{backend}: {cycles} rounds of {BURST} requests each, {concurrency} in flight"
+        " (medians; ratio: the median of each round's ratio to its /healthz)\n"
+    )
+    print("| checkout | request | req/s | vs healthz |")  # noqa: T201
+    print("|---|---|---:|---:|")  # noqa: T201
+    for side in sides:
+        baseline = rates[(side, "healthz")]
+        for name in ("healthz", "POST /invoices", "GET /invoices"):
+            each = rates[(side, name)]
+            ratio = statistics.median(r / b for r, b in zip(each, baseline, strict=True))
+            print(  # noqa: T201
+                f"| {side} | {name} | {statistics.median(each):.0f} | {ratio:.2f}x |"
+            )
+
+
 def _count(value: str) -> int:
     count = int(value)
     if not 50 <= count <= MAX_N:
@@ -283,9 +341,20 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--n", type=_count, default=DEFAULT_N)
     parser.add_argument("--concurrency", type=int, choices=range(1, 33), default=8)
+    parser.add_argument(
+        "--against", type=Path, help="another checkout's root: compare the two (see above)"
+    )
+    parser.add_argument(
+        "--cycles", type=int, choices=range(2, 41), default=8, help="rounds of a comparison"
+    )
     args = parser.parse_args()
+    if args.against is not None and not (args.against / "src" / "ledgerport").is_dir():
+        parser.error(f"--against: no checkout of the project at {args.against}")
     for backend in ["sqlite", "postgres"] if args.backend == "both" else [args.backend]:
-        run(backend, args.n, args.concurrency)
+        if args.against is not None:
+            compare(backend, args.against.resolve(), args.cycles, args.concurrency)
+        else:
+            run(backend, args.n, args.concurrency)
 
 
 if __name__ == "__main__":
