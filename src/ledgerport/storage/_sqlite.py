@@ -20,6 +20,7 @@ time.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import re
@@ -57,12 +58,17 @@ CHECKPOINT_INTERVAL = 1.0
 """Seconds at least between two checkpoints, each made after a sync (``WalSync``)."""
 SYNCER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wal_syncer.py")
 """The script of the process that syncs a WAL (``WalSync``)."""
+TRANSLATED_KEPT = 1024
+"""Statements whose SQLite form is kept (``_translate``)."""
 SYNCER_EXIT_TIMEOUT = 5.0
 """Seconds the syncer has to end once its pipe is closed, before it is killed."""
 
 
+@functools.lru_cache(maxsize=TRANSLATED_KEPT)
 def _translate(sql: str) -> str:
-    """PostgreSQL-style ``$N`` placeholders to SQLite's ``?N``, outside quoted text only."""
+    """PostgreSQL-style ``$N`` placeholders to SQLite's ``?N``, outside quoted text only (kept:
+    the statements are the code's, a few hundred texts, and the rewrite cost as much as a short
+    statement)."""
     return _PARAM_OR_QUOTED.sub(lambda m: f"?{m[1]}" if m[1] else m[0], sql)
 
 

@@ -14,7 +14,8 @@ so it imports nothing but the standard library. The protocol, one request at a t
   commits' fate is then unknown: the next sync covers them again);
 - after an answer, at most every ``CHECKPOINT_INTERVAL`` seconds, a PASSIVE checkpoint on a
   connection of its own (it waits for no reader or writer); one that fails is reported by a
-  line ``checkpoint-failed REASON`` before the next answer, and tried again after the next sync.
+  line ``checkpoint-failed REASON`` before the next answer, and tried again when the next is
+  due.
 
 The end of its standard input (the server closed it, or died) ends the process, and nothing
 else does: it ignores SIGINT and SIGTERM, which a terminal or a service manager sends to the
@@ -112,7 +113,10 @@ def main(argv: list[str]) -> int:
     # its pipe (or dies).
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)
-    serve(wal_path, float(interval))
+    try:
+        serve(wal_path, float(interval))
+    except BrokenPipeError:  # the server went while it was answered: nothing left to do
+        pass
     return 0
 
 
