@@ -301,14 +301,14 @@ def compare(backend: str, against: Path, cycles: int, concurrency: int) -> None:
             "this checkout": (base, _requests(_provision(base, COMPARED_APPS))),
             str(against): (other, _requests(_provision(other, COMPARED_APPS))),
         }
-        rates: dict[tuple[str, str], list[float]] = {}
-        for side, (url, requests) in sides.items():
-            for name, make in requests.items():
+        names = list(_requests([]))
+        rates: dict[tuple[str, str], list[float]] = {(s, n): [] for s in sides for n in names}
+        for url, requests in sides.values():
+            for make in requests.values():
                 asyncio.run(_measure(url, concurrency * 4, concurrency, make))  # warm-up
-                rates.update({(side, name): []})
         for cycle in range(cycles):
             order = list(sides) if cycle % 2 == 0 else list(reversed(sides))
-            for name in ("healthz", "POST /invoices", "GET /invoices"):
+            for name in names:
                 for side in order:
                     url, requests = sides[side]
                     rate, _ = asyncio.run(_measure(url, BURST, concurrency, requests[name]))
@@ -321,7 +321,7 @@ def compare(backend: str, against: Path, cycles: int, concurrency: int) -> None:
     print("|---|---|---:|---:|")  # noqa: T201
     for side in sides:
         baseline = rates[(side, "healthz")]
-        for name in ("healthz", "POST /invoices", "GET /invoices"):
+        for name in names:
             each = rates[(side, name)]
             ratio = statistics.median(r / b for r, b in zip(each, baseline, strict=True))
             print(  # noqa: T201
