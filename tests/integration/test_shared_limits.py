@@ -50,6 +50,29 @@ async def test_the_platform_counts_where_the_store_says(store: Store, clock: Fro
     assert isinstance(platform.limiter, expected)
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_only_the_shared_counts_are_kept_out_of_the_write_ahead_log(
+    store: Store, clock: FrozenClock, keyring: Any
+) -> None:
+    """Migration 0022: a count commits without a disk flush of its own, and only the counts are
+    forgotten by a crash of PostgreSQL; every other table stays logged."""
+    rows = await store.autocommit.fetch(
+        "SELECT relname, relpersistence::text AS relpersistence FROM pg_class"
+        " WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace"
+    )
+    persistence = {row["relname"]: row["relpersistence"] for row in rows}
+
+    assert persistence.pop("rate_limits") == "u"
+    assert persistence
+    assert set(persistence.values()) == {"p"}
+    limiter = auth.StoreRateLimiter(store, clock, keyring)
+    budget = auth.Budget(catalog.RATE_LIMIT_REGISTER_PER_IP, ("203.0.113.9",))
+    for _ in range(catalog.RATE_LIMIT_REGISTER_PER_IP.limit):
+        assert (await limiter.take(budget)).refused_by is None
+    assert (await limiter.take(budget)).refused_by == catalog.RATE_LIMIT_REGISTER_PER_IP
+
+
 async def test_redis_when_configured(store: Store, clock: FrozenClock, redis_url: str) -> None:
     with trio.fail_after(TIMEOUT):
         platform = await build_platform(store, clock, environment(LEDGERPORT_REDIS_URL=redis_url))

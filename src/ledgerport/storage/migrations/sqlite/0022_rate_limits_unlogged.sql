@@ -1,0 +1,2 @@
+-- PostgreSQL's 0022 keeps its shared rate-limit counters out of the write-ahead log; SQLite
+-- counts a process's limits in memory and has nothing to change.
