@@ -642,6 +642,8 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "Metrics",
         "OTHER",
         "QUIET_LOGGERS",
+        "CONTROL_ESCAPES",
+        "REDACTIONS",
         "JsonFormatter",
         "NotReady",
         "RESTART_FIRST",

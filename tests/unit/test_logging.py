@@ -9,14 +9,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ledgerport.http import AccessLog
 from ledgerport.ops import (
+    CONTROL_ESCAPES,
     QUIET_LOGGERS,
+    REDACTIONS,
     RedactingFilter,
     configure_logging,
     escape_controls,
     loggable,
+    redact,
 )
 
 FORGED = "1999-12-31 23:59:59,999 CRITICAL ledgerport.supervisor: forged"
@@ -60,6 +65,59 @@ def test_secrets_are_redacted_before_control_characters_are_escaped() -> None:
 
     # Escaped first, "\n" would glue an "n" to the token and hide it from the redaction.
     assert loggable(f"/x\n{secret}") == "/x\\nlp_at_[REDACTED]"
+
+
+SECRET_LIKE = st.lists(
+    st.sampled_from(
+        [
+            "lp_at_",
+            "lp_admin_",
+            "whsec_",
+            "Bearer ",
+            "basic\t",
+            "Code=",
+            "refresh_token=",
+            "user_code=",
+            "eyJ",
+            "eyJhbGciOi.eyJzdWIiOi.c2ln",
+            "lp_rt_0123456789ab",
+            "whsec_0123456789ab",
+            ".",
+            "&",
+            "=",
+            "-",
+            "_",
+            " ",
+            "\n",
+            "\x85",
+            "\u2028",
+            "abcdEFGH1234",
+            "x",
+            "é",
+        ]
+    )
+    | st.text(max_size=4),
+    max_size=12,
+).map("".join)
+"""Text made of the pieces the patterns look for, glued in any order, and anything else."""
+
+
+@given(SECRET_LIKE)
+@example("/x?lp_at_0123456789ab")
+@example('"whsec_0123456789ab"')
+@example("Authorization: BASIC dXNlcjpwYXNz")
+@example("bearer\tabc")
+@example("grant_type=refresh_token&refresh_token=abc")
+@example("a session token eyJhbGciOi.eyJzdWIiOi.c2ln")
+@example("GET /oauth/introspect HTTP/1.1")
+def test_a_text_is_redacted_and_escaped_as_every_pattern_applied_in_turn(text: str) -> None:
+    """The one search that lets most texts through untouched changes no text's outcome."""
+    expected = text
+    for pattern, replacement in REDACTIONS:
+        expected = pattern.sub(replacement, expected)
+
+    assert redact(text) == expected
+    assert escape_controls(text) == text.translate(CONTROL_ESCAPES)
 
 
 @pytest.fixture

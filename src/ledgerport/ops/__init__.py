@@ -3,7 +3,9 @@ with redaction and escaped control characters."""
 
 from ._collector import CollectorTimer as CollectorTimer
 from ._collector import timing_collections as timing_collections
+from ._logging import CONTROL_ESCAPES as CONTROL_ESCAPES
 from ._logging import QUIET_LOGGERS as QUIET_LOGGERS
+from ._logging import REDACTIONS as REDACTIONS
 from ._logging import JsonFormatter as JsonFormatter
 from ._logging import RedactingFilter as RedactingFilter
 from ._logging import configure_logging as configure_logging
