@@ -19,6 +19,7 @@ from ledgerport import auth, catalog
 from ledgerport.clock import FrozenClock
 from ledgerport.config import ConfigError
 from ledgerport.http import create_app
+from ledgerport.keys import Keyring
 from ledgerport.platform import Platform
 from ledgerport.storage import StorageUnavailable, Store, open_postgres
 
@@ -53,10 +54,10 @@ async def test_the_platform_counts_where_the_store_says(store: Store, clock: Fro
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 async def test_only_the_shared_counts_are_kept_out_of_the_write_ahead_log(
-    store: Store, clock: FrozenClock, keyring: Any
+    store: Store, clock: FrozenClock, keyring: Keyring
 ) -> None:
-    """Migration 0022: a count commits without a disk flush of its own, and only the counts are
-    forgotten by a crash of PostgreSQL; every other table stays logged."""
+    """Migration 0022: ``rate_limits``, and no other table, is unlogged (its counts commit
+    without a WAL flush, and a crash of PostgreSQL forgets them), and it counts as before."""
     rows = await store.autocommit.fetch(
         "SELECT relname, relpersistence::text AS relpersistence FROM pg_class"
         " WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace"
