@@ -644,6 +644,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "QUIET_LOGGERS",
         "CONTROL_ESCAPES",
         "REDACTIONS",
+        "Redaction",
         "JsonFormatter",
         "NotReady",
         "RESTART_FIRST",

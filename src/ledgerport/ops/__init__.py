@@ -8,6 +8,7 @@ from ._logging import QUIET_LOGGERS as QUIET_LOGGERS
 from ._logging import REDACTIONS as REDACTIONS
 from ._logging import JsonFormatter as JsonFormatter
 from ._logging import RedactingFilter as RedactingFilter
+from ._logging import Redaction as Redaction
 from ._logging import configure_logging as configure_logging
 from ._logging import escape_controls as escape_controls
 from ._logging import loggable as loggable

@@ -12,24 +12,45 @@ import logging
 import re
 import sys
 from datetime import UTC, datetime
+from typing import NamedTuple
+
+
+class Redaction(NamedTuple):
+    """A pattern ``redact`` masks, its replacement, and what it cannot match without."""
+
+    pattern: re.Pattern[str]
+    replacement: str
+    needs: str
+    """A regular expression that finds something in every text the pattern matches: one search
+    for all of them tells that a text has nothing to redact."""
+
 
 REDACTIONS = (
     # ledgerport's own prefixed tokens and webhook secrets
-    (re.compile(r"\b(lp_[a-z]+_)[A-Za-z0-9_\-]{8,}"), r"\1[REDACTED]"),
-    (re.compile(r"\b(whsec_)[A-Za-z0-9_\-]{8,}"), r"\1[REDACTED]"),
+    Redaction(re.compile(r"\b(lp_[a-z]+_)[A-Za-z0-9_\-]{8,}"), r"\1[REDACTED]", "lp_"),
+    Redaction(re.compile(r"\b(whsec_)[A-Za-z0-9_\-]{8,}"), r"\1[REDACTED]", "whsec_"),
     # Authorization header values and key=value secrets in query strings or forms
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]+"), r"\1 [REDACTED]"),
-    (
+    Redaction(
+        re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]+"),
+        r"\1 [REDACTED]",
+        "(?i:bearer|basic)",
+    ),
+    Redaction(
         re.compile(
             r"(?i)\b(password|client_secret|code|code_verifier|refresh_token|access_token|"
             r"token|subject_token|device_code|user_code)=([^&\s\"']+)"
         ),
         r"\1=[REDACTED]",
+        "=",
     ),
     # JWTs (session tokens)
-    (re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"), "[REDACTED JWT]"),
+    Redaction(
+        re.compile(r"\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*"),
+        "[REDACTED JWT]",
+        "eyJ",
+    ),
 )
-"""What ``redact`` masks, each pattern with its replacement, applied in this order."""
+"""What ``redact`` masks, applied in this order."""
 
 # C0, DEL, C1 and the Unicode line and paragraph separators: everything a terminal or a
 # line-based reader (str.splitlines among them) may take as a line break or a command.
@@ -43,18 +64,18 @@ CONTROL_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x20), *rang
 """What ``escape_controls`` writes for each control character (a ``str.translate`` table)."""
 
 
-_MAYBE_SECRET = re.compile(r"lp_|whsec_|(?i:bearer|basic)|=|eyJ")
-"""What each of ``REDACTIONS`` needs to match, in their order: a text without any of these has
-nothing to redact, which is what nearly every request's method, path and headers are. One search
-for these takes a tenth of the time of the patterns themselves."""
+_MAYBE_SECRET = re.compile("|".join(redaction.needs for redaction in REDACTIONS))
+"""A text without any of what ``REDACTIONS`` need has nothing to redact, which is what nearly
+every request's method, path and headers are. One search for these takes a tenth of the time
+of the patterns themselves."""
 _ANY_CONTROL = re.compile("[" + "".join(re.escape(chr(code)) for code in CONTROL_ESCAPES) + "]")
 
 
 def redact(text: str) -> str:
     if _MAYBE_SECRET.search(text) is None:
         return text
-    for pattern, replacement in REDACTIONS:
-        text = pattern.sub(replacement, text)
+    for redaction in REDACTIONS:
+        text = redaction.pattern.sub(redaction.replacement, text)
     return text
 
 
