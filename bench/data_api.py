@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python bench/data_api.py [--backend sqlite|postgres|both] [--n N] [--concurrency C]
+        [--introspection] [--against DIR [--cycles K]]
 
 For each backend the script starts ``ledgerport serve`` as a process on a free loopback port
 (SQLite in a scratch directory; PostgreSQL in a scratch database created for the run and
@@ -14,7 +15,9 @@ access token, then sends, with C requests in flight over keep-alive connections:
 - ``healthz``: ``GET /healthz`` (one database round trip, no authentication): the baseline;
 - ``GET /invoices``: a page of 50 invoices;
 - ``POST /invoices``: a new invoice of two lines (numbering, pricing, the plan ceiling's
-  counter, the record and its event in one transaction).
+  counter, the record and its event in one transaction);
+- with ``--introspection``, also ``POST /oauth/introspect`` of a tenant's access token with its
+  app's client credentials (the lockout, the OAuth budgets and the token's lookup).
 
 With ``--against DIR`` (another checkout of the project, such as a ``git worktree`` of the
 commit before a change), the script compares the two instead: a server of each, provisioned
@@ -153,6 +156,15 @@ def _ok(response: httpx.Response) -> Any:
 class Tenant:
     token: str
     customer_id: str
+    basic: str
+    """The app's client credentials, as an Authorization header's value."""
+
+
+@dataclass(frozen=True)
+class Form:
+    """A request body sent as a form (any other body is sent as JSON)."""
+
+    fields: dict[str, str]
 
 
 def _provision(base: str, apps: int = APPS) -> list[Tenant]:
@@ -213,7 +225,7 @@ def _provision(base: str, apps: int = APPS) -> list[Tenant]:
                 )["access_token"]
                 headers = {"Authorization": f"Bearer {token}"}
                 customer = _ok(client.post("/customers", json={"name": "Acme"}, headers=headers))
-                tenants.append(Tenant(token, customer["id"]))
+                tenants.append(Tenant(token, customer["id"], f"Basic {basic}"))
     return tenants
 
 
@@ -231,7 +243,10 @@ async def _measure(base: str, n: int, concurrency: int, make: Any) -> tuple[floa
             while (i := next(counter)) < n:
                 method, path, body, headers = make(i)
                 started = time.perf_counter()
-                response = await client.request(method, path, json=body, headers=headers)
+                if isinstance(body, Form):
+                    response = await client.request(method, path, data=body.fields, headers=headers)
+                else:
+                    response = await client.request(method, path, json=body, headers=headers)
                 latencies.append(time.perf_counter() - started)
                 if response.status_code >= 300:
                     raise SystemExit(f"{method} {path}: {response.status_code} {response.text}")
@@ -246,7 +261,7 @@ def _address(i: int) -> dict[str, str]:
     return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
 
 
-def _requests(tenants: list[Tenant]) -> dict[str, Any]:
+def _requests(tenants: list[Tenant], introspection: bool = False) -> dict[str, Any]:
     """What each measured request is made of, by its name: ``make(i)`` answers the ``i``-th
     request's method, path, body and headers."""
 
@@ -264,14 +279,22 @@ def _requests(tenants: list[Tenant]) -> dict[str, Any]:
     def get(i: int) -> Any:
         return "GET", "/invoices", None, pick(i)
 
+    def introspect(i: int) -> Any:
+        tenant = tenants[i % len(tenants)]
+        headers = {"Authorization": tenant.basic, **_address(i)}
+        return "POST", "/oauth/introspect", Form({"token": tenant.token}), headers
+
     # POST first: the GET pages then hold 50 invoices.
-    return {"healthz": healthz, "POST /invoices": post, "GET /invoices": get}
+    requests = {"healthz": healthz, "POST /invoices": post, "GET /invoices": get}
+    if introspection:
+        requests["POST /oauth/introspect"] = introspect
+    return requests
 
 
-def run(backend: str, n: int, concurrency: int) -> None:
+def run(backend: str, n: int, concurrency: int, introspection: bool) -> None:
     with _server(backend) as base:
         results = {}
-        for name, make in _requests(_provision(base)).items():
+        for name, make in _requests(_provision(base), introspection).items():
             asyncio.run(_measure(base, concurrency * 4, concurrency, make))  # warm-up
             results[name] = asyncio.run(_measure(base, n, concurrency, make))
     baseline = results["healthz"][0]
@@ -293,15 +316,20 @@ COMPARED_APPS = 4
 """Apps of each server of a comparison: their (app, business) budgets allow the longer load."""
 
 
-def compare(backend: str, against: Path, cycles: int, concurrency: int) -> None:
+def compare(
+    backend: str, against: Path, cycles: int, concurrency: int, introspection: bool
+) -> None:
     """This checkout and the one at ``against`` in interleaved bursts (module docstring)."""
     here = Path(__file__).resolve().parent.parent
     with _server(backend, here) as base, _server(backend, against) as other:
         sides = {
-            "this checkout": (base, _requests(_provision(base, COMPARED_APPS))),
-            str(against): (other, _requests(_provision(other, COMPARED_APPS))),
+            "this checkout": (
+                base,
+                _requests(_provision(base, COMPARED_APPS), introspection),
+            ),
+            str(against): (other, _requests(_provision(other, COMPARED_APPS), introspection)),
         }
-        names = list(_requests([]))
+        names = list(_requests([], introspection))
         rates: dict[tuple[str, str], list[float]] = {(s, n): [] for s in sides for n in names}
         for url, requests in sides.values():
             for make in requests.values():
@@ -347,14 +375,19 @@ def main() -> None:
     parser.add_argument(
         "--cycles", type=int, choices=range(2, 41), default=8, help="rounds of a comparison"
     )
+    parser.add_argument(
+        "--introspection", action="store_true", help="measure POST /oauth/introspect as well"
+    )
     args = parser.parse_args()
     if args.against is not None and not (args.against / "src" / "ledgerport").is_dir():
         parser.error(f"--against: no checkout of the project at {args.against}")
     for backend in ["sqlite", "postgres"] if args.backend == "both" else [args.backend]:
         if args.against is not None:
-            compare(backend, args.against.resolve(), args.cycles, args.concurrency)
+            compare(
+                backend, args.against.resolve(), args.cycles, args.concurrency, args.introspection
+            )
         else:
-            run(backend, args.n, args.concurrency)
+            run(backend, args.n, args.concurrency, args.introspection)
 
 
 if __name__ == "__main__":

@@ -297,6 +297,9 @@ async def _run_served(
                 await provision_tenant(http, SCOPES, f"Tenant {index}") for index in range(TENANTS)
             ]
             importer = await provision_tenant(http, SCOPES, "Importer")
+            # The server builds its OpenAPI document in a worker thread as it starts (seconds of
+            # CPU): asking for it waits until that is done, so it does not slow the first round.
+            answer(await http.get("/openapi.json", timeout=120))
         await tokens(node.base, tenants, args.n, args.rounds, args.kinds)
         if args.no_pipeline:
             return

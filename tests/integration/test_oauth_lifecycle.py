@@ -353,3 +353,39 @@ async def test_introspection_fields(client, admin_headers, clock) -> None:
     assert body["client_id"] == world.client_id
     assert body["sub"] == world.user_id
     assert json.dumps(body)  # plain JSON
+
+
+@pytest.mark.parametrize("hint", [None, "access_token", "refresh_token", "banana"])
+async def test_introspection_finds_either_kind_whatever_the_hint(
+    client: Any, admin_headers: dict[str, str], hint: str | None
+) -> None:
+    """The hint only orders the lookups (RFC 7662 section 2.1): the first is made with the
+    count of the request, the second after it; a revoked token is inactive at once, and another
+    client's token is inactive for this one."""
+    world = await make_world(client, admin_headers)
+    other = await make_world(client, admin_headers)
+    tokens = await full_grant(client, world)
+    assert world.client_secret is not None
+
+    async def described(token: str, by: World = world) -> dict[str, Any]:
+        assert by.client_secret is not None
+        form = {"token": token} | ({} if hint is None else {"token_type_hint": hint})
+        response = await client.post(
+            "/oauth/introspect", form=form, headers=basic(by.client_id, by.client_secret)
+        )
+        assert response.status_code == 200
+        body: dict[str, Any] = await response.get_json()
+        return body
+
+    assert (await described(tokens["access_token"]))["token_type"] == "Bearer"
+    assert (await described(tokens["refresh_token"]))["token_type"] == "refresh_token"
+    assert await described("lp_at_unknown") == {"active": False}
+    assert await described(tokens["access_token"], other) == {"active": False}
+    revoked = await client.post(
+        "/oauth/revoke",
+        form={"token": tokens["refresh_token"]},
+        headers=basic(world.client_id, world.client_secret),
+    )
+    assert revoked.status_code == 200
+    assert await described(tokens["refresh_token"]) == {"active": False}
+    assert await described(tokens["access_token"]) == {"active": False}

@@ -21,7 +21,7 @@ import trio
 from ledgerport import auth, catalog
 from ledgerport.auth import Budget, Locked, LockoutRule, RateLimiter, Standing, Verdict
 from ledgerport.clock import FrozenClock
-from ledgerport.storage import Store, open_postgres
+from ledgerport.storage import Reader, Store, open_postgres
 
 from ..stores import REDIS_URL, fresh_database, open_test_store
 
@@ -43,6 +43,8 @@ class Backend:
     limiter: RateLimiter
     twin: Callable[[], Awaitable[RateLimiter]]
     """Another limiter over the same counts, as a second process would have."""
+    reader: Reader
+    """A store's reader outside any transaction: the limiter's own store where it has one."""
 
 
 async def _migrated(store: Store) -> Store:
@@ -71,28 +73,33 @@ async def backend(
             async def same() -> RateLimiter:
                 return memory
 
-            yield Backend(memory, same)
+            elsewhere = await stack.enter_async_context(open_test_store("sqlite"))
+            yield Backend(memory, same, elsewhere.autocommit)
         elif request.param == "sqlite":
             sqlite = await stack.enter_async_context(open_test_store("sqlite"))
 
             async def over_sqlite() -> RateLimiter:
                 return auth.StoreRateLimiter(sqlite, clock, keyring)
 
-            yield Backend(await over_sqlite(), over_sqlite)
+            yield Backend(await over_sqlite(), over_sqlite, sqlite.autocommit)
         elif request.param == "postgresql":
             url = await stack.enter_async_context(fresh_database())
 
+            stores: list[Store] = []
+
             async def over_postgres() -> RateLimiter:
                 store = await stack.enter_async_context(open_postgres(url, max_size=5))
+                stores.append(store)
                 return auth.StoreRateLimiter(await _migrated(store), clock, keyring)
 
-            yield Backend(await over_postgres(), over_postgres)
+            yield Backend(await over_postgres(), over_postgres, stores[0].autocommit)
         else:
 
             async def over_redis() -> RateLimiter:
                 return await auth.connect_redis_limiter(REDIS_URL, clock, keyring)
 
-            yield Backend(await over_redis(), over_redis)
+            elsewhere = await stack.enter_async_context(open_test_store("sqlite"))
+            yield Backend(await over_redis(), over_redis, elsewhere.autocommit)
 
 
 def by_ip(limit: catalog.RateLimit, ip: str = "192.0.2.1") -> Budget:
@@ -311,6 +318,106 @@ async def test_take_unless_locked_counts_nothing_for_a_locked_key(
         assert await limiter.take_unless_locked(rule, key, pair) == Verdict(
             TWO_PER_MINUTE, 30, (Standing(2, 0, 60),)
         )
+
+
+WORDS = auth.Lookup(
+    "SELECT CAST($1 AS TEXT) AS word, CAST(NULL AS TEXT) AS note"
+    " WHERE CAST($1 AS TEXT) <> 'absent'",
+    ("present",),
+)
+"""A lookup finding a row, one of its columns NULL."""
+
+
+def words(word: str) -> auth.Lookup:
+    return auth.Lookup(WORDS.sql, (word,))
+
+
+NULLS = auth.Lookup("SELECT CAST(NULL AS TEXT) AS note WHERE CAST($1 AS TEXT) = 'x'", ("x",))
+"""A lookup finding a row of NULLs only: a row, not nothing."""
+
+
+async def test_take_unless_locked_then_read_answers_the_row_only_when_counted(
+    backend: Backend, clock: FrozenClock
+) -> None:
+    """Introspection's one call: the pair's lock and budgets, then the token's lookup. The row
+    comes back when the take is allowed (None when the lookup finds none); locked or refused,
+    no row, and the count is the same as take_unless_locked's."""
+    limiter, reader = backend.limiter, backend.reader
+    rule = LockoutRule("test-read-lockout", failures=1, window=10, duration=30)
+    key = ("192.0.2.1", "client")
+    pair = Budget(TWO_PER_MINUTE, key)
+    with trio.fail_after(TIMEOUT):
+        found = await limiter.take_unless_locked_then_read(rule, key, (pair,), reader, WORDS)
+        assert found == (
+            Verdict(None, 0, (Standing(2, 1, 60),)),
+            {"word": "present", "note": None},
+        )
+        nothing = await limiter.take_unless_locked_then_read(
+            rule,
+            ("192.0.2.2", "client"),
+            (Budget(TWO_PER_MINUTE, ("192.0.2.2", "client")),),
+            reader,
+            words("absent"),
+        )
+        assert nothing == (Verdict(None, 0, (Standing(2, 1, 60),)), None)
+        nulls = await limiter.take_unless_locked_then_read(
+            rule,
+            ("192.0.2.3", "client"),
+            (Budget(TWO_PER_MINUTE, ("192.0.2.3", "client")),),
+            reader,
+            NULLS,
+        )
+        assert nulls[1] == {"note": None}
+        assert (await limiter.take_unless_locked_then_read(rule, key, (pair,), reader, WORDS))[1]
+        refused = await limiter.take_unless_locked_then_read(rule, key, (pair,), reader, WORDS)
+        assert refused == (Verdict(TWO_PER_MINUTE, 60, (Standing(2, 0, 60),)), None)
+        assert await limiter.failed(rule, key) is True
+        clock.advance(5)
+        assert await limiter.take_unless_locked_then_read(rule, key, (pair,), reader, WORDS) == (
+            Locked(25),
+            None,
+        )
+        clock.advance(25)  # the lock ends now; the two hits counted stay a minute
+        assert await limiter.take_unless_locked_then_read(rule, key, (pair,), reader, WORDS) == (
+            Verdict(TWO_PER_MINUTE, 30, (Standing(2, 0, 30),)),
+            None,
+        )
+        scaled = auth.ScaledRateLimiter(limiter, 2)
+        fresh = ("192.0.2.4", "client")
+        assert await scaled.take_unless_locked_then_read(
+            rule, fresh, (Budget(ONE_PER_MINUTE, fresh),), reader, WORDS
+        ) == (Verdict(None, 0, (Standing(2, 1, 60),)), {"word": "present", "note": None})
+
+
+@pytest.mark.postgres
+async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
+    asyncio_loop: object, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the counts in the database read from, the take and the lookup are one round trip;
+    from another database, two."""
+    async with open_test_store("postgresql") as store, open_test_store("sqlite") as other:
+        limiter = auth.StoreRateLimiter(store, clock, auth.Keyring(secrets.token_urlsafe(32)))
+        statements: list[str] = []
+        fetchrow = store.autocommit.fetchrow
+
+        async def counted(sql: str, *args: object) -> object:
+            statements.append(sql)
+            return await fetchrow(sql, *args)
+
+        monkeypatch.setattr(store.autocommit, "fetchrow", counted)
+        key = ("192.0.2.1", "client")
+        budgets = (Budget(TWO_PER_MINUTE, key),)
+        with trio.fail_after(TIMEOUT):
+            _, row = await limiter.take_unless_locked_then_read(
+                LOCKOUT, key, budgets, store.autocommit, WORDS
+            )
+            assert row == {"word": "present", "note": None}
+            assert len(statements) == 1
+            _, row = await limiter.take_unless_locked_then_read(
+                LOCKOUT, key, budgets, other.autocommit, WORDS
+            )
+            assert row == {"word": "present", "note": None}
+            assert len(statements) == 2, "the count alone on the limiter's store"
 
 
 async def test_a_scaled_limiter_scales_the_budgets_not_the_lock(

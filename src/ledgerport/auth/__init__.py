@@ -61,6 +61,7 @@ from ._grants import Outcome as Outcome
 from ._grants import TokenPair as TokenPair
 from ._grants import end_installation_grants as end_installation_grants
 from ._grants import introspect as introspect
+from ._grants import introspection_lookup as introspection_lookup
 from ._grants import issue_code as issue_code
 from ._grants import mint_run_token as mint_run_token
 from ._grants import purge_expired_grants as purge_expired_grants
@@ -75,6 +76,7 @@ from ._limits import Budget as Budget
 from ._limits import Locked as Locked
 from ._limits import Lockout as Lockout
 from ._limits import LockoutRule as LockoutRule
+from ._limits import Lookup as Lookup
 from ._limits import MemoryRateLimiter as MemoryRateLimiter
 from ._limits import RateLimiter as RateLimiter
 from ._limits import ScaledRateLimiter as ScaledRateLimiter

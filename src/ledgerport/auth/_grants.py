@@ -23,6 +23,7 @@ from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Reader, Row, Transaction
 
 from ._errors import InvalidGrant, InvalidRequest, InvalidTarget, OAuthError
+from ._limits import Lookup
 
 
 @dataclass(frozen=True)
@@ -616,21 +617,31 @@ def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
     )
 
 
-async def _live_grant(
-    reader: Reader, keyring: Keyring, *, now: float, token: str, table: str
-) -> AccessGrant | None:
-    """The live grant behind a token of ``table`` (access_tokens or refresh_tokens): known,
-    unexpired, unrevoked, not yet used (refresh), its app and installation ACTIVE; with the
-    user's standing in the business, read in the same statement."""
+def _grant_lookup(keyring: Keyring, token: str, table: str) -> Lookup:
+    """The statement reading the grant behind a token of ``table`` (access_tokens or
+    refresh_tokens), with the user's standing in the business; :func:`_live` decides."""
     used = "t.used_at" if table == "refresh_tokens" else "NULL AS used_at"
-    row = await reader.fetchrow(
+    return Lookup(
         f"SELECT t.revoked_at, {used}, t.expires_at, {_GRANT_COLUMNS}"
         f" FROM {table} t{_GRANT_JOINS} WHERE t.token_hash = $1",
-        keyring.hash_token(token),
+        (keyring.hash_token(token),),
     )
+
+
+def _live(row: Row | None, now: float) -> AccessGrant | None:
+    """The live grant in a row of :func:`_grant_lookup`: known, unexpired, unrevoked, not yet
+    used (refresh), its app and installation ACTIVE."""
     if row is None or now >= row["expires_at"] or row["used_at"] is not None:
         return None
     return _grant_from_row(row, float(row["expires_at"]))
+
+
+async def _live_grant(
+    reader: Reader, keyring: Keyring, *, now: float, token: str, table: str
+) -> AccessGrant | None:
+    """The live grant behind a token of ``table``, read in one statement."""
+    lookup = _grant_lookup(keyring, token, table)
+    return _live(await reader.fetchrow(lookup.sql, *lookup.args), now)
 
 
 async def resolve_access_token(
@@ -642,24 +653,49 @@ async def resolve_access_token(
     return await _live_grant(reader, keyring, now=now, token=token, table="access_tokens")
 
 
-async def _resolve_refresh_token(
-    reader: Reader, keyring: Keyring, *, now: float, token: str
-) -> AccessGrant | None:
-    return await _live_grant(reader, keyring, now=now, token=token, table="refresh_tokens")
+_INTROSPECTED = {"access_tokens": "Bearer", "refresh_tokens": "refresh_token"}
+"""The tables introspection looks in, and the ``token_type`` it names for each."""
+
+
+def _introspected_tables(hint: str | None) -> list[str]:
+    tables = list(_INTROSPECTED)
+    if hint == "refresh_token":
+        tables.reverse()
+    return tables
+
+
+def introspection_lookup(keyring: Keyring, *, token: str, hint: str | None) -> Lookup:
+    """The first statement :func:`introspect` would make (for the kind of token ``hint``
+    names, else an access token): a caller may make it beside its own (the client's limits,
+    in one round trip) and pass its row to :func:`introspect` as ``first``."""
+    return _grant_lookup(keyring, token, _introspected_tables(hint)[0])
+
+
+_NOT_READ: Any = object()
 
 
 async def introspect(
-    reader: Reader, keyring: Keyring, *, now: float, app: App, token: str, hint: str | None
+    reader: Reader,
+    keyring: Keyring,
+    *,
+    now: float,
+    app: App,
+    token: str,
+    hint: str | None,
+    first: Row | None = _NOT_READ,
 ) -> dict[str, Any]:
     """RFC 7662: the caller's own live token is described; anything else is inactive.
 
     Reads only, a statement for each kind of token tried: outside a transaction
-    (``Store.autocommit``) each is one round trip."""
-    resolvers = [resolve_access_token, _resolve_refresh_token]
-    if hint == "refresh_token":
-        resolvers.reverse()
-    for resolve in resolvers:
-        grant = await resolve(reader, keyring, now=now, token=token)
+    (``Store.autocommit``) each is one round trip. ``first``, when given, is the row the
+    caller read for :func:`introspection_lookup` (None: it found none)."""
+    for index, table in enumerate(_introspected_tables(hint)):
+        if index == 0 and first is not _NOT_READ:
+            row = first
+        else:
+            lookup = _grant_lookup(keyring, token, table)
+            row = await reader.fetchrow(lookup.sql, *lookup.args)
+        grant = _live(row, now)
         if grant is not None:
             if grant.app_id != app.id:
                 return {"active": False}
@@ -669,7 +705,7 @@ async def introspect(
                 "exp": int(grant.expires_at),
                 "client_id": grant.client_id,
                 "sub": grant.user_id,
-                "token_type": "Bearer" if resolve is resolve_access_token else "refresh_token",
+                "token_type": _INTROSPECTED[table],
             }
     return {"active": False}
 

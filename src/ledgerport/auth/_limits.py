@@ -17,10 +17,11 @@ import math
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ledgerport import catalog
 from ledgerport.clock import Clock
+from ledgerport.storage import Reader, Row
 
 _SWEEP_EVERY = 10_000
 
@@ -70,6 +71,15 @@ class Locked:
     wait: int
 
 
+class Lookup(NamedTuple):
+    """A read of at most one row that a request makes once it is counted (the token an
+    introspection describes): :meth:`RateLimiter.take_unless_locked_then_read` reads it with the
+    take, in the take's statement when the counts are kept in the database it reads."""
+
+    sql: str
+    args: tuple[Any, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class LockoutRule:
     """``failures`` failures of one key within ``window`` seconds lock it for ``duration``.
@@ -104,6 +114,20 @@ class RateLimiter(Protocol):
         trip."""
         ...
 
+    async def take_unless_locked_then_read(
+        self,
+        rule: LockoutRule,
+        key: tuple[str, ...],
+        budgets: tuple[Budget, ...],
+        reader: Reader,
+        lookup: Lookup,
+    ) -> tuple[Verdict | Locked, Row | None]:
+        """:meth:`take_unless_locked`, then, when the take was allowed, ``lookup``'s row (None
+        when it finds none) read through ``reader`` (``Store.autocommit``); refused or locked,
+        the row is None. A limiter kept in the database ``reader`` reads from makes the lookup
+        in the take's statement: one round trip for both."""
+        ...
+
     async def retry_after(self, *budgets: Budget) -> int | None:
         """Seconds until every budget has room for one more request, or None when they have
         room now; counts nothing."""
@@ -130,6 +154,21 @@ async def take_in_turn(
     if not verdict.allowed:
         return verdict, None
     return verdict, await limiter.take(*then)
+
+
+async def take_unless_locked_then_read_in_turn(
+    limiter: RateLimiter,
+    rule: LockoutRule,
+    key: tuple[str, ...],
+    budgets: tuple[Budget, ...],
+    reader: Reader,
+    lookup: Lookup,
+) -> tuple[Verdict | Locked, Row | None]:
+    """:meth:`RateLimiter.take_unless_locked_then_read` as the take, then the read."""
+    verdict = await limiter.take_unless_locked(rule, key, *budgets)
+    if isinstance(verdict, Locked) or not verdict.allowed:
+        return verdict, None
+    return verdict, await reader.fetchrow(lookup.sql, *lookup.args)
 
 
 async def take_unless_locked_in_turn(
@@ -298,6 +337,16 @@ class MemoryRateLimiter:
     ) -> Verdict | Locked:
         return await take_unless_locked_in_turn(self, rule, key, budgets)
 
+    async def take_unless_locked_then_read(
+        self,
+        rule: LockoutRule,
+        key: tuple[str, ...],
+        budgets: tuple[Budget, ...],
+        reader: Reader,
+        lookup: Lookup,
+    ) -> tuple[Verdict | Locked, Row | None]:
+        return await take_unless_locked_then_read_in_turn(self, rule, key, budgets, reader, lookup)
+
     async def retry_after(self, *budgets: Budget) -> int | None:
         refused_by, retry_after = self._refusal(budgets)
         return None if refused_by is None else retry_after
@@ -339,6 +388,18 @@ class ScaledRateLimiter:
         self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
     ) -> Verdict | Locked:
         return await self._inner.take_unless_locked(rule, key, *self._scaled(budgets))
+
+    async def take_unless_locked_then_read(
+        self,
+        rule: LockoutRule,
+        key: tuple[str, ...],
+        budgets: tuple[Budget, ...],
+        reader: Reader,
+        lookup: Lookup,
+    ) -> tuple[Verdict | Locked, Row | None]:
+        return await self._inner.take_unless_locked_then_read(
+            rule, key, self._scaled(budgets), reader, lookup
+        )
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         return await self._inner.retry_after(*self._scaled(budgets))

@@ -26,17 +26,19 @@ from redis.exceptions import RedisError
 from ledgerport.clock import Clock
 from ledgerport.config import ConfigError
 from ledgerport.keys import Keyring
-from ledgerport.storage import NoAsyncioLoop, StorageUnavailable
+from ledgerport.storage import NoAsyncioLoop, Reader, Row, StorageUnavailable
 
 from ._limits import (
     Budget,
     Locked,
     LockoutRule,
+    Lookup,
     Standing,
     Verdict,
     ceil_seconds,
     take_in_turn,
     take_unless_locked_in_turn,
+    take_unless_locked_then_read_in_turn,
 )
 from ._shared_limits import LIMIT_BUCKETS, stored_key
 
@@ -194,6 +196,16 @@ class RedisRateLimiter:
         self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
     ) -> Verdict | Locked:
         return await take_unless_locked_in_turn(self, rule, key, budgets)
+
+    async def take_unless_locked_then_read(
+        self,
+        rule: LockoutRule,
+        key: tuple[str, ...],
+        budgets: tuple[Budget, ...],
+        reader: Reader,
+        lookup: Lookup,
+    ) -> tuple[Verdict | Locked, Row | None]:
+        return await take_unless_locked_then_read_in_turn(self, rule, key, budgets, reader, lookup)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         verdict = await self._run("peek", budgets)

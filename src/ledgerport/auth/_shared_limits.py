@@ -18,23 +18,26 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ledgerport import catalog
 from ledgerport.clock import Clock
 from ledgerport.keys import Keyring
-from ledgerport.storage import Reader, Store, Transaction
+from ledgerport.storage import Reader, Row, Store, Transaction
 
 from ._limits import (
     Budget,
     Locked,
     LockoutRule,
+    Lookup,
     Standing,
     Verdict,
     ceil_seconds,
     take_in_turn,
     take_unless_locked_in_turn,
+    take_unless_locked_then_read_in_turn,
 )
 
 LIMIT_BUCKETS = 60
@@ -155,6 +158,12 @@ def _verdict(budgets: Sequence[Budget], answer: Sequence[float]) -> Verdict:
     if refused:
         return Verdict(budgets[refused - 1].limit, wait, standings)
     return Verdict(None, 0, standings)
+
+
+def _after_parameters(sql: str, count: int) -> str:
+    """``sql`` (this module's own, with no ``$`` but its parameters') with each ``$n`` made
+    ``$(n + count)``: its parameters placed after ``count`` others."""
+    return re.sub(r"\$(\d+)", lambda m: f"${int(m.group(1)) + count}", sql)
 
 
 class StoreRateLimiter:
@@ -292,29 +301,75 @@ class StoreRateLimiter:
     ) -> Verdict | Locked:
         if self._store.kind != "postgresql":
             return await take_unless_locked_in_turn(self, rule, key, budgets)
+        verdict, _ = await self._take_unless_locked_in_postgres(rule, key, budgets, None)
+        return verdict
+
+    async def take_unless_locked_then_read(
+        self,
+        rule: LockoutRule,
+        key: tuple[str, ...],
+        budgets: tuple[Budget, ...],
+        reader: Reader,
+        lookup: Lookup,
+    ) -> tuple[Verdict | Locked, Row | None]:
+        if self._store.kind != "postgresql" or reader is not self._store.autocommit:
+            return await take_unless_locked_then_read_in_turn(
+                self, rule, key, budgets, reader, lookup
+            )
+        return await self._take_unless_locked_in_postgres(rule, key, budgets, lookup)
+
+    async def _take_unless_locked_in_postgres(
+        self,
+        rule: LockoutRule,
+        key: tuple[str, ...],
+        budgets: tuple[Budget, ...],
+        lookup: Lookup | None,
+    ) -> tuple[Verdict | Locked, Row | None]:
+        """One statement: the lock, the budgets when it is not locked, and ``lookup``'s row
+        (read whatever the verdict, and answered only when the take was allowed)."""
         now = self._clock.now()
         # The lock's end is read from its state (``failed`` writes it as JSON, ``until`` in
         # seconds of the injected clock) by the same comparison as FailureLog.locked_for; the
         # budgets are counted only when it is not locked (the CASE, as in take_then).
-        row = await self._store.autocommit.fetchrow(
-            "SELECT lock.state, CASE WHEN COALESCE((NULLIF(lock.state, '')::jsonb ->> 'until')"
-            "::float8, 0) <= $3 THEN ledgerport_count_limits('take', $3, $4, $5, $6, $7, $8)"
-            " END AS counted"
+        sql = (
+            "SELECT lock.state AS ledgerport_lock_state, CASE WHEN"
+            " COALESCE((NULLIF(lock.state, '')::jsonb ->> 'until')::float8, 0) <= $3"
+            " THEN ledgerport_count_limits('take', $3, $4, $5, $6, $7, $8)"
+            " END AS ledgerport_counted{lookup_columns}"
             " FROM (SELECT (SELECT state FROM rate_limits WHERE budget = $1 AND key = $2)"
-            " AS state) AS lock",
+            " AS state) AS lock"
+        )
+        args: tuple[Any, ...] = (
             rule.name,
             self._key(rule.name, key),
             now,
             LIMIT_BUCKETS,
             *_count_arguments(budgets, self._keys(budgets)),
         )
+        if lookup is None:
+            sql = sql.format(lookup_columns="")
+        else:
+            # The lookup keeps its own parameters ($1...); the count's come after them. Its
+            # row is joined beside the one row of the count (LIMIT 1: the count is made once),
+            # marked so that a row of NULLs is told from no row.
+            sql = (
+                _after_parameters(sql.format(lookup_columns=", lookup.*"), len(lookup.args))
+                + " LEFT JOIN LATERAL (SELECT true AS ledgerport_found, found.* FROM"
+                + f" ({lookup.sql}) AS found LIMIT 1) AS lookup ON true"
+            )
+            args = (*lookup.args, *args)
+        row = await self._store.autocommit.fetchrow(sql, *args)
         assert row is not None
         await self._sweep(now)
-        if row["counted"] is None:
-            wait = self._log(rule, row["state"], now).locked_for()
+        state, counted = row.pop("ledgerport_lock_state"), row.pop("ledgerport_counted")
+        if counted is None:
+            wait = self._log(rule, state, now).locked_for()
             assert wait is not None, "the lock's state reads as locked in SQL and in Python"
-            return Locked(wait)
-        return _verdict(budgets, row["counted"])
+            return Locked(wait), None
+        verdict = _verdict(budgets, counted)
+        if lookup is None or not verdict.allowed or not row.pop("ledgerport_found"):
+            return verdict, None
+        return verdict, row
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         now = self._clock.now()

@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ledgerport import catalog
-from ledgerport.auth import Budget, Locked, LockoutRule, RateLimited, RateLimiter
+from ledgerport.auth import Budget, Locked, LockoutRule, Lookup, RateLimited, RateLimiter
 from ledgerport.ops import Metrics
+from ledgerport.storage import Reader, Row
 
 from ._context import app_state, platform
 
@@ -71,10 +72,20 @@ class OAuthGuard:
             self._refuse(verdict.refused_by.name, verdict.retry_after)
 
     async def authenticated(
-        self, endpoint: str, ip: str, client_id: str, *, with_secret: bool, confidential: bool
-    ) -> None:
+        self,
+        endpoint: str,
+        ip: str,
+        client_id: str,
+        *,
+        with_secret: bool,
+        confidential: bool,
+        reading: tuple[Reader, Lookup] | None = None,
+    ) -> Row | None:
         """Count an authenticated request, or refuse it with 429 when the (IP, client) pair is
-        locked (nothing counted) or a budget has no room: one round trip on a shared limiter."""
+        locked (nothing counted) or a budget has no room: one round trip on a shared limiter.
+
+        ``reading`` (a reader and a lookup): the lookup's row is answered once the request is
+        counted, read in the same round trip where the limiter can (None without it)."""
         pair = (
             catalog.RATE_LIMIT_OAUTH_CLIENT_WITH_SECRET
             if with_secret
@@ -87,11 +98,18 @@ class OAuthGuard:
         if endpoint == "token" and confidential:
             budgets.append(Budget(catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT, (client_id,)))
         rule = _lockout(endpoint)
-        verdict = await self._limiter.take_unless_locked(rule, (ip, client_id), *budgets)
+        row = None
+        if reading is None:
+            verdict = await self._limiter.take_unless_locked(rule, (ip, client_id), *budgets)
+        else:
+            verdict, row = await self._limiter.take_unless_locked_then_read(
+                rule, (ip, client_id), tuple(budgets), *reading
+            )
         if isinstance(verdict, Locked):
             self._refuse(rule.name, verdict.wait)
         if verdict.refused_by is not None:
             self._refuse(verdict.refused_by.name, verdict.retry_after)
+        return row
 
     async def registration(self, ip: str) -> None:
         verdict = await self._limiter.take(Budget(catalog.RATE_LIMIT_REGISTER_PER_IP, (ip,)))

@@ -312,6 +312,22 @@ async def authenticated_client(
     allow_inactive: bool = False,
 ) -> tuple[auth.ClientCredentials, apps.App]:
     """Authenticate the caller with the lockout and the limits around it."""
+    credentials, app, _ = await authenticated_client_reading(
+        endpoint, form, None, allow_body=allow_body, allow_inactive=allow_inactive
+    )
+    return credentials, app
+
+
+async def authenticated_client_reading(
+    endpoint: str,
+    form: MultiDict[str, str],
+    lookup: auth.Lookup | None,
+    *,
+    allow_body: bool = True,
+    allow_inactive: bool = False,
+) -> tuple[auth.ClientCredentials, apps.App, storage.Row | None]:
+    """:func:`authenticated_client`, and ``lookup``'s row read once the request is counted (in
+    the same round trip as the count on a limiter kept in the store; None without a lookup)."""
     ip = client_ip()
     g = oauth_guard()
     try:
@@ -339,14 +355,15 @@ async def authenticated_client(
     except auth.InvalidClient:
         await g.failed_authentication(endpoint, ip, credentials.client_id)
         raise
-    await g.authenticated(
+    row = await g.authenticated(
         endpoint,
         ip,
         app.client_id,
         with_secret=credentials.has_secret,
         confidential=app.type == "CONFIDENTIAL",
+        reading=None if lookup is None else (p.store.autocommit, lookup),
     )
-    return credentials, app
+    return credentials, app, row
 
 
 @blueprint.get("/.well-known/oauth-authorization-server")
@@ -593,18 +610,26 @@ async def revoke() -> Response:
 async def introspect() -> Response:
     """RFC 7662; client credentials in the Authorization header only."""
     form = await read_form()
-    _, app = await authenticated_client("introspect", form, allow_body=False, allow_inactive=True)
+    p = platform()
+    token_value, hint = form.get("token"), form.get("token_type_hint")
+    # The token's first lookup is made with the count of the request: one round trip.
+    lookup = (
+        auth.introspection_lookup(p.keyring, token=token_value, hint=hint) if token_value else None
+    )
+    _, app, first = await authenticated_client_reading(
+        "introspect", form, lookup, allow_body=False, allow_inactive=True
+    )
     token_value = _required(form, "token")
     if not app.active:
         return oauth_response({"active": False})
-    p = platform()
     answer = await auth.introspect(
         p.store.autocommit,
         p.keyring,
         now=p.now(),
         app=app,
         token=token_value,
-        hint=form.get("token_type_hint"),
+        hint=hint,
+        first=first,
     )
     return oauth_response(answer)
 
