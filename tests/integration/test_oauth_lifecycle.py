@@ -389,3 +389,58 @@ async def test_introspection_finds_either_kind_whatever_the_hint(
     assert revoked.status_code == 200
     assert await described(tokens["refresh_token"]) == {"active": False}
     assert await described(tokens["access_token"]) == {"active": False}
+
+
+@pytest.mark.parametrize(
+    "ending", ["expiry", "suspended app", "uninstall", "revoked token", "access revoked"]
+)
+async def test_a_token_called_with_before_is_refused_on_the_next_call_once_it_ends(
+    client: Any, admin_headers: dict[str, str], clock: Any, platform: Any, ending: str
+) -> None:
+    """A process keeps which app and business a token it has seen is of, so the next call
+    counts the budgets and reads the token in one statement; whether the token is live is read
+    in that statement every time. The budget's count goes on across the two ways."""
+    world = await make_world(client, admin_headers)
+    tokens = await full_grant(client, world)
+    assert world.client_secret is not None
+    headers = bearer(tokens["access_token"])
+    limit = catalog.RATE_LIMIT_APP_PER_BUSINESS.limit
+    for call in range(3):
+        response = await client.get("/invoices", headers=headers)
+        assert response.status_code == 200
+        assert response.headers["RateLimit-Remaining"] == str(limit - call - 1)
+    if ending == "expiry":
+        clock.advance(catalog.ACCESS_TOKEN_TTL - 1)  # a second before its end
+        assert (await client.get("/invoices", headers=headers)).status_code == 200
+        clock.advance(1)
+    elif ending == "suspended app":
+        response = await client.post(
+            f"/admin/apps/{world.app_id}/status",
+            json={"status": "SUSPENDED"},
+            headers=admin_headers,
+        )
+        assert response.status_code == 200
+    elif ending == "uninstall":
+        ins = await installation_id(platform, world)
+        response = await client.delete(f"/admin/installations/{ins}", headers=admin_headers)
+        assert response.status_code == 204
+    elif ending == "revoked token":
+        response = await client.post(
+            "/oauth/revoke",
+            form={"token": tokens["access_token"]},
+            headers=basic(world.client_id, world.client_secret),
+        )
+        assert response.status_code == 200
+    else:
+        response = await client.delete(
+            f"/admin/businesses/{world.business_id}/apps/{world.app_id}/access",
+            headers=admin_headers,
+        )
+        assert response.status_code == 204
+    await assert_401(await client.get("/invoices", headers=headers))
+    await assert_401(await client.get("/invoices", headers=headers))
+    if ending == "revoked token":
+        # The refused calls took nothing from the app's budget in the business.
+        fresh = await full_grant(client, world)
+        response = await client.get("/invoices", headers=bearer(fresh["access_token"]))
+        assert response.headers["RateLimit-Remaining"] == str(limit - 4)

@@ -389,12 +389,45 @@ async def test_take_unless_locked_then_read_answers_the_row_only_when_counted(
         ) == (Verdict(None, 0, (Standing(2, 1, 60),)), {"word": "present", "note": None})
 
 
+async def test_take_then_if_found_counts_the_rest_only_for_a_row(backend: Backend) -> None:
+    """A data API call with a token seen before: the IP's budget, then the token's lookup, and
+    the app's budgets only when the IP had room and the lookup found the live token."""
+    limiter, reader = backend.limiter, backend.reader
+    first, app = by_ip(THREE_PER_MINUTE), Budget(TWO_PER_MINUTE, ("app",))
+    with trio.fail_after(TIMEOUT):
+        found = await limiter.take_then_if_found(first, (app,), reader, WORDS)
+        assert found == (
+            Verdict(None, 0, (Standing(3, 2, 60),)),
+            Verdict(None, 0, (Standing(2, 1, 60),)),
+            {"word": "present", "note": None},
+        )
+        missing = await limiter.take_then_if_found(first, (app,), reader, words("absent"))
+        assert missing == (Verdict(None, 0, (Standing(3, 1, 60),)), None, None)
+        assert (await limiter.take(app)).standings == (Standing(2, 0, 60),), (
+            "the app's budget was not counted for the lookup that found nothing"
+        )
+        _, refused, row = await limiter.take_then_if_found(first, (app,), reader, WORDS)
+        assert refused == Verdict(TWO_PER_MINUTE, 60, (Standing(2, 0, 60),))
+        assert row == {"word": "present", "note": None}
+        assert await limiter.take_then_if_found(first, (app,), reader, WORDS) == (
+            Verdict(THREE_PER_MINUTE, 60, (Standing(3, 0, 60),)),
+            None,
+            None,
+        )
+        scaled = auth.ScaledRateLimiter(limiter, 2)
+        other = by_ip(ONE_PER_MINUTE, "192.0.2.9")
+        _, then, _ = await scaled.take_then_if_found(
+            other, (Budget(ONE_PER_MINUTE, ("other app",)),), reader, NULLS
+        )
+        assert then == Verdict(None, 0, (Standing(2, 1, 60),))
+
+
 @pytest.mark.postgres
 async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
     asyncio_loop: object, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the counts in the database read from, the take and the lookup are one round trip;
-    from another database, two."""
+    """With the counts in the database read from, the take (or the takes) and the lookup are
+    one round trip; from another database, two."""
     async with open_test_store("postgresql") as store, open_test_store("sqlite") as other:
         limiter = auth.StoreRateLimiter(store, clock, auth.Keyring(secrets.token_urlsafe(32)))
         statements: list[str] = []
@@ -418,6 +451,18 @@ async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
             )
             assert row == {"word": "present", "note": None}
             assert len(statements) == 2, "the count alone on the limiter's store"
+            by_ip, by_app, row = await limiter.take_then_if_found(
+                Budget(THREE_PER_MINUTE, key),
+                (Budget(TWO_PER_MINUTE, ("app",)),),
+                store.autocommit,
+                WORDS,
+            )
+            assert (by_ip.allowed, by_app, row) == (
+                True,
+                Verdict(None, 0, (Standing(2, 1, 60),)),
+                {"word": "present", "note": None},
+            )
+            assert len(statements) == 3
 
 
 async def test_a_scaled_limiter_scales_the_budgets_not_the_lock(

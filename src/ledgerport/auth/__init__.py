@@ -56,13 +56,17 @@ from ._errors import SlowDown as SlowDown
 from ._errors import TargetRefused as TargetRefused
 from ._errors import UnknownClient as UnknownClient
 from ._errors import UnsupportedGrantType as UnsupportedGrantType
+from ._grants import TOKEN_OWNERS_KEPT as TOKEN_OWNERS_KEPT
 from ._grants import AccessGrant as AccessGrant
 from ._grants import Outcome as Outcome
+from ._grants import TokenOwners as TokenOwners
 from ._grants import TokenPair as TokenPair
 from ._grants import end_installation_grants as end_installation_grants
 from ._grants import introspect as introspect
 from ._grants import introspection_lookup as introspection_lookup
 from ._grants import issue_code as issue_code
+from ._grants import live_access_token_lookup as live_access_token_lookup
+from ._grants import live_grant as live_grant
 from ._grants import mint_run_token as mint_run_token
 from ._grants import purge_expired_grants as purge_expired_grants
 from ._grants import redeem_code as redeem_code

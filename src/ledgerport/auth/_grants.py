@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -651,6 +652,61 @@ async def resolve_access_token(
 
     One statement: outside a transaction (``Store.autocommit``) it is one round trip."""
     return await _live_grant(reader, keyring, now=now, token=token, table="access_tokens")
+
+
+TOKEN_OWNERS_KEPT = 10_000
+"""Access tokens whose app and business a process keeps (the most recently used)."""
+
+
+class TokenOwners:
+    """The app and business of the access tokens this process saw last, by the token's keyed
+    hash: what a token is of never changes, so a call whose token is known here counts its
+    budgets and reads its grant in one statement. Whether the token is live is never kept: it
+    is read at every call, in that statement, so a revoked token is refused on the next call."""
+
+    def __init__(self, size: int = TOKEN_OWNERS_KEPT) -> None:
+        self._size = size
+        self._owners: OrderedDict[str, tuple[str, str]] = OrderedDict()
+
+    def get(self, key: str) -> tuple[str, str] | None:
+        owner = self._owners.get(key)
+        if owner is not None:
+            self._owners.move_to_end(key)
+        return owner
+
+    def keep(self, key: str, owner: tuple[str, str]) -> None:
+        self._owners[key] = owner
+        self._owners.move_to_end(key)
+        if len(self._owners) > self._size:
+            self._owners.popitem(last=False)
+
+    def forget(self, key: str) -> None:
+        self._owners.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._owners)
+
+
+def live_access_token_lookup(
+    keyring: Keyring, *, token: str, now: float, app_id: str, business_id: str
+) -> Lookup:
+    """The statement reading the grant behind a bearer token only when it is live and of
+    ``app_id`` in ``business_id`` (no row otherwise): the conditions of
+    :func:`resolve_access_token`, in SQL, so that a count can wait for them
+    (``RateLimiter.take_then_if_found``). Its row makes a grant with :func:`live_grant`."""
+    lookup = _grant_lookup(keyring, token, "access_tokens")
+    return Lookup(
+        f"{lookup.sql} AND t.revoked_at IS NULL AND t.expires_at > $2"
+        " AND f.revoked_at IS NULL AND a.status = 'ACTIVE' AND i.state = 'ACTIVE'"
+        " AND f.app_id = $3 AND f.business_id = $4",
+        (*lookup.args, now, app_id, business_id),
+    )
+
+
+def live_grant(row: Row, now: float) -> AccessGrant | None:
+    """The live grant in a row of :func:`live_access_token_lookup` (None only when ``now`` has
+    moved past its expiry since)."""
+    return _live(row, now)
 
 
 _INTROSPECTED = {"access_tokens": "Bearer", "refresh_tokens": "refresh_token"}

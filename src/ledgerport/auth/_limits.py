@@ -114,6 +114,15 @@ class RateLimiter(Protocol):
         trip."""
         ...
 
+    async def take_then_if_found(
+        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
+    ) -> tuple[Verdict, Verdict | None, Row | None]:
+        """:meth:`take_then`, ``then`` counted only when ``lookup`` (read through ``reader``,
+        ``Store.autocommit``) finds its row: both verdicts and the row, the second verdict
+        and the row None when ``first`` refused, the second None when the lookup found none.
+        A limiter kept in the database ``reader`` reads from does it all in one statement."""
+        ...
+
     async def take_unless_locked_then_read(
         self,
         rule: LockoutRule,
@@ -154,6 +163,19 @@ async def take_in_turn(
     if not verdict.allowed:
         return verdict, None
     return verdict, await limiter.take(*then)
+
+
+async def take_then_if_found_in_turn(
+    limiter: RateLimiter, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
+) -> tuple[Verdict, Verdict | None, Row | None]:
+    """:meth:`RateLimiter.take_then_if_found` as a take, the read, and a take."""
+    verdict = await limiter.take(first)
+    if not verdict.allowed:
+        return verdict, None, None
+    row = await reader.fetchrow(lookup.sql, *lookup.args)
+    if row is None:
+        return verdict, None, None
+    return verdict, await limiter.take(*then), row
 
 
 async def take_unless_locked_then_read_in_turn(
@@ -347,6 +369,11 @@ class MemoryRateLimiter:
     ) -> tuple[Verdict | Locked, Row | None]:
         return await take_unless_locked_then_read_in_turn(self, rule, key, budgets, reader, lookup)
 
+    async def take_then_if_found(
+        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
+    ) -> tuple[Verdict, Verdict | None, Row | None]:
+        return await take_then_if_found_in_turn(self, first, then, reader, lookup)
+
     async def retry_after(self, *budgets: Budget) -> int | None:
         refused_by, retry_after = self._refusal(budgets)
         return None if refused_by is None else retry_after
@@ -399,6 +426,14 @@ class ScaledRateLimiter:
     ) -> tuple[Verdict | Locked, Row | None]:
         return await self._inner.take_unless_locked_then_read(
             rule, key, self._scaled(budgets), reader, lookup
+        )
+
+    async def take_then_if_found(
+        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
+    ) -> tuple[Verdict, Verdict | None, Row | None]:
+        scaled_first, *scaled_then = self._scaled((first, *then))
+        return await self._inner.take_then_if_found(
+            scaled_first, tuple(scaled_then), reader, lookup
         )
 
     async def retry_after(self, *budgets: Budget) -> int | None:

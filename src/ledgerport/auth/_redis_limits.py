@@ -37,6 +37,7 @@ from ._limits import (
     Verdict,
     ceil_seconds,
     take_in_turn,
+    take_then_if_found_in_turn,
     take_unless_locked_in_turn,
     take_unless_locked_then_read_in_turn,
 )
@@ -206,6 +207,11 @@ class RedisRateLimiter:
         lookup: Lookup,
     ) -> tuple[Verdict | Locked, Row | None]:
         return await take_unless_locked_then_read_in_turn(self, rule, key, budgets, reader, lookup)
+
+    async def take_then_if_found(
+        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
+    ) -> tuple[Verdict, Verdict | None, Row | None]:
+        return await take_then_if_found_in_turn(self, first, then, reader, lookup)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         verdict = await self._run("peek", budgets)

@@ -36,6 +36,7 @@ from ._limits import (
     Verdict,
     ceil_seconds,
     take_in_turn,
+    take_then_if_found_in_turn,
     take_unless_locked_in_turn,
     take_unless_locked_then_read_in_turn,
 )
@@ -292,6 +293,41 @@ class StoreRateLimiter:
         await self._sweep(now)
         verdict = _verdict([first], row["first"])
         return verdict, None if row["then"] is None else _verdict(then, row["then"])
+
+    async def take_then_if_found(
+        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
+    ) -> tuple[Verdict, Verdict | None, Row | None]:
+        if self._store.kind != "postgresql" or reader is not self._store.autocommit:
+            return await take_then_if_found_in_turn(self, first, then, reader, lookup)
+        now = self._clock.now()
+        # As take_then, the second count also waiting for the lookup's row (the lookup keeps
+        # its parameters, the counts' come after them; see _take_unless_locked_in_postgres).
+        counts = _after_parameters(
+            "SELECT counted.first AS ledgerport_first, CASE WHEN counted.first[1] = 0"
+            " AND lookup.ledgerport_found THEN"
+            " ledgerport_count_limits('take', $1, $2, $7, $8, $9, $10) END AS ledgerport_then,"
+            " lookup.*"
+            " FROM (SELECT ledgerport_count_limits('take', $1, $2, $3, $4, $5, $6) AS first)"
+            " AS counted",
+            len(lookup.args),
+        )
+        row = await self._store.autocommit.fetchrow(
+            counts
+            + " LEFT JOIN LATERAL (SELECT true AS ledgerport_found, found.* FROM"
+            + f" ({lookup.sql}) AS found LIMIT 1) AS lookup ON true",
+            *lookup.args,
+            now,
+            LIMIT_BUCKETS,
+            *_count_arguments([first], self._keys([first])),
+            *_count_arguments(then, self._keys(then)),
+        )
+        assert row is not None
+        await self._sweep(now)
+        verdict = _verdict([first], row.pop("ledgerport_first"))
+        counted, found = row.pop("ledgerport_then"), row.pop("ledgerport_found")
+        if not verdict.allowed or not found:
+            return verdict, None, None
+        return verdict, _verdict(then, counted), row
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._count(budgets, always=False)

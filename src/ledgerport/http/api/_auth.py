@@ -6,7 +6,7 @@ from quart import g, request
 
 from ledgerport import auth, catalog
 
-from .._context import client_ip, platform
+from .._context import app_state, client_ip, platform
 from .._openapi import Header
 
 RATE_LIMIT_HEADERS = (
@@ -22,6 +22,13 @@ def _refuse(limit: catalog.RateLimit, wait: int) -> auth.RateLimited:
     return auth.RateLimited(wait)
 
 
+def _app_budgets(app_id: str, business_id: str) -> tuple[auth.Budget, auth.Budget]:
+    return (
+        auth.Budget(catalog.RATE_LIMIT_APP_PER_BUSINESS, (app_id, business_id)),
+        auth.Budget(catalog.RATE_LIMIT_APP, (app_id,)),
+    )
+
+
 async def authenticate_bearer() -> auth.AccessGrant:
     """The live grant behind the request's bearer token, counted against the API's limits.
 
@@ -30,36 +37,62 @@ async def authenticate_bearer() -> auth.AccessGrant:
     together (refused by one, it uses up neither), and every answer from there on says what is
     left of the first (the RateLimit-* headers).
 
-    The token (with the user's standing in the business) is looked up first, in one statement
-    outside any transaction, so that the IP's and the app's budgets are counted together: one
-    more statement with a shared limiter on PostgreSQL, instead of two. The limits are taken
-    outside any transaction: a shared limiter on PostgreSQL uses a connection of its own, which
-    a call holding its transaction open would wait for while holding one, and a refused or
-    failed call must still count.
+    A token this process has seen (``auth.TokenOwners``) is read with the counts, in one
+    statement with a shared limiter on PostgreSQL, the app's budgets counted only when the
+    token is live. Another is looked up first, in one statement outside any transaction, then
+    the IP's and the app's budgets are counted together. The limits are taken outside any
+    transaction: a shared limiter on PostgreSQL uses a connection of its own, which a call
+    holding its transaction open would wait for while holding one, and a refused or failed
+    call must still count.
     """
     p = platform()
     per_ip = auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),))
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
-    grant = None
-    if scheme.lower() == "bearer" and token.strip():
-        grant = await auth.resolve_access_token(
-            p.store.autocommit, p.keyring, now=p.now(), token=token.strip()
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        await _count_unknown(per_ip)
+        raise auth.InvalidAccessToken("A bearer access token is required")
+    owners = app_state(auth.TokenOwners, auth.TokenOwners)
+    key = p.keyring.hash_token(token)
+    owner = owners.get(key)
+    if owner is not None:
+        now = p.now()
+        lookup = auth.live_access_token_lookup(
+            p.keyring, token=token, now=now, app_id=owner[0], business_id=owner[1]
         )
+        by_ip, by_app, row = await p.limiter.take_then_if_found(
+            per_ip, _app_budgets(*owner), p.store.autocommit, lookup
+        )
+        if not by_ip.allowed:
+            raise _refuse(by_ip.refused_by or catalog.RATE_LIMIT_API_PER_IP, by_ip.retry_after)
+        grant = None if row is None else auth.live_grant(row, now)
+        if by_app is None or grant is None:
+            owners.forget(key)
+            raise auth.InvalidAccessToken("The access token is expired, revoked or malformed")
+        return _counted(grant, by_app)
+    grant = await auth.resolve_access_token(p.store.autocommit, p.keyring, now=p.now(), token=token)
     if grant is None:
-        verdict = await p.limiter.take(per_ip)
-        if verdict.refused_by is not None:
-            raise _refuse(verdict.refused_by, verdict.retry_after)
-        if scheme.lower() != "bearer" or not token.strip():
-            raise auth.InvalidAccessToken("A bearer access token is required")
+        await _count_unknown(per_ip)
         raise auth.InvalidAccessToken("The access token is expired, revoked or malformed")
+    owners.keep(key, (grant.app_id, grant.business_id))
     by_ip, by_app = await p.limiter.take_then(
-        per_ip,
-        auth.Budget(catalog.RATE_LIMIT_APP_PER_BUSINESS, (grant.app_id, grant.business_id)),
-        auth.Budget(catalog.RATE_LIMIT_APP, (grant.app_id,)),
+        per_ip, *_app_budgets(grant.app_id, grant.business_id)
     )
     if by_app is None:
         raise _refuse(by_ip.refused_by or catalog.RATE_LIMIT_API_PER_IP, by_ip.retry_after)
+    return _counted(grant, by_app)
+
+
+async def _count_unknown(per_ip: auth.Budget) -> None:
+    """Count a call with no live token against its IP's budget: 429 when it has no room."""
+    verdict = await platform().limiter.take(per_ip)
+    if verdict.refused_by is not None:
+        raise _refuse(verdict.refused_by, verdict.retry_after)
+
+
+def _counted(grant: auth.AccessGrant, by_app: auth.Verdict) -> auth.AccessGrant:
+    """``grant``, its call's RateLimit-* headers set; 429 when an app budget had no room."""
     in_business = by_app.standings[0]
     g.rate_limit_headers = {
         "RateLimit-Limit": str(in_business.limit),
