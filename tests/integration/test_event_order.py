@@ -14,6 +14,8 @@ import trio
 from ledgerport import books
 from ledgerport.storage import Store, Transaction
 
+from ..stores import open_test_store
+
 TIMEOUT = 30
 NOW = 1_700_000_000.0
 
@@ -113,3 +115,49 @@ async def test_concurrent_writers_never_let_a_reader_page_past_an_event(
     expected = sorted(f"w{i}-{r}" for i in range(writers) for r in range(5))
     for seen in pages:
         assert sorted(seen) == expected
+
+
+@pytest.mark.postgres
+async def test_events_wait_for_their_business_key_before_drawing_a_seq(
+    asyncio_loop: object,
+) -> None:
+    """On PostgreSQL the business's key is taken in the statement that inserts the events:
+    while another transaction holds it, a commit with an event of that business waits, and no
+    ``seq`` is drawn until the key is free."""
+    async with open_test_store("postgresql") as store:
+        business_id = await _business(store)
+        held, release, written = trio.Event(), trio.Event(), trio.Event()
+
+        async def last_seq() -> int:
+            value = await store.autocommit.fetchval(
+                "SELECT last_value FROM pg_sequences WHERE sequencename ="
+                " (SELECT pg_get_serial_sequence('events', 'seq')::regclass::text)"
+            )
+            return int(value or 0)
+
+        async def holder() -> None:
+            async with store.transaction() as tx:
+                await tx.serialize(f"events:{business_id}")
+                held.set()
+                await release.wait()
+
+        async def writer() -> None:
+            await held.wait()
+            async with store.transaction() as tx:
+                await _record(tx, business_id, "waited")
+            written.set()
+
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(holder)
+                nursery.start_soon(writer)
+                await held.wait()
+                before = await last_seq()
+                with trio.move_on_after(0.5):
+                    await written.wait()
+                assert not written.is_set(), "the commit waited for the key"
+                assert await last_seq() == before, "no seq drawn while waiting"
+                release.set()
+                await written.wait()
+        assert await _log(store, business_id) == ["waited"]
+        assert await last_seq() > before

@@ -8,8 +8,9 @@ feed's cursor is the last event it saw), so an event that became visible after a
 be skipped for good, and a sequence alone does not prevent that on PostgreSQL: two transactions
 draw ``seq`` 10 and 11 and the second may commit first. So ``record_event`` only queues the event
 in the transaction (``Transaction.queue``); just before the commit, the transaction takes its
-businesses' event keys (``Transaction.serialize``, in sorted order), inserts its events, which
-draw their ``seq`` now, and commits, releasing the keys. The next transaction with events of the
+businesses' event keys (``Transaction.serialize``'s locks, in sorted order; on PostgreSQL in the
+statement that inserts the events), inserts its events, which draw their ``seq`` now, and
+commits, releasing the keys. The next transaction with events of the
 same business draws its ``seq`` only after this one has committed or rolled back. The keys are
 held only for the insert and the commit, and a transaction holding one waits for nothing but
 another's commit: no deadlock with the rows the write itself locked. Writers of different
@@ -91,19 +92,27 @@ async def record_event(
 
 async def _insert_events(tx: Transaction, rows: list[Any]) -> None:
     """The transaction's queued events, inserted at its commit (see the module's docstring)."""
-    for business_id in sorted({row[1] or "" for row in rows}):
-        await tx.serialize(f"events:{business_id}")
+    keys = [f"events:{business_id}" for business_id in sorted({row[1] or "" for row in rows})]
     if tx.kind == "postgresql":
-        # One statement: the events, then the dispatcher's marks in the events' order.
+        # One statement: the businesses' keys (Transaction.serialize's locks, in sorted order),
+        # then the events, then the dispatcher's marks in the events' order. The keys are an
+        # uncorrelated subquery of the insert's condition: evaluated once, before any event
+        # row is made, so before any seq is drawn.
         await tx.execute(
             "WITH added AS (INSERT INTO events"
             " (id, business_id, app_id, type, api_version, data, created_at)"
             " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
-            " $5::text[], $6::text[], $7::float8[]) RETURNING id, seq)"
+            " $5::text[], $6::text[], $7::float8[])"
+            " WHERE (SELECT count(pg_advisory_xact_lock(hashtextextended(key, 0))) FROM"
+            " (SELECT key FROM unnest($8::text[]) AS key ORDER BY key) AS keys) >= 0"
+            " RETURNING id, seq)"
             " INSERT INTO event_dispatch (event_id) SELECT id FROM added ORDER BY seq",
             *map(list, zip(*rows, strict=True)),
+            keys,
         )
     else:
+        for key in keys:
+            await tx.serialize(key)
         await tx.executemany(
             "INSERT INTO events (id, business_id, app_id, type, api_version, data, created_at)"
             " VALUES ($1, $2, $3, $4, $5, $6, $7)",

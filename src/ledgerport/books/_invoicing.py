@@ -24,7 +24,7 @@ from ledgerport import catalog
 from ledgerport.errors import InvalidInput
 from ledgerport.storage import Transaction
 
-from ._errors import InvoiceCeilingReached, RecordInWrongState, RecordNotFound
+from ._errors import BusinessNotFound, InvoiceCeilingReached, RecordInWrongState, RecordNotFound
 from ._events import record_event
 from ._money import ZERO, amount, currency_or_default, decimal_problem, priced_lines
 from ._records import (
@@ -40,7 +40,6 @@ from ._records import (
     save_record,
     set_due_watch,
 )
-from ._tenancy import get_business
 
 Line = Mapping[str, Any]
 INVOICE_EDITABLE = ("draft",)
@@ -83,23 +82,30 @@ async def _count_against_ceiling(
     them, so concurrent invoices cannot slip under the plan's ceiling together. Answers the
     first of them (by position) past the ceiling with its refusal, as they would have met it
     one by one, or None; the caller rolls back on a refusal."""
-    business = await get_business(tx, business_id)
     year = datetime.fromtimestamp(now, UTC).year
     cents = [_cents(total) for total in totals]
+    # The business's plan comes back with the counts, in the same statement; no row when the
+    # business does not exist.
     row = await tx.fetchrow(
         "INSERT INTO invoice_years (business_id, year, invoices, turnover_cents)"
-        " VALUES ($1, $2, $3, $4) ON CONFLICT (business_id, year) DO UPDATE SET"
+        " SELECT id, CAST($2 AS INTEGER), CAST($3 AS INTEGER), CAST($4 AS BIGINT)"
+        " FROM businesses WHERE id = $1"
+        " ON CONFLICT (business_id, year) DO UPDATE SET"
         " invoices = invoice_years.invoices + excluded.invoices,"
         " turnover_cents = invoice_years.turnover_cents + excluded.turnover_cents"
-        " RETURNING invoices, turnover_cents",
+        " RETURNING invoices, turnover_cents,"
+        " (SELECT plan FROM businesses WHERE id = $1) AS plan,"
+        " (SELECT invoice_limit FROM businesses WHERE id = $1) AS invoice_limit",
         business_id,
         year,
         len(cents),
         sum(cents),
     )
-    assert row is not None
-    free = business.plan == "free"
-    limit = business.invoice_limit
+    if row is None:
+        raise BusinessNotFound(business_id)
+    plan = row["plan"]
+    free = plan == "free"
+    limit = row["invoice_limit"]
     if limit is None and free:
         limit = catalog.FREE_PLAN_YEARLY_INVOICES
     cap = _cents(Decimal(catalog.FREE_PLAN_YEARLY_TURNOVER))
@@ -109,9 +115,9 @@ async def _count_against_ceiling(
         count += 1
         turnover += each
         if limit is not None and count > limit:
-            return position, InvoiceCeilingReached(business.plan, "count")
+            return position, InvoiceCeilingReached(plan, "count")
         if free and turnover > cap:
-            return position, InvoiceCeilingReached(business.plan, "turnover cap")
+            return position, InvoiceCeilingReached(plan, "turnover cap")
     return None
 
 
