@@ -15,6 +15,7 @@ lines. Every change records its events in the same transaction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -22,7 +23,7 @@ from typing import Any
 
 from ledgerport import catalog
 from ledgerport.errors import InvalidInput
-from ledgerport.storage import Transaction
+from ledgerport.storage import Transaction, placeholders
 
 from ._errors import BusinessNotFound, InvoiceCeilingReached, RecordInWrongState, RecordNotFound
 from ._events import record_event
@@ -36,7 +37,7 @@ from ._records import (
     insert_record,
     iso,
     iso_date,
-    live_record_ids,
+    numbers_ending,
     save_record,
     set_due_watch,
 )
@@ -76,18 +77,43 @@ def _cents(value: Decimal) -> int:
 
 
 async def _count_against_ceiling(
-    tx: Transaction, *, now: float, business_id: str, totals: Sequence[Decimal]
-) -> tuple[int, InvoiceCeilingReached] | None:
+    tx: Transaction,
+    *,
+    now: float,
+    business_id: str,
+    totals: Sequence[Decimal],
+    customers: Sequence[str],
+) -> tuple[set[str], tuple[int, InvoiceCeilingReached] | None, list[str] | None]:
     """Count new invoices in the business's calendar year: one conditional write for all of
-    them, so concurrent invoices cannot slip under the plan's ceiling together. Answers the
-    first of them (by position) past the ceiling with its refusal, as they would have met it
-    one by one, or None; the caller rolls back on a refusal."""
+    them, so concurrent invoices cannot slip under the plan's ceiling together. Answers which
+    of ``customers`` are live customers of the business, read in the same statement; the
+    first invoice (by position) past the ceiling with its refusal, as they would have met it
+    one by one, or None; and on PostgreSQL the invoices' numbers, drawn in the same statement
+    (None: the caller draws them). The caller rolls back on a refusal."""
     year = datetime.fromtimestamp(now, UTC).year
     cents = [_cents(total) for total in totals]
-    # The business's plan comes back with the counts, in the same statement; no row when the
-    # business does not exist.
+    wanted = sorted(set(customers))
+    # The business's plan and the live customers come back with the counts, in the same
+    # statement; no row when the business does not exist.
+    live = (
+        f"(SELECT {tx.json_array_agg}(id) FROM records WHERE business_id = $1"
+        " AND kind = 'customer' AND deleted_at IS NULL"
+        f" AND id IN ({placeholders(len(wanted), 5)}))"
+        if wanted
+        else "NULL"
+    )
+    # On PostgreSQL the numbers are drawn in the same statement (a data-modifying WITH, which
+    # SQLite has not: there they are drawn by the next one, in the same turn).
+    numbering = tx.kind == "postgresql"
+    draw = (
+        "WITH numbers AS (INSERT INTO record_numbers (business_id, kind, last)"
+        " VALUES ($1, 'invoice', CAST($3 AS INTEGER)) ON CONFLICT (business_id, kind)"
+        " DO UPDATE SET last = record_numbers.last + excluded.last RETURNING last) "
+        if numbering
+        else ""
+    )
     row = await tx.fetchrow(
-        "INSERT INTO invoice_years (business_id, year, invoices, turnover_cents)"
+        f"{draw}INSERT INTO invoice_years (business_id, year, invoices, turnover_cents)"
         " SELECT id, CAST($2 AS INTEGER), CAST($3 AS INTEGER), CAST($4 AS BIGINT)"
         " FROM businesses WHERE id = $1"
         " ON CONFLICT (business_id, year) DO UPDATE SET"
@@ -95,14 +121,19 @@ async def _count_against_ceiling(
         " turnover_cents = invoice_years.turnover_cents + excluded.turnover_cents"
         " RETURNING invoices, turnover_cents,"
         " (SELECT plan FROM businesses WHERE id = $1) AS plan,"
-        " (SELECT invoice_limit FROM businesses WHERE id = $1) AS invoice_limit",
+        " (SELECT invoice_limit FROM businesses WHERE id = $1) AS invoice_limit,"
+        f" {live} AS customers"
+        + (", (SELECT last FROM numbers) AS last_number" if numbering else ""),
         business_id,
         year,
         len(cents),
         sum(cents),
+        *wanted,
     )
     if row is None:
         raise BusinessNotFound(business_id)
+    found = set(json.loads(row["customers"])) if row["customers"] is not None else set()
+    numbers = numbers_ending("invoice", row["last_number"], len(cents)) if numbering else None
     plan = row["plan"]
     free = plan == "free"
     limit = row["invoice_limit"]
@@ -115,10 +146,10 @@ async def _count_against_ceiling(
         count += 1
         turnover += each
         if limit is not None and count > limit:
-            return position, InvoiceCeilingReached(plan, "count")
+            return found, (position, InvoiceCeilingReached(plan, "count")), numbers
         if free and turnover > cap:
-            return position, InvoiceCeilingReached(plan, "turnover cap")
-    return None
+            return found, (position, InvoiceCeilingReached(plan, "turnover cap")), numbers
+    return found, None, numbers
 
 
 async def _party(tx: Transaction, business_id: str, kind: str, party_id: str) -> None:
@@ -226,20 +257,29 @@ async def _create_invoices(
             refusals.append((position, 0, problem))
             break
     customers = [fields["customerId"] for fields, _ in drafts]
-    live = await live_record_ids(tx, business_id, "customer", customers)
-    missing = next((i for i, c in enumerate(customers) if c not in live), None)
-    if missing is not None:
-        refusals.append((missing, 1, RecordNotFound("customer", customers[missing])))
+    numbers = None
     if drafts:
-        ceiling = await _count_against_ceiling(
-            tx, now=now, business_id=business_id, totals=[total for _, total in drafts]
+        live, ceiling, numbers = await _count_against_ceiling(
+            tx,
+            now=now,
+            business_id=business_id,
+            totals=[total for _, total in drafts],
+            customers=customers,
         )
+        missing = next((i for i, c in enumerate(customers) if c not in live), None)
+        if missing is not None:
+            refusals.append((missing, 1, RecordNotFound("customer", customers[missing])))
         if ceiling is not None:
             refusals.append((ceiling[0], 2, ceiling[1]))
     if refusals:
         raise min(refusals, key=lambda refusal: refusal[:2])[2]
     created = await insert_numbered_records(
-        tx, now=now, business_id=business_id, kind="invoice", fields=[f for f, _ in drafts]
+        tx,
+        now=now,
+        business_id=business_id,
+        kind="invoice",
+        fields=[f for f, _ in drafts],
+        numbers=numbers,
     )
     for invoice in created:
         await record_event(

@@ -49,18 +49,22 @@ def _dumps(data: Mapping[str, Any]) -> str:
 async def next_numbers(tx: Transaction, business_id: str, kind: str, count: int = 1) -> list[str]:
     """The business's next ``count`` numbers of a numbered kind (``INV-0007``): one conditional
     write, so two documents created at once never share a number."""
+    last = await tx.fetchval(
+        "INSERT INTO record_numbers (business_id, kind, last) VALUES ($1, $2, $3)"
+        " ON CONFLICT (business_id, kind) DO UPDATE SET last = record_numbers.last + $3"
+        " RETURNING last",
+        business_id,
+        kind,
+        count,
+    )
+    return numbers_ending(kind, int(last), count)
+
+
+def numbers_ending(kind: str, last: int, count: int) -> list[str]:
+    """The ``count`` numbers of a numbered kind up to the ``last`` one drawn (a
+    ``record_numbers`` row's ``last`` once they were drawn), in order."""
     prefix = catalog.RECORD_KINDS[kind].number_prefix
     assert prefix is not None, kind
-    last = int(
-        await tx.fetchval(
-            "INSERT INTO record_numbers (business_id, kind, last) VALUES ($1, $2, $3)"
-            " ON CONFLICT (business_id, kind) DO UPDATE SET last = record_numbers.last + $3"
-            " RETURNING last",
-            business_id,
-            kind,
-            count,
-        )
-    )
     return [f"{prefix}-{n:0{catalog.NUMBER_DIGITS}d}" for n in range(last - count + 1, last + 1)]
 
 
@@ -94,10 +98,13 @@ async def insert_numbered_records(
     business_id: str,
     kind: str,
     fields: Sequence[Mapping[str, Any]],
+    numbers: Sequence[str] | None = None,
 ) -> list[Document]:
     """:func:`insert_record` of several numbered records, numbered in order, as two statements
-    whatever their number (their numbers, then the rows)."""
-    numbers = await next_numbers(tx, business_id, kind, len(fields))
+    whatever their number (their numbers, then the rows); one when the caller drew the
+    ``numbers`` already (:func:`numbers_ending`)."""
+    if numbers is None:
+        numbers = await next_numbers(tx, business_id, kind, len(fields))
     documents = [
         _new_document(kind, number, each, now) for number, each in zip(numbers, fields, strict=True)
     ]
