@@ -57,6 +57,9 @@ from .served import Server, served
 ADMIN_TOKEN = "lp_admin_e2e-contract-token-0123456789abcdef"
 PASSWORD = "contract password 1"
 HTTP_TIMEOUT = 10.0
+DOCUMENT_TIMEOUT = 120.0
+"""The bound of the wait for the document: the server builds it in a worker thread as it starts,
+seconds of CPU alone and tens of seconds beside the rest of the suite on two cores."""
 RUN_TIMEOUT = 600.0
 """The bound of one group's run: a minute or two alone, about twice that beside the rest of the
 suite on two cores."""
@@ -195,6 +198,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # spec's rate limits keep it from being throttled (development instances only).
     env = {"LEDGERPORT_PASSWORD_HASHING": "fast", "LEDGERPORT_RATE_LIMIT_FACTOR": "100"}
     with served(workdir, ADMIN_TOKEN, env) as running:
+        # Asked once here, so no test's own bound includes the build.
+        document = httpx.get(
+            f"{running.base}/openapi.json", timeout=DOCUMENT_TIMEOUT, trust_env=False
+        )
+        document.raise_for_status()
         yield running
 
 
