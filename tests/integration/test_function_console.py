@@ -347,10 +347,11 @@ async def test_a_deeply_nested_source_is_refused_at_the_depth_limit(
 
 
 TICK = 0.01
-LONGEST_GAP = 0.5
-"""Seconds the event loop may go without running a task that asked to run every TICK: far
-above what scheduling on a loaded machine costs, far below what compiling the heavy module on
-the loop would hold it for."""
+LONGEST_GAP = 1.0
+"""Seconds the event loop may go without running a task that asked to run every TICK: 20 to
+30 ms on a quiet machine, and 0.54 s was seen beside the whole suite on a slow day's two cores.
+That the compile runs in a process of its own is what the test's ``workers`` holds, however
+fast the machine."""
 
 
 async def test_the_event_loop_keeps_running_while_a_heavy_module_compiles(
