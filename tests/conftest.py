@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import trio
 import trio_asyncio
+from hypothesis import settings
 
 from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
@@ -37,6 +38,12 @@ from .stores import (
 
 ADMIN_TOKEN = "lp_admin_test-token-0123456789abcdef"
 SECRET_KEY = "test-secret-key-0123456789abcdef0123456789"
+
+# Examples are bounded by their number, not by wall-clock time: beside the whole suite on two
+# cores one example can take twice Hypothesis's default 200 ms deadline, and a test must not
+# fail for how loaded the machine is.
+settings.register_profile("ledgerport", deadline=None)
+settings.load_profile("ledgerport")
 
 
 def pytest_configure(config: pytest.Config) -> None:
