@@ -59,7 +59,7 @@ PASSWORD = "contract password 1"
 HTTP_TIMEOUT = 10.0
 DOCUMENT_TIMEOUT = 120.0
 """The bound of the wait for the document: the server builds it in a worker thread as it starts,
-seconds of CPU alone and tens of seconds beside the rest of the suite on two cores."""
+a fifth of a second of CPU alone and seconds beside the rest of the suite on two cores."""
 RUN_TIMEOUT = 600.0
 """The bound of one group's run: a minute or two alone, about twice that beside the rest of the
 suite on two cores."""

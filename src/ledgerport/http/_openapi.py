@@ -24,6 +24,8 @@ an object that ignores unknown members, says it holds no NUL (``NUL_FREE``, ``Nu
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -336,12 +338,31 @@ class _Status:
         return response
 
 
+def _json_schema(schema_type: Any, mode: Literal["validation", "serialization"]) -> dict[str, Any]:
+    """pydantic's JSON schema of ``schema_type``, made once per type and mode: a document names
+    the same envelopes and records in hundreds of places, and each costs a ``TypeAdapter``. A
+    type that cannot be a key (an annotation holding a dict) is made each time."""
+    try:
+        return _kept_json_schema(schema_type, mode)
+    except TypeError:
+        return _made_json_schema(schema_type, mode)
+
+
+def _made_json_schema(
+    schema_type: Any, mode: Literal["validation", "serialization"]
+) -> dict[str, Any]:
+    return TypeAdapter(schema_type).json_schema(ref_template=_REF, mode=mode)
+
+
+_kept_json_schema = functools.cache(_made_json_schema)
+
+
 def _schema(
     schema_type: Any, mode: Literal["validation", "serialization"], components: dict[str, Any]
 ) -> dict[str, Any]:
     """``schema_type`` as a reference to its named component (inline when it has no name, as a
     union has not), its definitions added to ``components``."""
-    schema = TypeAdapter(schema_type).json_schema(ref_template=_REF, mode=mode)
+    schema = copy.deepcopy(_json_schema(schema_type, mode))
     components.update(schema.pop("$defs", {}))
     if not isinstance(schema_type, type):
         return schema
@@ -357,15 +378,15 @@ class DocumentProvider(OpenAPIProvider):
     _built: tuple[int, bytes] | None = None
 
     def schema(self) -> dict[str, Any]:
-        """The document, built once per set of routes (building it takes seconds); a copy of
-        its own for each caller."""
+        """The document, built once per set of routes (a fifth of a second of CPU, more on a
+        loaded machine); a copy of its own for each caller."""
         document: dict[str, Any] = orjson.loads(self.document_bytes())
         return document
 
     def document_bytes(self) -> bytes:
         """The document as the JSON ``/openapi.json`` answers, kept as bytes only (one object
-        for the collector to walk, not thousands). Blocking for seconds the first time: call
-        it off the event loop (:func:`serve_document`)."""
+        for the collector to walk, not thousands). Blocking the first time: call it off the
+        event loop (:func:`serve_document`)."""
         rules = sum(1 for _ in self._app.url_map.iter_rules())
         if self._built is None or self._built[0] != rules:
             document = super().schema()
