@@ -17,7 +17,7 @@ import math
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from ledgerport import catalog
 from ledgerport.clock import Clock
@@ -203,6 +203,40 @@ async def take_unless_locked_in_turn(
     return await limiter.take(*budgets)
 
 
+class InTurn:
+    """The combined takes of :class:`RateLimiter` made of its plain ones, one after the other:
+    for a limiter with no cheaper way (in this process, in Redis). A subclass gives the rest of
+    :class:`RateLimiter`."""
+
+    def _limiter(self) -> RateLimiter:
+        return cast(RateLimiter, self)
+
+    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
+        return await take_in_turn(self._limiter(), first, then)
+
+    async def take_unless_locked(
+        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
+    ) -> Verdict | Locked:
+        return await take_unless_locked_in_turn(self._limiter(), rule, key, budgets)
+
+    async def take_unless_locked_then_read(
+        self,
+        rule: LockoutRule,
+        key: tuple[str, ...],
+        budgets: tuple[Budget, ...],
+        reader: Reader,
+        lookup: Lookup,
+    ) -> tuple[Verdict | Locked, Row | None]:
+        return await take_unless_locked_then_read_in_turn(
+            self._limiter(), rule, key, budgets, reader, lookup
+        )
+
+    async def take_then_if_found(
+        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
+    ) -> tuple[Verdict, Verdict | None, Row | None]:
+        return await take_then_if_found_in_turn(self._limiter(), first, then, reader, lookup)
+
+
 def ceil_seconds(seconds: float) -> int:
     """A wait as whole seconds for Retry-After: rounded up, at least 1."""
     return max(1, math.ceil(seconds))
@@ -299,7 +333,7 @@ class Lockout:
         return False
 
 
-class MemoryRateLimiter:
+class MemoryRateLimiter(InTurn):
     """Counts in this process: exact sliding windows, forgotten on restart (which only forgets
     recent counts). Each call runs without a checkpoint, so a multi-budget take is atomic."""
 
@@ -350,29 +384,6 @@ class MemoryRateLimiter:
             for budget in budgets:
                 self._window(budget.limit).hit(budget.key)
         return Verdict(refused_by, retry_after, self._standings(budgets))
-
-    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
-        return await take_in_turn(self, first, then)
-
-    async def take_unless_locked(
-        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
-    ) -> Verdict | Locked:
-        return await take_unless_locked_in_turn(self, rule, key, budgets)
-
-    async def take_unless_locked_then_read(
-        self,
-        rule: LockoutRule,
-        key: tuple[str, ...],
-        budgets: tuple[Budget, ...],
-        reader: Reader,
-        lookup: Lookup,
-    ) -> tuple[Verdict | Locked, Row | None]:
-        return await take_unless_locked_then_read_in_turn(self, rule, key, budgets, reader, lookup)
-
-    async def take_then_if_found(
-        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
-    ) -> tuple[Verdict, Verdict | None, Row | None]:
-        return await take_then_if_found_in_turn(self, first, then, reader, lookup)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         refused_by, retry_after = self._refusal(budgets)

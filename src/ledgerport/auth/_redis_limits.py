@@ -26,20 +26,15 @@ from redis.exceptions import RedisError
 from ledgerport.clock import Clock
 from ledgerport.config import ConfigError
 from ledgerport.keys import Keyring
-from ledgerport.storage import NoAsyncioLoop, Reader, Row, StorageUnavailable
+from ledgerport.storage import NoAsyncioLoop, StorageUnavailable
 
 from ._limits import (
     Budget,
-    Locked,
+    InTurn,
     LockoutRule,
-    Lookup,
     Standing,
     Verdict,
     ceil_seconds,
-    take_in_turn,
-    take_then_if_found_in_turn,
-    take_unless_locked_in_turn,
-    take_unless_locked_then_read_in_turn,
 )
 from ._shared_limits import LIMIT_BUCKETS, stored_key
 
@@ -143,7 +138,7 @@ async def _close_with_loop(client: Redis) -> None:
         await client.aclose()
 
 
-class RedisRateLimiter:
+class RedisRateLimiter(InTurn):
     """Counts in Redis, shared by every process configured with the same Redis database.
 
     Build it with :func:`connect_redis_limiter`.
@@ -189,29 +184,6 @@ class RedisRateLimiter:
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._run("take", budgets)
-
-    async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
-        return await take_in_turn(self, first, then)
-
-    async def take_unless_locked(
-        self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
-    ) -> Verdict | Locked:
-        return await take_unless_locked_in_turn(self, rule, key, budgets)
-
-    async def take_unless_locked_then_read(
-        self,
-        rule: LockoutRule,
-        key: tuple[str, ...],
-        budgets: tuple[Budget, ...],
-        reader: Reader,
-        lookup: Lookup,
-    ) -> tuple[Verdict | Locked, Row | None]:
-        return await take_unless_locked_then_read_in_turn(self, rule, key, budgets, reader, lookup)
-
-    async def take_then_if_found(
-        self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
-    ) -> tuple[Verdict, Verdict | None, Row | None]:
-        return await take_then_if_found_in_turn(self, first, then, reader, lookup)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
         verdict = await self._run("peek", budgets)

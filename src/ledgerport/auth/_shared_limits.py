@@ -161,6 +161,16 @@ def _verdict(budgets: Sequence[Budget], answer: Sequence[float]) -> Verdict:
     return Verdict(None, 0, standings)
 
 
+def _beside(lookup: Lookup) -> str:
+    """The join that puts ``lookup``'s row (at most one) beside a count's one row as
+    ``lookup.*``, with ``ledgerport_found`` true when there is one (a row of NULLs is told from
+    none)."""
+    return (
+        " LEFT JOIN LATERAL (SELECT true AS ledgerport_found, found.* FROM"
+        f" ({lookup.sql}) AS found LIMIT 1) AS lookup ON true"
+    )
+
+
 def _after_parameters(sql: str, count: int) -> str:
     """``sql`` (this module's own, with no ``$`` but its parameters') with each ``$n`` made
     ``$(n + count)``: its parameters placed after ``count`` others."""
@@ -312,9 +322,7 @@ class StoreRateLimiter:
             len(lookup.args),
         )
         row = await self._store.autocommit.fetchrow(
-            counts
-            + " LEFT JOIN LATERAL (SELECT true AS ledgerport_found, found.* FROM"
-            + f" ({lookup.sql}) AS found LIMIT 1) AS lookup ON true",
+            counts + _beside(lookup),
             *lookup.args,
             now,
             LIMIT_BUCKETS,
@@ -388,11 +396,9 @@ class StoreRateLimiter:
             # The lookup keeps its own parameters ($1...); the count's come after them. Its
             # row is joined beside the one row of the count (LIMIT 1: the count is made once),
             # marked so that a row of NULLs is told from no row.
-            sql = (
-                _after_parameters(sql.format(lookup_columns=", lookup.*"), len(lookup.args))
-                + " LEFT JOIN LATERAL (SELECT true AS ledgerport_found, found.* FROM"
-                + f" ({lookup.sql}) AS found LIMIT 1) AS lookup ON true"
-            )
+            sql = _after_parameters(
+                sql.format(lookup_columns=", lookup.*"), len(lookup.args)
+            ) + _beside(lookup)
             args = (*lookup.args, *args)
         row = await self._store.autocommit.fetchrow(sql, *args)
         assert row is not None
