@@ -37,6 +37,11 @@ class Answer:
     """Send ``body`` chunked, then FILLER without end, until the client closes."""
     stall: bool = False
     """Send ``body`` chunked, then nothing more: the answer never ends."""
+    close: bool = False
+    """Answer with ``Connection: close``, then close the connection."""
+    hang_up: bool = False
+    """Answer as if the connection stayed open, then close it (as a server's keep-alive
+    timeout does between two requests)."""
 
 
 @dataclass
@@ -104,6 +109,8 @@ class Receiver:
                     return
                 body = b"" if answer.status in (204, 304) else answer.body
                 headers = [("content-length", str(len(body)))] if body else []
+                if answer.close:
+                    headers.append(("connection", "close"))
                 answer_bytes = b"".join(
                     conn.send(event) or b""
                     for event in (
@@ -113,7 +120,7 @@ class Receiver:
                     )
                 )
                 await stream.send_all(answer_bytes)
-                if conn.our_state is h11.MUST_CLOSE:
+                if conn.our_state is h11.MUST_CLOSE or answer.hang_up:
                     return
                 conn.start_next_cycle()
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):

@@ -53,7 +53,7 @@ from ledgerport.storage import FIRST_PER_KEY_MAX, StorageError, Transaction
 from ._core import Capped, DeliveryBook, FanOut, Refusal, Verdict
 from ._retry import next_attempt_at
 from ._signing import signature_header
-from ._transport import DELIVERY_ERRORS, delivery_client, stop_reading, verifying_context
+from ._transport import DELIVERY_ERRORS, DeliveryClient, stop_reading, verifying_context
 
 log = logging.getLogger("ledgerport.engine.delivery")
 
@@ -130,7 +130,7 @@ class _Actor:
     send: trio.MemorySendChannel[queues.ClaimedDelivery]
     receive: trio.MemoryReceiveChannel[queues.ClaimedDelivery]
     slots: trio.Semaphore
-    client: httpcore.AsyncConnectionPool | None = None
+    client: DeliveryClient | None = None
     attempts: trio.Nursery | None = None
     """Where the actor's attempts run, once it has started."""
 
@@ -753,10 +753,10 @@ class DeliveryEngine:
     def _entitlements_changed(self) -> None:
         self._generation += 1
 
-    def _client(self, actor: _Actor) -> httpcore.AsyncConnectionPool:
+    def _client(self, actor: _Actor) -> DeliveryClient:
         if actor.client is None:
             config = self._platform.config
-            actor.client = delivery_client(
+            actor.client = DeliveryClient(
                 max_connections=self._in_flight,
                 allow=(lambda _address: True) if config.development else apps.address_allowed,
                 resolver=self._resolver,

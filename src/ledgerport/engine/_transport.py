@@ -1,9 +1,10 @@
 """The delivery client's connections: every address a webhook attempt connects to is checked.
 
-A webhook's client is an httpcore connection pool, without httpx on top: httpx's requests,
-cookies, redirects and response wrapping cost a quarter of an attempt's CPU on loopback, and
-an attempt needs none of them (one POST with its own headers, no redirect followed, no cookie
-kept, the answer's first bytes read).
+A webhook's client (:class:`DeliveryClient`) keeps httpcore connections, without httpx on top:
+httpx's requests, cookies, redirects and response wrapping cost a quarter of an attempt's CPU on
+loopback, and an attempt needs none of them (one POST with its own headers, no redirect
+followed, no cookie kept, the answer's first bytes read); nor without httpcore's pool on top
+(see the class).
 
 A webhook's host is resolved at connection time and each address is checked before it is
 connected to, so the address actually used is the one checked: a name that resolved to a public
@@ -17,7 +18,8 @@ from __future__ import annotations
 import ipaddress
 import ssl
 import typing
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import httpcore
 import httpx
@@ -162,25 +164,97 @@ DELIVERY_ERRORS = (
 no connection, a connection lost or broken, an answer that is not HTTP."""
 
 
-def delivery_client(
-    *,
-    max_connections: int,
-    allow: Callable[[_IPAddress], bool],
-    resolver: Resolver,
-    ssl_context: ssl.SSLContext,
-) -> httpcore.AsyncConnectionPool:
-    """One webhook's client: its own small pool of keep-alive HTTP/1.1 connections to checked
-    addresses. ``ssl_context`` (from :func:`verifying_context`) is shared: building one reads
-    the CA bundle, tens of ms."""
-    return httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context,
-        max_connections=max_connections,
-        max_keepalive_connections=max_connections,
-        keepalive_expiry=KEEPALIVE_EXPIRY,
-        http1=True,
-        http2=False,
-        network_backend=GuardedBackend(allow=allow, resolver=resolver),
-    )
+class DeliveryClient:
+    """One webhook's client: its own keep-alive HTTP/1.1 connections to checked addresses, each
+    carrying one attempt at a time.
+
+    httpcore's connection pool is not used: on every request and every answer's end it goes
+    over all its connections and asks each idle one whether the receiver closed it (a poll of
+    the socket), and shields and locks its bookkeeping: a fifth of the served process's CPU
+    with 8 connections a webhook under load (docs/performance.md, "The delivery client without
+    httpcore's pool"). The engine bounds a webhook's attempts itself, so
+    all this client does is hand an attempt the connection used last (the least likely to have
+    been closed by the receiver's own keep-alive timeout), after the one check httpcore's pool
+    makes too, and take it back when the answer ended cleanly.
+
+    ``ssl_context`` (from :func:`verifying_context`) is shared: building one reads the CA
+    bundle, tens of ms."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int,
+        allow: Callable[[_IPAddress], bool],
+        resolver: Resolver,
+        ssl_context: ssl.SSLContext,
+    ) -> None:
+        self._max_idle = max_connections
+        self._backend = GuardedBackend(allow=allow, resolver=resolver)
+        self._ssl_context = ssl_context
+        self._idle: list[httpcore.AsyncHTTPConnection] = []
+        """Connections no attempt is using, the last used at the end."""
+        self._closed = False
+
+    async def _connection(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
+        """The last used idle connection to ``origin`` still open, else a new one (connected
+        by its first request); the idle connections passed over are closed."""
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.can_handle_request(origin) and not connection.has_expired():
+                return connection
+            await _close(connection)
+        return httpcore.AsyncHTTPConnection(
+            origin=origin,
+            ssl_context=self._ssl_context,
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+            http1=True,
+            http2=False,
+            network_backend=self._backend,
+        )
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: bytes | str,
+        url: httpcore.URL,
+        *,
+        headers: list[tuple[bytes, bytes]],
+        content: bytes,
+        extensions: dict[str, typing.Any],
+    ) -> AsyncIterator[httpcore.Response]:
+        """The answer to one request, on a connection of its own until the block is left."""
+        if self._closed:
+            raise RuntimeError("the delivery client is closed")
+        connection = await self._connection(url.origin)
+        request = httpcore.Request(
+            method, url, headers=headers, content=content, extensions=extensions
+        )
+        try:
+            response = await connection.handle_async_request(request)
+        except BaseException:
+            await _close(connection)
+            raise
+        try:
+            yield response
+        finally:
+            with trio.CancelScope(shield=True):
+                await response.aclose()
+                if connection.is_idle() and not self._closed and len(self._idle) < self._max_idle:
+                    self._idle.append(connection)
+                else:
+                    await connection.aclose()
+
+    async def aclose(self) -> None:
+        """Close the idle connections; one still in use is closed when its answer ends."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await _close(connection)
+
+
+async def _close(connection: httpcore.AsyncHTTPConnection) -> None:
+    with trio.CancelScope(shield=True):
+        await connection.aclose()
 
 
 def verifying_context() -> ssl.SSLContext:
