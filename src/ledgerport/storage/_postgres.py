@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar
@@ -38,12 +39,17 @@ from ._interface import (
 from ._migrations import load_migrations
 
 _T = TypeVar("_T")
+log = logging.getLogger("ledgerport.storage.postgres")
 # Serializes concurrent migrators (two processes starting at once) on one database.
 _MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"ledgerport.migrate").digest()[:7], "big")
 _CLEANUP_TIMEOUT = 5.0
 STATEMENT_TIMEOUT = 30.0
 """Seconds a call to the database (a statement, a commit, a connection from the pool) may take
 before it is cancelled."""
+RELISTEN_FIRST = 0.5
+"""Seconds before a second try to listen again after the listening connection was lost."""
+RELISTEN_MAX = 10.0
+"""Seconds between tries at most while PostgreSQL cannot be reached."""
 _KEEPALIVES = {
     "tcp_keepalives_idle": "2",
     "tcp_keepalives_interval": "1",
@@ -81,7 +87,14 @@ def _convert(exc: BaseException) -> StorageError:
     return StorageUnavailable(f"postgresql: {type(exc).__name__}: {exc}")
 
 
-_DATABASE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+_DATABASE_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    # What a connection whose server went away can raise before asyncpg has noticed it is
+    # closed (its protocol still busy with the statement the server ended it in).
+    asyncpg.InternalClientError,
+    OSError,
+)
 _READS = frozenset({"fetch", "fetchrow", "fetchval"})
 """The methods a ``reads`` unit may run outside its transaction (a SELECT that locks rows
 begins it instead)."""
@@ -204,8 +217,13 @@ class PostgresStore:
         engine's loops are."""
         self._listen_lock = trio.Lock()
         self._listen_conn: Any = None
-        self._listen_broken = False
-        self._listeners = 0
+        """The connection LISTENing for this process's listeners (from the pool), if any."""
+        self._listen_alive = False
+        """Whether that connection is still open (asyncpg's termination callback clears it)."""
+        self._listen_lost = trio.Event()
+        """Set when the listening connection was lost: :meth:`keep_listening` listens again."""
+        self._subscriptions: dict[str, list[Callable[..., None]]] = {}
+        """The asyncpg callbacks of this process's listeners, by PostgreSQL channel."""
         self._here = Listeners()
         """This process's listeners by PostgreSQL channel: woken by its own commits at once,
         before PostgreSQL's notification of them arrives."""
@@ -343,8 +361,10 @@ class PostgresStore:
         process's loop, inside trio, so the listener runs there.
 
         A connection runs one statement at a time: every LISTEN and UNLISTEN on it goes under
-        one lock. An UNLISTEN that fails or hangs closes the connection (its listeners are
-        gone with it); the others leaving after it have nothing left to undo.
+        one lock. An UNLISTEN that fails or hangs closes the connection. A listening connection
+        lost (that, a restart of PostgreSQL, a network cut) is replaced by
+        :meth:`keep_listening`, which LISTENs again for every listener left and then wakes them
+        all: what was notified while nobody listened is looked for again, not lost.
 
         A commit of this process wakes the listener at once, as it returns (and again when
         PostgreSQL's notification arrives): what this process changed, it sees in its next
@@ -353,47 +373,115 @@ class PostgresStore:
         def on_notification(*_: object) -> None:
             listener()
 
-        conn = await self._start_listening(_channel(channel), on_notification)
+        await self._start_listening(_channel(channel), on_notification)
         try:
             with self._here.listening(_channel(channel), listener):
                 yield
         finally:
-            await self._stop_listening(conn, _channel(channel), on_notification)
+            await self._stop_listening(_channel(channel), on_notification)
 
-    async def _start_listening(self, channel: str, callback: Callable[..., None]) -> Any:
+    async def _start_listening(self, channel: str, callback: Callable[..., None]) -> None:
         async with self._listen_lock:
-            if self._listen_conn is None:
-                self._listen_conn = await self._call(self._pool.acquire)
-                self._listen_broken = False
-            conn = self._listen_conn
+            if not self._subscriptions:
+                await self._open_listening()
+            elif not self._listen_alive:
+                # Lost, and not replaced yet: the replacement LISTENs for this one too.
+                self._subscriptions.setdefault(channel, []).append(callback)
+                return
             try:
-                await self._call(conn.add_listener, channel, callback)
+                await self._call(self._listen_conn.add_listener, channel, callback)
+            except StorageError:
+                if not self._subscriptions:
+                    await self._close_listening()
+                    raise
+                # The shared connection was lost before its loss was noticed: listening
+                # again on the next one LISTENs for this listener too.
+                _terminate(self._listen_conn)
+                self._listen_alive = False
+                self._listen_lost.set()
             except BaseException:
-                if self._listeners == 0:
-                    self._listen_conn = None
-                    await self._let_go(conn)
+                if not self._subscriptions:
+                    await self._close_listening()
                 raise
-            self._listeners += 1
-            return conn
+            self._subscriptions.setdefault(channel, []).append(callback)
 
-    async def _stop_listening(self, conn: Any, channel: str, callback: Callable[..., None]) -> None:
+    async def _stop_listening(self, channel: str, callback: Callable[..., None]) -> None:
         with trio.CancelScope(shield=True):
             async with self._listen_lock:
-                if not self._listen_broken:
+                callbacks = self._subscriptions[channel]
+                callbacks.remove(callback)
+                if not callbacks:
+                    del self._subscriptions[channel]
+                conn = self._listen_conn
+                if conn is not None and self._listen_alive:
                     removed = False
                     with trio.move_on_after(_CLEANUP_TIMEOUT):
                         with contextlib.suppress(StorageError):
                             await self._call(conn.remove_listener, channel, callback)
                             removed = True
                     if not removed:
-                        # Failed or hung: closing the connection ends every LISTEN on it.
-                        self._listen_broken = True
+                        # Failed or hung: closing the connection ends every LISTEN on it
+                        # (the others' are made again on the next one).
                         _terminate(conn)
-                self._listeners -= 1
-                if self._listeners:
-                    return
-                self._listen_conn = None
-                await self._let_go(conn)
+                if not self._subscriptions:
+                    await self._close_listening()
+
+    async def _open_listening(self) -> None:
+        """A listening connection from the pool, watched for its loss (the lock held)."""
+        conn = await self._call(self._pool.acquire)
+
+        def lost(_: object) -> None:
+            if self._listen_conn is conn:
+                self._listen_alive = False
+                self._listen_lost.set()
+
+        conn.add_termination_listener(lost)
+        self._listen_conn, self._listen_alive = conn, True
+
+    async def _close_listening(self) -> None:
+        """Give the listening connection back (the lock held); a lost one is given back already."""
+        conn, alive = self._listen_conn, self._listen_alive
+        self._listen_conn, self._listen_alive = None, False
+        if conn is not None and alive:
+            await self._let_go(conn)
+
+    async def keep_listening(self) -> None:
+        """Listen again whenever the listening connection is lost, until cancelled: at once,
+        then after RELISTEN_FIRST seconds doubling up to RELISTEN_MAX while PostgreSQL cannot
+        be reached. :func:`open_postgres` runs it for the store's lifetime."""
+        while True:
+            await self._listen_lost.wait()
+            self._listen_lost = trio.Event()
+            delay = RELISTEN_FIRST
+            while not await self._listen_again():
+                await trio.sleep(delay)
+                delay = min(delay * 2, RELISTEN_MAX)
+
+    async def _listen_again(self) -> bool:
+        """A new listening connection for every listener left; False when PostgreSQL could not
+        be reached (to be tried again)."""
+        async with self._listen_lock:
+            if self._listen_alive:
+                return True  # replaced already
+            await self._close_listening()
+            if not self._subscriptions:
+                return True  # nobody listens any more
+            try:
+                await self._open_listening()
+                for channel, callbacks in self._subscriptions.items():
+                    for callback in callbacks:
+                        await self._call(self._listen_conn.add_listener, channel, callback)
+            except StorageError as exc:
+                log.warning("postgresql: cannot listen again for notifications: %s", exc)
+                conn = self._listen_conn
+                self._listen_conn, self._listen_alive = None, False
+                if conn is not None:
+                    _terminate(conn)
+                return False
+            channels = list(self._subscriptions)
+        log.warning("postgresql: the listening connection was lost; listening again")
+        self._here.wake(channels)
+        return True
 
     async def _let_go(self, conn: Any) -> None:
         """Give the listening connection back to the pool (closed if that fails or hangs)."""
@@ -567,7 +655,12 @@ async def open_postgres(
         pool, loop, max_size=max_size, url=url, statement_timeout=statement_timeout
     )
     try:
-        yield store
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.keep_listening)
+            try:
+                yield store
+            finally:
+                nursery.cancel_scope.cancel()
     finally:
         store._close_marks()
         with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
