@@ -303,6 +303,29 @@ async def test_plan_ceiling_blocks_only_new_invoices(
     assert (await capped.call("POST", "/customers", {"name": "Still fine"})).status_code == 201
 
 
+async def test_a_year_of_the_largest_invoices_never_overflows_its_turnover(
+    client: Any, admin_headers: dict[str, str], platform: Any
+) -> None:
+    """A paid business's year at the edge of what a count of cents holds (as after thousands
+    of invoices at the largest total): its invoices are still made, one by one and in bulk."""
+    paid = await owner_api(client, admin_headers, business_fields={"plan": "paid"})
+    customer = await paid.customer()
+    await paid.invoice(customer["id"])
+    async with platform.store.transaction() as tx:
+        await tx.execute(
+            "UPDATE invoice_years SET turnover_cents = $1 WHERE business_id = $2",
+            2**63 - 2,
+            paid.world.business_id,
+        )
+    largest = {"description": "Largest", "quantity": "1", "unitPrice": "9999999999999.99"}
+    invoice = {"customerId": customer["id"], "lines": [largest]}
+    made = await paid.call("POST", "/invoices", invoice)
+    assert made.status_code == 201, await made.get_json()
+    imported = await paid.call("POST", "/invoices/bulk-import", {"invoices": [invoice] * 3})
+    assert imported.status_code == 201, await imported.get_json()
+    assert len((await imported.get_json())["data"]) == 3
+
+
 # --- payments ------------------------------------------------------------------------------------
 
 

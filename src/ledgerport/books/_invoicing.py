@@ -76,6 +76,12 @@ def _cents(value: Decimal) -> int:
     return int(value * 100)
 
 
+TURNOVER_KEPT = 2**62
+"""Cents of a year's turnover counted at most (a BIGINT holds 2**63 - 1; one request adds at
+most BULK_IMPORT_MAX invoices at MAX_TOTAL, 2 * 10**17 cents): the free plan's cap lies far
+below, and nothing else reads the turnover."""
+
+
 async def _count_against_ceiling(
     tx: Transaction,
     *,
@@ -118,7 +124,11 @@ async def _count_against_ceiling(
         " FROM businesses WHERE id = $1"
         " ON CONFLICT (business_id, year) DO UPDATE SET"
         " invoices = invoice_years.invoices + excluded.invoices,"
-        " turnover_cents = invoice_years.turnover_cents + excluded.turnover_cents"
+        # Saturated at TURNOVER_KEPT: a year of paid invoices at MAX_TOTAL would pass a
+        # BIGINT (only the free plan's cap, far below, reads it).
+        f" turnover_cents = CASE WHEN invoice_years.turnover_cents > {TURNOVER_KEPT}"
+        f" - excluded.turnover_cents THEN {TURNOVER_KEPT}"
+        " ELSE invoice_years.turnover_cents + excluded.turnover_cents END"
         " RETURNING invoices, turnover_cents,"
         " (SELECT plan FROM businesses WHERE id = $1) AS plan,"
         " (SELECT invoice_limit FROM businesses WHERE id = $1) AS invoice_limit,"
