@@ -172,10 +172,10 @@ class DeliveryClient:
     over all its connections and asks each idle one whether the receiver closed it (a poll of
     the socket), and shields and locks its bookkeeping: a fifth of the served process's CPU
     with 8 connections a webhook under load (docs/performance.md, "The delivery client without
-    httpcore's pool"). The engine bounds a webhook's attempts itself, so
-    all this client does is hand an attempt the connection used last (the least likely to have
-    been closed by the receiver's own keep-alive timeout), after the one check httpcore's pool
-    makes too, and take it back when the answer ended cleanly.
+    httpcore's pool"). The engine bounds a webhook's attempts itself, so all this client does
+    is hand an attempt the connection used last (the least likely to have been closed by the
+    receiver's own keep-alive timeout), after the one check httpcore's pool makes too, and
+    take it back when the answer ended cleanly.
 
     ``ssl_context`` (from :func:`verifying_context`) is shared: building one reads the CA
     bundle, tens of ms."""

@@ -445,6 +445,24 @@ class PostgresStore:
         if conn is not None and alive:
             await self._let_go(conn)
 
+    def _keep_listening_meanwhile(self) -> trio.CancelScope:
+        """:meth:`keep_listening` in a task of its own until the scope answered is cancelled.
+
+        A system task, not one of a nursery: a store is a resource that may be opened in one
+        task and closed in another (an exit stack, a fixture), which a nursery opened and
+        closed with it would not allow."""
+        scope = trio.CancelScope()
+
+        async def keeper() -> None:
+            with scope:
+                try:
+                    await self.keep_listening()
+                except Exception:  # a system task's exception would end the whole process
+                    log.exception("postgresql: listening again stopped")
+
+        trio.lowlevel.spawn_system_task(keeper, name="postgresql listening keeper")
+        return scope
+
     async def keep_listening(self) -> None:
         """Listen again whenever the listening connection is lost, until cancelled: at once,
         then after RELISTEN_FIRST seconds doubling up to RELISTEN_MAX while PostgreSQL cannot
@@ -654,14 +672,11 @@ async def open_postgres(
     store = PostgresStore(
         pool, loop, max_size=max_size, url=url, statement_timeout=statement_timeout
     )
+    keeper = store._keep_listening_meanwhile()
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(store.keep_listening)
-            try:
-                yield store
-            finally:
-                nursery.cancel_scope.cancel()
+        yield store
     finally:
+        keeper.cancel()
         store._close_marks()
         with trio.move_on_after(_CLEANUP_TIMEOUT) as scope:
             scope.shield = True
