@@ -326,6 +326,73 @@ async def test_a_year_of_the_largest_invoices_never_overflows_its_turnover(
     assert len((await imported.get_json())["data"]) == 3
 
 
+async def _made(api: Api, kind: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A record of ``kind``: its path, the same values again, and a change of it."""
+    if kind in ("customer", "supplier"):
+        made = await api.ok("POST", f"/{kind}s", {"name": "Acme"}, 201)
+        return f"/{kind}s/{made['id']}", {"name": "Acme"}, {"name": "Acme Trading"}
+    if kind == "account":
+        made = await api.ok(
+            "POST", "/accounts", {"code": "4100", "name": "Sales", "type": "income"}, 201
+        )
+        return f"/accounts/{made['id']}", {"name": "Sales", "type": "income"}, {"name": "Revenue"}
+    if kind in ("invoice", "quote", "payment"):
+        customer = await api.customer()
+        path = "/quotes" if kind == "quote" else "/invoices"
+        made = await api.ok("POST", path, {"customerId": customer["id"], "lines": [LINE]}, 201)
+        if kind == "payment":
+            paid = {"invoiceId": made["id"], "amount": "1.00"}
+            made = await api.ok("POST", "/payments", paid, 201)
+            same = {"receivedOn": made["receivedOn"]}
+            return f"/payments/{made['id']}", same, {"receivedOn": "2026-01-02"}
+        return f"{path}/{made['id']}", {"lines": [LINE]}, {"lines": [{**LINE, "quantity": "3"}]}
+    supplier = await api.ok("POST", "/suppliers", {"name": "Northwind"}, 201)
+    made = await api.ok("POST", "/purchases", {"supplierId": supplier["id"], "lines": [LINE]}, 201)
+    if kind == "purchase_return":
+        returned = {"purchaseId": made["id"], "lines": [{**LINE, "quantity": "1"}]}
+        made = await api.ok("POST", "/purchase-returns", returned, 201)
+        return (
+            f"/purchase-returns/{made['id']}",
+            {"lines": [{**LINE, "quantity": "1"}]},
+            {"returnDate": "2026-01-02"},
+        )
+    return f"/purchases/{made['id']}", {"lines": [LINE]}, {"dueDate": "2026-12-31"}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "customer",
+        "supplier",
+        "account",
+        "invoice",
+        "quote",
+        "payment",
+        "purchase",
+        "purchase_return",
+    ],
+)
+async def test_an_update_that_changes_nothing_records_no_event(
+    client: Any, admin_headers: dict[str, str], platform: Any, kind: str
+) -> None:
+    """A PATCH with nothing in it, or with the values the record has, answers the record as it
+    is and records no ``.updated`` event for webhooks and functions to act on; a change does."""
+    api = await owner_api(client, admin_headers)
+    path, same, change = await _made(api, kind)
+    before = await api.ok("GET", path)
+    updated = f"{kind}.updated"
+
+    assert await api.ok("PATCH", path, {}) == before
+    assert await api.ok("PATCH", path, same) == before
+    kinds = [event for event, _ in await _events(platform, api.world.business_id)]
+    assert updated not in kinds
+
+    changed = await api.ok("PATCH", path, change)
+    assert changed != before
+    kinds = [event for event, _ in await _events(platform, api.world.business_id)]
+    assert kinds.count(updated) == 1
+
+
 # --- payments ------------------------------------------------------------------------------------
 
 

@@ -40,6 +40,7 @@ from ._records import (
     numbers_ending,
     save_record,
     set_due_watch,
+    unchanged,
 )
 
 Line = Mapping[str, Any]
@@ -311,6 +312,8 @@ async def update_invoice(
     if "lines" in changes:
         priced, total = priced_lines(changes["lines"])
         changes = {**changes, "lines": priced, "total": amount(total), "amountDue": amount(total)}
+    if unchanged(invoice, changes):
+        return invoice
     invoice = await _save_invoice(
         tx, now=now, business_id=business_id, invoice={**invoice, **changes}
     )
@@ -483,6 +486,8 @@ async def update_payment(
     delete it instead); emits ``payment.updated``."""
     check_dates(receivedOn=changes.get("receivedOn"))
     payment = await get_record(tx, business_id, "payment", payment_id, for_update=True)
+    if unchanged(payment, changes):
+        return payment
     payment = await save_record(
         tx, now=now, business_id=business_id, kind="payment", document={**payment, **changes}
     )
@@ -578,6 +583,8 @@ async def update_quote(
     if "lines" in changes:
         priced, total = priced_lines(changes["lines"])
         changes = {**changes, "lines": priced, "total": amount(total)}
+    if unchanged(quote, changes):
+        return quote
     quote = await save_record(
         tx, now=now, business_id=business_id, kind="quote", document={**quote, **changes}
     )

@@ -33,6 +33,7 @@ from ._records import (
     iso,
     iso_date,
     save_record,
+    unchanged,
 )
 
 JOURNAL_LINES_MIN = 2
@@ -73,6 +74,8 @@ async def update_account(
     problem = _account_type_problem(changes["type"]) if "type" in changes else None
     if problem is not None:
         raise InvalidInput([problem])
+    if unchanged(account, changes):
+        return account
     account = await save_record(
         tx, now=now, business_id=business_id, kind="account", document={**account, **changes}
     )

@@ -11,7 +11,15 @@ from typing import Any, Literal
 from ledgerport.storage import Transaction
 
 from ._events import record_event
-from ._records import Document, delete_record, get_record, insert_record, iso, save_record
+from ._records import (
+    Document,
+    delete_record,
+    get_record,
+    insert_record,
+    iso,
+    save_record,
+    unchanged,
+)
 
 PartyKind = Literal["customer", "supplier"]
 
@@ -49,7 +57,7 @@ async def update_party(
     party = await get_record(tx, business_id, kind, party_id, for_update=True)
     if "name" in changes:
         changes = {**changes, "name": str(changes["name"]).strip()}
-    if all(party.get(key) == value for key, value in changes.items()):
+    if unchanged(party, changes):
         return party
     party = await save_record(
         tx, now=now, business_id=business_id, kind=kind, document={**party, **changes}

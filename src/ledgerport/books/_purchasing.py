@@ -27,6 +27,7 @@ from ._records import (
     iso,
     iso_date,
     save_record,
+    unchanged,
 )
 
 
@@ -78,6 +79,8 @@ async def update_purchase(
     if "lines" in changes:
         priced, total = priced_lines(changes["lines"])
         changes = {**changes, "lines": priced, "total": amount(total), "amountDue": amount(total)}
+    if unchanged(purchase, changes):
+        return purchase
     purchase = await save_record(
         tx, now=now, business_id=business_id, kind="purchase", document={**purchase, **changes}
     )
@@ -219,6 +222,8 @@ async def update_purchase_return(
         priced, total = priced_lines(changes["lines"])
         await _returnable(tx, business_id, purchase_return["purchaseId"], total)
         changes = {**changes, "lines": priced, "total": amount(total)}
+    if unchanged(purchase_return, changes):
+        return purchase_return
     purchase_return = await save_record(
         tx,
         now=now,

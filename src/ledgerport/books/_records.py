@@ -210,6 +210,12 @@ async def record_exists(tx: Transaction, business_id: str, kind: str, record_id:
     return found is not None
 
 
+def unchanged(document: Document, changes: Mapping[str, Any]) -> bool:
+    """Whether ``changes`` would leave ``document`` as it is: an update that changes nothing
+    writes nothing and records no ``.updated`` event."""
+    return all(document.get(key) == value for key, value in changes.items())
+
+
 async def save_record(
     tx: Transaction, *, now: float, business_id: str, kind: str, document: Document
 ) -> Document:
