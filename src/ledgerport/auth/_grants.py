@@ -21,7 +21,7 @@ from ledgerport.apps import App, Installation, ordered_scopes
 from ledgerport.books import get_membership
 from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
-from ledgerport.storage import Reader, Row, Transaction
+from ledgerport.storage import Reader, Row, Store, Transaction
 
 from ._errors import InvalidGrant, InvalidRequest, InvalidTarget, OAuthError
 from ._limits import Lookup
@@ -482,7 +482,7 @@ under which ``rotate_refresh_token`` issues a pair holds (the same ones, in SQL)
 
 
 async def rotate_refresh_token_at_once(
-    autocommit: Reader,
+    store: Store,
     keyring: Keyring,
     *,
     now: float,
@@ -494,13 +494,16 @@ async def rotate_refresh_token_at_once(
     any transaction (``Store.autocommit``, where a statement is its own transaction): one
     round trip instead of a transaction's three. None when the token is not rotated so (unknown,
     another app's, used, revoked, expired, its authorization gone, another resource, or
-    claimed meanwhile): nothing was written, and :func:`rotate_refresh_token` in a transaction
-    finds out which and answers it (burning the family of a replayed token)."""
+    claimed meanwhile), and always on SQLite, whose transaction makes no round trip: nothing
+    was written, and :func:`rotate_refresh_token` in a transaction finds out which and answers
+    it (burning the family of a replayed token)."""
+    if store.kind != "postgresql":
+        return None
     access, refresh = (
         new_token(catalog.ACCESS_TOKEN_PREFIX),
         new_token(catalog.REFRESH_TOKEN_PREFIX),
     )
-    scopes = await autocommit.fetchval(
+    scopes = await store.autocommit.fetchval(
         _ROTATE_AT_ONCE_POSTGRES,
         now,
         keyring.hash_token(refresh_token),

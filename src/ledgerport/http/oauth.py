@@ -523,10 +523,10 @@ async def token() -> Response:
             outcome = await _token_exchange(form, app, credentials)
         else:
             resource = _resource(form)
-            if grant_type == catalog.GRANT_REFRESH_TOKEN and p.store.kind == "postgresql":
-                # One statement when the token is good; otherwise the transaction decides.
+            if grant_type == catalog.GRANT_REFRESH_TOKEN:
+                # One statement when the store and the token allow; else the transaction decides.
                 outcome = await auth.rotate_refresh_token_at_once(
-                    p.store.autocommit,
+                    p.store,
                     p.keyring,
                     now=p.now(),
                     app=app,
