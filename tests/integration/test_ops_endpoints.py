@@ -211,6 +211,7 @@ async def test_metrics_tell_the_stores_work(
     assert samples[f"{histogram}_count"] == counts[-1] > before.transactions
     assert samples[f"{histogram}_sum"] > 0
     assert samples["ledgerport_store_unavailable_total"] == 0
+    assert samples["ledgerport_store_listens_lost_total"] == 0
     assert samples["ledgerport_store_connections"] >= 1
     assert samples["ledgerport_store_connections_max"] >= samples["ledgerport_store_connections"]
     assert "ledgerport_store_writer_waits_total" in samples

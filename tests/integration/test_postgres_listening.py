@@ -86,6 +86,9 @@ async def test_a_lost_listening_connection_is_replaced_and_its_listeners_hear_ag
             async with other.transaction() as tx:
                 await tx.notify("deliveries")
             await heard.until("deliveries", 4)
+            # Operators see it in the metrics (ledgerport_store_listens_lost_total).
+            assert store.statistics().listens_lost == 2
+            assert other.statistics().listens_lost == 0
 
 
 async def test_listeners_leave_cleanly_after_the_connection_was_replaced(

@@ -95,6 +95,13 @@ _STORE_FAMILIES = (
         "wait_seconds",
         "SQLite: their waits in all.",
     ),
+    (
+        "ledgerport_store_listens_lost",
+        "counter",
+        "listens_lost",
+        "PostgreSQL: times the connection listening for notifications was lost (each is"
+        " replaced at once; 0 on SQLite).",
+    ),
     ("ledgerport_store_connections", "gauge", "connections", "Database connections open now."),
     (
         "ledgerport_store_connections_in_use",

@@ -107,6 +107,9 @@ class StoreStatistics:
     waits: int = 0
     """SQLite: transactions that waited for the one writer's turn."""
     wait_seconds: float = 0.0
+    listens_lost: int = 0
+    """PostgreSQL: times the connection that LISTENs for notifications was lost (and listened
+    again on another); 0 on SQLite."""
     connections: int = 0
     """Connections open now (PostgreSQL: the pool's; SQLite: one)."""
     connections_in_use: int = 0

@@ -397,8 +397,7 @@ class PostgresStore:
                 # The shared connection was lost before its loss was noticed: listening
                 # again on the next one LISTENs for this listener too.
                 _terminate(self._listen_conn)
-                self._listen_alive = False
-                self._listen_lost.set()
+                self._listening_lost()
             except BaseException:
                 if not self._subscriptions:
                     await self._close_listening()
@@ -432,11 +431,17 @@ class PostgresStore:
 
         def lost(_: object) -> None:
             if self._listen_conn is conn:
-                self._listen_alive = False
-                self._listen_lost.set()
+                self._listening_lost()
 
         conn.add_termination_listener(lost)
         self._listen_conn, self._listen_alive = conn, True
+
+    def _listening_lost(self) -> None:
+        """The listening connection is gone (counted once): :meth:`keep_listening` replaces it."""
+        if self._listen_alive:
+            self._listen_alive = False
+            self._statistics.listens_lost += 1
+            self._listen_lost.set()
 
     async def _close_listening(self) -> None:
         """Give the listening connection back (the lock held); a lost one is given back already."""
