@@ -5,6 +5,7 @@ that never ends, or a dropped connection), with keep-alive like a real server.""
 from __future__ import annotations
 
 import functools
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -64,9 +65,15 @@ class Receiver:
     _arrived: trio.Event = field(default_factory=trio.Event)
     _cut: trio.Event = field(default_factory=trio.Event)
 
+    tls: ssl.SSLContext | None = None
+    """Serve HTTPS with this (server) context instead of plain HTTP."""
+    handshakes_failed: int = 0
+    """TLS connections whose client gave up in the handshake (it refused the certificate)."""
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/hook"
 
     def _answer(self, request: Received) -> Answer:
         if self.script:
@@ -88,8 +95,17 @@ class Receiver:
         with trio.fail_after(within):
             await self._cut.wait()
 
-    async def _serve(self, stream: trio.SocketStream) -> None:
+    async def _serve(self, tcp: trio.SocketStream) -> None:
         self.connections += 1
+        stream: trio.abc.Stream = tcp
+        if self.tls is not None:
+            stream = trio.SSLStream(tcp, self.tls, server_side=True)
+            try:
+                await stream.do_handshake()
+            except trio.BrokenResourceError:
+                self.handshakes_failed += 1
+                await tcp.aclose()
+                return
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
@@ -128,9 +144,7 @@ class Receiver:
         finally:
             await stream.aclose()
 
-    async def _stream(
-        self, conn: h11.Connection, stream: trio.SocketStream, answer: Answer
-    ) -> None:
+    async def _stream(self, conn: h11.Connection, stream: trio.abc.Stream, answer: Answer) -> None:
         """An answer whose body goes on (FILLER without end) or stops short (``stall``)."""
         head = h11.Response(status_code=answer.status, headers=[("transfer-encoding", "chunked")])
         await stream.send_all(
@@ -148,9 +162,7 @@ class Receiver:
             self._cut.set()
             raise
 
-    async def _read_request(
-        self, conn: h11.Connection, stream: trio.SocketStream
-    ) -> Received | None:
+    async def _read_request(self, conn: h11.Connection, stream: trio.abc.Stream) -> Received | None:
         head: h11.Request | None = None
         body = b""
         while True:
@@ -174,9 +186,10 @@ class Receiver:
 
 
 @asynccontextmanager
-async def receiving() -> AsyncIterator[Receiver]:
-    """A receiver listening on a free loopback port for the context's length."""
-    receiver = Receiver()
+async def receiving(tls: ssl.SSLContext | None = None) -> AsyncIterator[Receiver]:
+    """A receiver listening on a free loopback port for the context's length (HTTPS with
+    ``tls``, a server context)."""
+    receiver = Receiver(tls=tls)
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(
             functools.partial(trio.serve_tcp, receiver._serve, 0, host="127.0.0.1")

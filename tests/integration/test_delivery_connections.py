@@ -1,12 +1,17 @@
 """A webhook's keep-alive connections, against a real receiver on loopback: attempts reuse an
 open connection, never share one at once, and never send on one the receiver has closed or
-whose answer was not read to its end (such an attempt would fail for nothing)."""
+whose answer was not read to its end (such an attempt would fail for nothing). Over HTTPS the
+receiver's certificate is verified against the URL's host (a test CA from ``trustme`` stands for
+the public ones), and a receiver that fails the check is sent nothing."""
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
+import pytest
 import trio
+import trustme
 
 from ledgerport.engine import DeliveryEngine
 from ledgerport.platform import Platform
@@ -124,3 +129,67 @@ async def test_a_webhook_moved_to_another_receiver_connects_there(
             assert len(moved_to.received) == 2
             assert moved_to.connections == 1
             assert await _statuses(hook) == [("delivered", 1)] * 3
+
+
+def _tls(name: str = "127.0.0.1") -> tuple[trustme.CA, ssl.SSLContext]:
+    """A CA, and a receiver's server context with its certificate for ``name``."""
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(name).configure_cert(server)
+    return ca, server
+
+
+def _trusting(ca: trustme.CA) -> ssl.SSLContext:
+    """What the engine verifies with: the CA bundle's context, trusting ``ca`` as well."""
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
+
+
+async def test_https_attempts_verify_the_receiver_and_reuse_the_connection(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    ca, server = _tls()
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, ["customer.created"], tls=server) as hook,
+            engine_for(platform, tls=_trusting(ca)) as engine,
+        ):
+            assert hook.webhook["url"].startswith("https://")
+            await _one_by_one(hook, engine, 3)
+            assert len(hook.receiver.received) == 3
+            assert hook.receiver.connections == 1
+            assert await _statuses(hook) == [("delivered", 1)] * 3
+
+
+@pytest.mark.parametrize(
+    ("refused", "said"),
+    [
+        ("a certificate of a CA the engine does not trust", "unable to get local issuer"),
+        ("a certificate for another name", "not valid for '127.0.0.1'"),
+    ],
+)
+async def test_a_receiver_whose_certificate_fails_is_sent_nothing(
+    platform: Platform, client: Any, admin_headers: dict[str, str], refused: str, said: str
+) -> None:
+    """Nothing is sent, and the attempt log says why in the words of the TLS check (what an
+    app's developer needs to mend the receiver)."""
+    if refused.endswith("another name"):
+        ca, server = _tls("hooks.example.com")
+        trusted = _trusting(ca)
+    else:
+        _, server = _tls()
+        trusted = _trusting(trustme.CA())
+    with trio.fail_after(TIMEOUT):
+        async with (
+            hooked(client, admin_headers, ["customer.created"], tls=server) as hook,
+            engine_for(platform, tls=trusted) as engine,
+        ):
+            await _one_by_one(hook, engine, 1)
+            (delivery,) = await hook.console.deliveries(hook.webhook["id"])
+            assert hook.receiver.received == []
+            assert hook.receiver.handshakes_failed == 1
+    assert (delivery["status"], delivery["attempts"]) == ("retrying", 1)
+    assert delivery["lastError"].startswith("connection error"), delivery["lastError"]
+    assert "CERTIFICATE_VERIFY_FAILED" in delivery["lastError"], delivery["lastError"]
+    assert said in delivery["lastError"], delivery["lastError"]

@@ -4,6 +4,7 @@ developer's console client, a real receiver, and a delivery engine driven one st
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -69,11 +70,12 @@ class Hooked:
 
 @asynccontextmanager
 async def hooked(
-    client: Any, admin_headers: dict[str, str], events: list[str]
+    client: Any, admin_headers: dict[str, str], events: list[str], tls: ssl.SSLContext | None = None
 ) -> AsyncIterator[Hooked]:
+    """``tls``: the receiver serves HTTPS with this server context."""
     api = await owner_api(client, admin_headers)
     console = await console_for(client, admin_headers, api)
-    async with receiving() as receiver:
+    async with receiving(tls) as receiver:
         webhook = await console.webhook(receiver.url, events)
         yield Hooked(api, console, receiver, webhook)
 

@@ -250,6 +250,20 @@ async def _read_head(response: httpcore.Response, kept: bytearray) -> bool:
     return more
 
 
+def _reason(exc: BaseException) -> str:
+    """What an attempt's failure says, for the attempt log: its own words, else its causes'
+    (a refused certificate reaches the engine as an httpcore error of no words, raised from
+    trio's, raised from the ``ssl`` error that says what was wrong), else its type's name."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if str(cause):
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__
+    return type(exc).__name__
+
+
 @dataclass(frozen=True)
 class _Ended:
     """An attempt that ended before its fan-out's transaction did: its outcome waits."""
@@ -281,7 +295,10 @@ class DeliveryEngine:
         held_total: int = HELD_TOTAL,
         record_linger: float = RECORD_LINGER,
         holder: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: the context receivers' certificates are verified with (by default the CA
+        bundle httpx uses, :func:`verifying_context`, made at the first attempt)."""
         self._platform = platform
         self._resolver = resolver
         self._lease_seconds = lease
@@ -312,7 +329,7 @@ class DeliveryEngine:
         self._next_due: float | None = None
         """When the earliest delivery the last claim could not take yet is due (None: none
         known)."""
-        self._tls: ssl.SSLContext | None = None
+        self._tls = tls
         self._generation = 0
         """Entitlement changes seen (``apps.ENTITLEMENTS_CHANNEL``): a check made before the
         latest one is made again."""
@@ -850,7 +867,7 @@ class DeliveryEngine:
                 except httpcore.TimeoutException:
                     error = f"timeout: no answer within {timeout:g} s"
                 except DELIVERY_ERRORS as exc:
-                    error = f"connection error: {exc or type(exc).__name__}"[:500]
+                    error = f"connection error: {_reason(exc)}"[:500]
         seconds = trio.current_time() - started
         if deadline.cancelled_caught:
             truncated = code is not None  # its body was not read to its end
