@@ -653,6 +653,11 @@ FUNCTION_REFUSALS = [
         "name 'taken' is taken: edit that function, or choose another name",
         id="name-taken",
     ),
+    pytest.param(
+        {"name": "new"},
+        "name 'new' is reserved (the console's page for a new function)",
+        id="name-reserved",
+    ),
 ]
 
 

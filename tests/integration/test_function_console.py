@@ -176,6 +176,21 @@ async def test_a_bad_name_is_a_validation_error(
     ]
 
 
+async def test_the_name_of_the_consoles_new_function_page_is_reserved(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """``/console/apps/{appId}/functions/new`` is the page for a new function: a function
+    named ``new`` would have no page of its own. Other names spelled alike are free."""
+    with trio.fail_after(TIMEOUT):
+        console = await _console(client, admin_headers)
+        error = await _error(
+            console, "PUT", "/functions/new", {"source": HANDLER, "events": []}, 400
+        )
+        for free in ("New", "new-report", "renew"):
+            await console.ok("PUT", f"/functions/{free}", {"source": HANDLER, "events": []})
+    assert error["message"] == ["name 'new' is reserved (the console's page for a new function)"]
+
+
 async def test_an_app_has_at_most_twenty_functions(
     client: Any, admin_headers: dict[str, str]
 ) -> None:

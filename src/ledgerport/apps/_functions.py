@@ -89,6 +89,8 @@ def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[s
     problems: list[str] = []
     if not _NAME.match(name):
         problems.append("name must be a letter or digit, then up to 63 letters, digits, _ or -")
+    elif name in catalog.FUNCTION_NAMES_RESERVED:
+        problems.append(f"name {name!r} is reserved (the console's page for a new function)")
     size = len(source.encode())
     if size > catalog.FUNCTION_SOURCE_MAX_BYTES:
         problems.append(

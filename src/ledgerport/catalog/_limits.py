@@ -107,6 +107,9 @@ worker process that is killed past them (the heaviest legal 256 KiB module measu
 under a second)."""
 FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 """A hosted function's name: a letter or digit, then up to 63 letters, digits, _ or -."""
+FUNCTION_NAMES_RESERVED: Final = ("new",)
+"""Names no function may take: the console's page for a new function is
+``/console/apps/{appId}/functions/new``, where a function of that name would have its own."""
 CONSOLE_RUNS_SHOWN: Final = 100
 """A function's most recent runs the console lists."""
 EVENT_RETENTION: Final = 30 * _DAY

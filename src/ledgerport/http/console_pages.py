@@ -1026,7 +1026,11 @@ _NAME = Param(
     "name",
     "path",
     "The function's name",
-    {"type": "string", "pattern": catalog.FUNCTION_NAME_PATTERN},
+    {
+        "type": "string",
+        "pattern": catalog.FUNCTION_NAME_PATTERN,
+        "not": {"enum": list(catalog.FUNCTION_NAMES_RESERVED)},
+    },
 )
 _FUNCTION_NOT_FOUND = page(
     404, "Not an app of the signed-in developer, or not one of its functions"

@@ -27,8 +27,12 @@ RunStatus = Annotated[str, WithJsonSchema(one_of(queues.RUN_STATUSES))]
 NAME = Param(
     "name",
     "path",
-    "The function's name: a letter or digit, then up to 63 letters, digits, _ or -",
-    {"type": "string", "pattern": catalog.FUNCTION_NAME_PATTERN},
+    "The function's name: a letter or digit, then up to 63 letters, digits, _ or -; not new",
+    {
+        "type": "string",
+        "pattern": catalog.FUNCTION_NAME_PATTERN,
+        "not": {"enum": list(catalog.FUNCTION_NAMES_RESERVED)},
+    },
 )
 RUN_ID = Param("run_id", "path", "The run's id", RUN.schema)
 VERSION = Param(
