@@ -6,11 +6,14 @@ notification from another process, which without it only their slow polls would 
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import pytest
 import trio
 
 from ledgerport.storage import PostgresStore, open_postgres
+
+from ..stores import POSTGRES_ADMIN_URL
 
 pytestmark = pytest.mark.postgres
 
@@ -136,3 +139,43 @@ async def test_a_listener_that_comes_while_the_connection_is_lost_is_heard_after
                 async with other.transaction() as tx:
                     await tx.notify("deliveries")
                 await heard.until("deliveries", 1)
+
+
+async def _set_connections(admin: PostgresStore, database: str, allowed: bool) -> None:
+    async with admin.transaction() as tx:
+        await tx.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(allowed).lower()}')
+
+
+async def test_listening_again_is_retried_until_postgresql_takes_connections_again(
+    postgres_url: str,
+) -> None:
+    """Every connection of the store ended and no new one allowed (PostgreSQL restarting): the
+    store keeps trying, and listens again once connections are taken."""
+    heard = Heard()
+    database = urlsplit(postgres_url).path.lstrip("/")
+    with trio.fail_after(TIMEOUT):
+        async with (
+            open_postgres(POSTGRES_ADMIN_URL, max_size=1) as admin,
+            open_postgres(postgres_url, max_size=3) as store,
+            store.listen("events", heard.listener("events")),
+        ):
+            await _set_connections(admin, database, allowed=False)
+            try:
+                async with admin.transaction() as tx:
+                    await tx.fetchval(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = $1",
+                        database,
+                    )
+                # A try to listen again has failed: the store is refused connections.
+                while store.statistics().unavailable < 1:  # noqa: ASYNC110 - no event for it
+                    await trio.sleep(0.05)
+                assert heard.counts["events"] == 0
+            finally:
+                await _set_connections(admin, database, allowed=True)
+            await heard.until("events", 1)  # listening again wakes the listener
+            async with open_postgres(postgres_url, max_size=1) as other:
+                async with other.transaction() as tx:
+                    await tx.notify("events")
+                await heard.until("events", 2)
+    assert store.statistics().listens_lost == 1

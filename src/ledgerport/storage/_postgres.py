@@ -221,7 +221,7 @@ class PostgresStore:
         self._listen_alive = False
         """Whether that connection is still open (asyncpg's termination callback clears it)."""
         self._listen_lost = trio.Event()
-        """Set when the listening connection was lost: :meth:`keep_listening` listens again."""
+        """Set when the listening connection was lost: :meth:`_keep_listening` listens again."""
         self._subscriptions: dict[str, list[Callable[..., None]]] = {}
         """The asyncpg callbacks of this process's listeners, by PostgreSQL channel."""
         self._here = Listeners()
@@ -362,9 +362,9 @@ class PostgresStore:
 
         A connection runs one statement at a time: every LISTEN and UNLISTEN on it goes under
         one lock. An UNLISTEN that fails or hangs closes the connection. A listening connection
-        lost (that, a restart of PostgreSQL, a network cut) is replaced by
-        :meth:`keep_listening`, which LISTENs again for every listener left and then wakes them
-        all: what was notified while nobody listened is looked for again, not lost.
+        lost (that, a restart of PostgreSQL, a network cut) is replaced by a task of the
+        store's own (:meth:`_keep_listening`), which LISTENs again for every listener left and
+        then wakes them all: what was notified while nobody listened is looked for again.
 
         A commit of this process wakes the listener at once, as it returns (and again when
         PostgreSQL's notification arrives): what this process changed, it sees in its next
@@ -427,7 +427,10 @@ class PostgresStore:
 
     async def _open_listening(self) -> None:
         """A listening connection from the pool, watched for its loss (the lock held)."""
-        conn = await self._call(self._pool.acquire)
+        self._watch_listening(await self._call(self._pool.acquire))
+
+    def _watch_listening(self, conn: Any) -> None:
+        """``conn`` the listening connection, watched for its loss (the lock held)."""
 
         def lost(_: object) -> None:
             if self._listen_conn is conn:
@@ -437,7 +440,7 @@ class PostgresStore:
         self._listen_conn, self._listen_alive = conn, True
 
     def _listening_lost(self) -> None:
-        """The listening connection is gone (counted once): :meth:`keep_listening` replaces it."""
+        """The listening connection is gone (counted once): :meth:`_keep_listening` replaces it."""
         if self._listen_alive:
             self._listen_alive = False
             self._statistics.listens_lost += 1
@@ -451,7 +454,7 @@ class PostgresStore:
             await self._let_go(conn)
 
     def _keep_listening_meanwhile(self) -> trio.CancelScope:
-        """:meth:`keep_listening` in a task of its own until the scope answered is cancelled.
+        """:meth:`_keep_listening` in a task of its own until the scope answered is cancelled.
 
         A system task, not one of a nursery: a store is a resource that may be opened in one
         task and closed in another (an exit stack, a fixture), which a nursery opened and
@@ -461,14 +464,14 @@ class PostgresStore:
         async def keeper() -> None:
             with scope:
                 try:
-                    await self.keep_listening()
+                    await self._keep_listening()
                 except Exception:  # a system task's exception would end the whole process
                     log.exception("postgresql: listening again stopped")
 
         trio.lowlevel.spawn_system_task(keeper, name="postgresql listening keeper")
         return scope
 
-    async def keep_listening(self) -> None:
+    async def _keep_listening(self) -> None:
         """Listen again whenever the listening connection is lost, until cancelled: at once,
         then after RELISTEN_FIRST seconds doubling up to RELISTEN_MAX while PostgreSQL cannot
         be reached. :func:`open_postgres` runs it for the store's lifetime."""
@@ -482,24 +485,33 @@ class PostgresStore:
 
     async def _listen_again(self) -> bool:
         """A new listening connection for every listener left; False when PostgreSQL could not
-        be reached (to be tried again)."""
+        be reached (to be tried again). The connection is asked of the pool outside the lock,
+        which a listener leaving meanwhile (a stopping engine) must not wait for that long."""
         async with self._listen_lock:
             if self._listen_alive:
                 return True  # replaced already
             await self._close_listening()
             if not self._subscriptions:
                 return True  # nobody listens any more
+        try:
+            conn = await self._call(self._pool.acquire)
+        except StorageError as exc:
+            log.warning("postgresql: cannot listen again for notifications: %s", exc)
+            return False
+        async with self._listen_lock:
+            if self._listen_alive or not self._subscriptions:
+                # A listener came, found nobody listening and opened one; or all have left.
+                await self._let_go(conn)
+                return True
+            self._watch_listening(conn)
             try:
-                await self._open_listening()
                 for channel, callbacks in self._subscriptions.items():
                     for callback in callbacks:
-                        await self._call(self._listen_conn.add_listener, channel, callback)
+                        await self._call(conn.add_listener, channel, callback)
             except StorageError as exc:
                 log.warning("postgresql: cannot listen again for notifications: %s", exc)
-                conn = self._listen_conn
                 self._listen_conn, self._listen_alive = None, False
-                if conn is not None:
-                    _terminate(conn)
+                _terminate(conn)
                 return False
             channels = list(self._subscriptions)
         log.warning("postgresql: the listening connection was lost; listening again")
