@@ -480,7 +480,7 @@ async def test_every_business_event_of_the_catalog_is_recorded_by_some_call(
     await api.ok("DELETE", f"/purchases/{(await _purchase(api))['id']}", status=204)
 
     quote = await _quote(api)
-    await api.ok("PATCH", f"/quotes/{quote['id']}", {"validUntil": None})
+    await api.ok("PATCH", f"/quotes/{quote['id']}", {"validUntil": "2026-12-31"})
     await api.ok("POST", f"/quotes/{quote['id']}/send")
     await api.ok("POST", f"/quotes/{quote['id']}/accept")
     await api.ok("POST", f"/quotes/{quote['id']}/convert", status=201)
