@@ -260,7 +260,9 @@ def _reason(exc: BaseException) -> str:
         seen.add(id(cause))
         if str(cause):
             return str(cause)
-        cause = cause.__cause__ or cause.__context__
+        # As a traceback reads the chain: the cause, else the context unless suppressed.
+        context = None if cause.__suppress_context__ else cause.__context__
+        cause = cause.__cause__ or context
     return type(exc).__name__
 
 
