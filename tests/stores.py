@@ -219,6 +219,18 @@ async def open_test_store(backend: str, *, migrate: bool = True) -> AsyncIterato
             yield store
 
 
+async def end_listening_backends(other: Store) -> int:
+    """End, through ``other``, every other backend of its database whose last statement was a
+    LISTEN (as a restart of PostgreSQL or a cut connection ends them); answers how many."""
+    async with other.transaction() as tx:
+        ended = await tx.fetchval(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND query LIKE 'LISTEN %') AS ended"
+        )
+    return int(ended)
+
+
 class CountingTransaction:
     """A transaction that counts the statements sent through it."""
 

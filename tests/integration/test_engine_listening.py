@@ -15,7 +15,7 @@ from ledgerport.engine import DeliveryEngine
 from ledgerport.platform import Platform
 from ledgerport.storage import Store, open_postgres
 
-from ..stores import migrated_database
+from ..stores import end_listening_backends, migrated_database
 from .webhook_world import hooked
 
 pytestmark = pytest.mark.postgres
@@ -42,16 +42,6 @@ async def store(database: str) -> AsyncIterator[Store]:
     """This node's store (the platform's, the engine's and the test client's)."""
     async with open_postgres(database, max_size=5) as opened:
         yield opened
-
-
-async def _end_listening_backends(other: Store) -> int:
-    async with other.transaction() as tx:
-        ended = await tx.fetchval(
-            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            " AND query LIKE 'LISTEN %') AS ended"
-        )
-    return int(ended)
 
 
 async def test_an_engine_hears_another_nodes_events_after_its_listening_connection_was_lost(
@@ -81,7 +71,7 @@ async def test_an_engine_hears_another_nodes_events_after_its_listening_connecti
             await customer_from_the_other_node("Before")
             await hook.receiver.wait_for(1, within=HEARD_WITHIN)
 
-            assert await _end_listening_backends(other_node) == 1
+            assert await end_listening_backends(other_node) == 1
             # Committed before or after this node noticed the loss: heard through the new
             # connection, or looked for when every listener is woken on listening again.
             await customer_from_the_other_node("After")

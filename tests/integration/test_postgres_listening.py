@@ -13,7 +13,7 @@ import trio
 
 from ledgerport.storage import PostgresStore, open_postgres
 
-from ..stores import POSTGRES_ADMIN_URL
+from ..stores import POSTGRES_ADMIN_URL, end_listening_backends
 
 pytestmark = pytest.mark.postgres
 
@@ -41,17 +41,6 @@ class Heard:
             await self._changed.wait()
 
 
-async def _end_listening_backends(other: PostgresStore) -> int:
-    """End every other backend of the database whose last statement was a LISTEN."""
-    async with other.transaction() as tx:
-        ended = await tx.fetchval(
-            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            " AND query LIKE 'LISTEN %') AS ended"
-        )
-    return int(ended)
-
-
 async def test_a_lost_listening_connection_is_replaced_and_its_listeners_hear_again(
     postgres_url: str,
 ) -> None:
@@ -68,7 +57,7 @@ async def test_a_lost_listening_connection_is_replaced_and_its_listeners_hear_ag
             await heard.until("events", 1)
             assert heard.counts == {"events": 1, "deliveries": 0}
 
-            assert await _end_listening_backends(other) == 1
+            assert await end_listening_backends(other) == 1
             # Listening again wakes every listener once: a notification sent while nobody
             # listened is not lost.
             await heard.until("events", 2)
@@ -84,7 +73,7 @@ async def test_a_lost_listening_connection_is_replaced_and_its_listeners_hear_ag
             assert heard.counts == {"events": 3, "deliveries": 2}
 
             # Lost again, and again replaced.
-            assert await _end_listening_backends(other) == 1
+            assert await end_listening_backends(other) == 1
             await heard.until("deliveries", 3)
             async with other.transaction() as tx:
                 await tx.notify("deliveries")
@@ -109,7 +98,7 @@ async def test_listeners_leave_cleanly_after_the_connection_was_replaced(
                 store.listen("events", heard.listener("events")),
                 store.listen("deliveries", heard.listener("deliveries")),
             ):
-                assert await _end_listening_backends(other) == 1
+                assert await end_listening_backends(other) == 1
                 await heard.until("events", 1)
             async with store.transaction() as one, store.transaction() as two:
                 async with store.transaction() as three:
@@ -131,7 +120,7 @@ async def test_a_listener_that_comes_while_the_connection_is_lost_is_heard_after
             open_postgres(postgres_url, max_size=2) as other,
             store.listen("events", heard.listener("events")),
         ):
-            assert await _end_listening_backends(other) == 1
+            assert await end_listening_backends(other) == 1
             # No checkpoint between the loss and the new listener would let the store notice
             # it first; either way the new listener must hear its channel.
             async with store.listen("deliveries", heard.listener("deliveries")):
