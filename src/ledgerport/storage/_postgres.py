@@ -390,18 +390,16 @@ class PostgresStore:
                 return
             try:
                 await self._call(self._listen_conn.add_listener, channel, callback)
-            except StorageError:
+            except BaseException as exc:
                 if not self._subscriptions:
                     await self._close_listening()
+                    raise
+                if not isinstance(exc, StorageError):
                     raise
                 # The shared connection was lost before its loss was noticed: listening
                 # again on the next one LISTENs for this listener too.
                 _terminate(self._listen_conn)
                 self._listening_lost()
-            except BaseException:
-                if not self._subscriptions:
-                    await self._close_listening()
-                raise
             self._subscriptions.setdefault(channel, []).append(callback)
 
     async def _stop_listening(self, channel: str, callback: Callable[..., None]) -> None:
