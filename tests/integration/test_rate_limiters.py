@@ -465,6 +465,77 @@ async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
             assert len(statements) == 3
 
 
+def noting(key: str) -> auth.Lookup:
+    """A lookup that writes: a settings row named ``key``, made only for an allowed take."""
+    return auth.Lookup(
+        "SELECT key FROM noted",
+        (key,),
+        writes="noted AS (INSERT INTO settings (key, value)"
+        " SELECT $1, 'noted' FROM ledgerport_allowed RETURNING key)",
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "kept", ["postgresql", "memory", pytest.param("redis", marks=pytest.mark.redis)]
+)
+async def test_a_lookup_writes_only_for_a_request_counted(
+    kept: str, asyncio_loop: object, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh token's rotation rides with its count: the lookup's writes are made only when
+    the take was allowed, never for a request refused or locked. With the counts in the
+    PostgreSQL database written to, the count and the writes are one statement; elsewhere the
+    writes follow the allowed take."""
+    keyring = auth.Keyring(secrets.token_urlsafe(32))
+    rule = LockoutRule("test-write-lockout", failures=1, window=10, duration=30)
+    key = ("192.0.2.1", "client")
+    budgets = (Budget(TWO_PER_MINUTE, key),)
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(fresh_database())
+        store = await _migrated(await stack.enter_async_context(open_postgres(url, max_size=3)))
+        limiter: RateLimiter
+        if kept == "postgresql":
+            limiter = auth.StoreRateLimiter(store, clock, keyring)
+        elif kept == "memory":
+            limiter = auth.MemoryRateLimiter(clock)
+        else:
+            limiter = await auth.connect_redis_limiter(REDIS_URL, clock, keyring)
+        statements: list[str] = []
+        fetchrow = store.autocommit.fetchrow
+
+        async def counted(sql: str, *args: object) -> object:
+            statements.append(sql)
+            return await fetchrow(sql, *args)
+
+        monkeypatch.setattr(store.autocommit, "fetchrow", counted)
+
+        async def take(name: str) -> tuple[object, object]:
+            return await limiter.take_unless_locked_then_read(
+                rule, key, budgets, store.autocommit, noting(name)
+            )
+
+        async def noted() -> list[str]:
+            rows = await store.autocommit.fetch(
+                "SELECT key FROM settings WHERE value = 'noted' ORDER BY key"
+            )
+            return [row["key"] for row in rows]
+
+        with trio.fail_after(TIMEOUT):
+            assert await take("a") == (Verdict(None, 0, (Standing(2, 1, 60),)), {"key": "a"})
+            assert len(statements) == 1
+            assert await take("b") == (Verdict(None, 0, (Standing(2, 0, 60),)), {"key": "b"})
+            assert await take("c") == (Verdict(TWO_PER_MINUTE, 60, (Standing(2, 0, 60),)), None)
+            assert await noted() == ["a", "b"], "nothing written for the refused request"
+            assert await limiter.failed(rule, key) is True
+            assert await take("d") == (Locked(30), None)
+            assert await noted() == ["a", "b"], "nothing written for the locked request"
+            clock.advance(60)  # the lock is over and the budget whole again
+            assert await take("e") == (Verdict(None, 0, (Standing(2, 1, 60),)), {"key": "e"})
+            assert await noted() == ["a", "b", "e"]
+            made = 5 if kept == "postgresql" else 3
+            assert len(statements) == made, "one statement a take in the database counted in"
+
+
 async def test_a_scaled_limiter_scales_the_budgets_not_the_lock(
     backend: Backend, clock: FrozenClock
 ) -> None:

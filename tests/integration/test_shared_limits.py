@@ -157,3 +157,38 @@ async def test_two_processes_with_redis_share_limits_and_lockouts(
             )
             assert isinstance(platform.limiter, auth.RedisRateLimiter)
             await share_the_limits(first, second, clock)
+
+
+async def test_a_refresh_refused_by_its_limits_rotates_nothing(
+    postgres_url: str, clock: FrozenClock
+) -> None:
+    """On PostgreSQL a good refresh token is rotated in the statement that counts the request:
+    a refresh refused by a budget (429) leaves the token as it was, and it rotates once the
+    budget has room again, once only."""
+    async with AsyncExitStack() as stack:
+        with trio.fail_after(TIMEOUT):
+            first, second, platform = await two_processes(stack, postgres_url, clock, environment())
+            world = await make_world(first, ADMIN_HEADERS)
+            assert world.client_secret is not None
+            tokens = await full_grant(first, world)
+            right = basic(world.client_id, world.client_secret)
+            form = {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]}
+            # The client's budget across IPs used up by other token requests.
+            budget = auth.Budget(catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT, (world.client_id,))
+            taken = 0
+            while (await platform.limiter.take(budget)).allowed:
+                taken += 1
+            assert taken == catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT.limit - 1
+            refused = await second.post("/oauth/token", form=form, headers=right)
+            assert refused.status_code == 429, await refused.get_json()
+            clock.advance(60)
+            rotated = await second.post("/oauth/token", form=form, headers=right)
+            assert rotated.status_code == 200, await rotated.get_json()
+            pair = await rotated.get_json()
+            assert pair["refresh_token"] != tokens["refresh_token"]
+            again = await first.post("/oauth/token", form=form, headers=right)
+            assert again.status_code == 400
+            assert (await again.get_json())["error"] == "invalid_grant"
+            bearer = {"Authorization": f"Bearer {pair['access_token']}"}
+            reused = await first.get("/invoices", headers=bearer)
+            assert reused.status_code == 401, "a replayed token burns its family"

@@ -59,6 +59,7 @@ from ._errors import UnsupportedGrantType as UnsupportedGrantType
 from ._grants import TOKEN_OWNERS_KEPT as TOKEN_OWNERS_KEPT
 from ._grants import AccessGrant as AccessGrant
 from ._grants import Outcome as Outcome
+from ._grants import RefreshRotation as RefreshRotation
 from ._grants import TokenOwners as TokenOwners
 from ._grants import TokenPair as TokenPair
 from ._grants import end_installation_grants as end_installation_grants
@@ -74,7 +75,6 @@ from ._grants import resolve_access_token as resolve_access_token
 from ._grants import revoke_family as revoke_family
 from ._grants import revoke_token as revoke_token
 from ._grants import rotate_refresh_token as rotate_refresh_token
-from ._grants import rotate_refresh_token_at_once as rotate_refresh_token_at_once
 from ._grants import start_family as start_family
 from ._limits import Budget as Budget
 from ._limits import Locked as Locked

@@ -466,7 +466,7 @@ Parameters: $1 now, $2 the spent token's hash, $3 and $4 the new refresh and acc
 hashes, $5 and $6 their expiries."""
 
 _ROTATE_AT_ONCE_POSTGRES = (
-    "WITH claimed AS ("
+    " claimed AS ("
     " UPDATE refresh_tokens r SET used_at = $1"
     " FROM token_families f JOIN installations i ON i.id = f.installation_id"
     " JOIN memberships m ON m.business_id = f.business_id AND m.user_id = f.user_id"
@@ -474,51 +474,75 @@ _ROTATE_AT_ONCE_POSTGRES = (
     " AND r.revoked_at IS NULL AND $1 < r.expires_at AND f.revoked_at IS NULL"
     " AND f.app_id = $7 AND i.state = 'ACTIVE' AND m.active"
     " AND ($8::text IS NULL OR f.resource IS NULL OR f.resource = $8)"
-    " RETURNING r.family_id, f.scopes)," + _ROTATION_WRITES + " SELECT scopes FROM claimed"
+    " AND EXISTS (SELECT FROM ledgerport_allowed)"
+    " RETURNING r.family_id, f.scopes)," + _ROTATION_WRITES
 )
-"""A whole rotation as one PostgreSQL statement: the token claimed only where every condition
-under which ``rotate_refresh_token`` issues a pair holds (the same ones, in SQL), then
+"""A whole rotation as PostgreSQL WITH queries, gated on ``ledgerport_allowed`` (the request
+counted, see ``auth.Lookup``): the token claimed only where every condition under which
+``rotate_refresh_token`` issues a pair holds (the same ones, in SQL), then
 ``_ROTATION_WRITES``."""
 
 
-async def rotate_refresh_token_at_once(
-    store: Store,
-    keyring: Keyring,
-    *,
-    now: float,
-    app: App,
-    refresh_token: str,
-    resource: str | None,
-) -> Outcome | None:
-    """On PostgreSQL, the rotation of a refresh token that is good, in one statement outside
-    any transaction (``Store.autocommit``, where a statement is its own transaction): one
-    round trip instead of a transaction's three. None when the token is not rotated so (unknown,
-    another app's, used, revoked, expired, its authorization gone, another resource, or
-    claimed meanwhile), and always on SQLite, whose transaction makes no round trip: nothing
-    was written, and :func:`rotate_refresh_token` in a transaction finds out which and answers
-    it (burning the family of a replayed token)."""
-    if store.kind != "postgresql":
-        return None
-    access, refresh = (
-        new_token(catalog.ACCESS_TOKEN_PREFIX),
-        new_token(catalog.REFRESH_TOKEN_PREFIX),
-    )
-    scopes = await store.autocommit.fetchval(
-        _ROTATE_AT_ONCE_POSTGRES,
-        now,
-        keyring.hash_token(refresh_token),
-        keyring.hash_token(refresh),
-        keyring.hash_token(access),
-        now + catalog.REFRESH_TOKEN_TTL,
-        now + catalog.ACCESS_TOKEN_TTL,
-        app.id,
-        resource,
-    )
-    if scopes is None:
-        return None
-    return Outcome(
-        pair=TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, tuple(json.loads(scopes)))
-    )
+@dataclass(frozen=True, slots=True)
+class RefreshRotation:
+    """The rotation of a refresh token that is good, made in the statement that counts the
+    request (``RateLimiter.take_unless_locked_then_read``, :meth:`lookup`) on PostgreSQL: one
+    round trip for the limits and the rotation, where a transaction would take three more.
+
+    Its row (:meth:`outcome`) is found only when the token was rotated; nothing is written
+    otherwise (unknown, another app's, used, revoked, expired, its authorization gone, another
+    resource, claimed meanwhile, or the request refused), and :func:`rotate_refresh_token` in
+    a transaction finds out which and answers it (burning the family of a replayed token)."""
+
+    spent_hash: str
+    access: str
+    refresh: str
+    access_hash: str
+    refresh_hash: str
+    now: float
+    resource: str | None
+
+    @classmethod
+    def of(
+        cls, store: Store, keyring: Keyring, *, now: float, refresh_token: str, resource: str | None
+    ) -> RefreshRotation | None:
+        """The rotation of ``refresh_token``, with a new pair; None on SQLite, whose
+        transaction makes no round trip."""
+        if store.kind != "postgresql":
+            return None
+        access = new_token(catalog.ACCESS_TOKEN_PREFIX)
+        refresh = new_token(catalog.REFRESH_TOKEN_PREFIX)
+        return cls(
+            keyring.hash_token(refresh_token),
+            access,
+            refresh,
+            keyring.hash_token(access),
+            keyring.hash_token(refresh),
+            now,
+            resource,
+        )
+
+    def lookup(self, app: App) -> Lookup:
+        """The rotation for ``app`` (the authenticated client), answering the family's scopes."""
+        return Lookup(
+            "SELECT scopes FROM claimed",
+            (
+                self.now,
+                self.spent_hash,
+                self.refresh_hash,
+                self.access_hash,
+                self.now + catalog.REFRESH_TOKEN_TTL,
+                self.now + catalog.ACCESS_TOKEN_TTL,
+                app.id,
+                self.resource,
+            ),
+            writes=_ROTATE_AT_ONCE_POSTGRES,
+        )
+
+    def outcome(self, row: Row) -> Outcome:
+        """The new pair, from the row :meth:`lookup` found."""
+        scopes = tuple(json.loads(row["scopes"]))
+        return Outcome(pair=TokenPair(self.access, self.refresh, catalog.ACCESS_TOKEN_TTL, scopes))
 
 
 _ROTATE_POSTGRES = (

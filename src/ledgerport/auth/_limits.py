@@ -74,10 +74,23 @@ class Locked:
 class Lookup(NamedTuple):
     """A read of at most one row that a request makes once it is counted (the token an
     introspection describes): :meth:`RateLimiter.take_unless_locked_then_read` reads it with the
-    take, in the take's statement when the counts are kept in the database it reads."""
+    take, in the take's statement when the counts are kept in the database it reads.
+
+    ``writes`` (PostgreSQL only): data-modifying WITH queries made before the read, which the
+    read's ``sql`` may select from (a refresh token's rotation). Each gates itself on the query
+    ``ledgerport_allowed``, which has a row only when the take was allowed, so that nothing is
+    written for a request refused or locked; made in the take's statement, they are its
+    transaction."""
 
     sql: str
     args: tuple[Any, ...]
+    writes: str = ""
+
+    def alone(self) -> str:
+        """The statement made after an allowed take of its own: ``ledgerport_allowed`` a row."""
+        if not self.writes:
+            return self.sql
+        return f"WITH ledgerport_allowed AS (SELECT), {self.writes} {self.sql}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +147,8 @@ class RateLimiter(Protocol):
         """:meth:`take_unless_locked`, then, when the take was allowed, ``lookup``'s row (None
         when it finds none) read through ``reader`` (``Store.autocommit``); refused or locked,
         the row is None. A limiter kept in the database ``reader`` reads from makes the lookup
-        in the take's statement: one round trip for both."""
+        in the take's statement: one round trip for both. The lookup's ``writes`` are made
+        only when the take was allowed (in the take's statement there, else after it)."""
         ...
 
     async def retry_after(self, *budgets: Budget) -> int | None:
@@ -169,6 +183,7 @@ async def take_then_if_found_in_turn(
     limiter: RateLimiter, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
 ) -> tuple[Verdict, Verdict | None, Row | None]:
     """:meth:`RateLimiter.take_then_if_found` as a take, the read, and a take."""
+    assert not lookup.writes, "a lookup that writes is made only after a take unless locked"
     verdict = await limiter.take(first)
     if not verdict.allowed:
         return verdict, None, None
@@ -190,7 +205,7 @@ async def take_unless_locked_then_read_in_turn(
     verdict = await limiter.take_unless_locked(rule, key, *budgets)
     if isinstance(verdict, Locked) or not verdict.allowed:
         return verdict, None
-    return verdict, await reader.fetchrow(lookup.sql, *lookup.args)
+    return verdict, await reader.fetchrow(lookup.alone(), *lookup.args)
 
 
 async def take_unless_locked_in_turn(

@@ -309,6 +309,7 @@ class StoreRateLimiter:
     ) -> tuple[Verdict, Verdict | None, Row | None]:
         if self._store.kind != "postgresql" or reader is not self._store.autocommit:
             return await take_then_if_found_in_turn(self, first, then, reader, lookup)
+        assert not lookup.writes, "a lookup that writes is made only after a take unless locked"
         now = self._clock.now()
         # As take_then, the second count also waiting for the lookup's row (the lookup keeps
         # its parameters, the counts' come after them; see _take_unless_locked_in_postgres).
@@ -370,7 +371,8 @@ class StoreRateLimiter:
         lookup: Lookup | None,
     ) -> tuple[Verdict | Locked, Row | None]:
         """One statement: the lock, the budgets when it is not locked, and ``lookup``'s row
-        (read whatever the verdict, and answered only when the take was allowed)."""
+        (read whatever the verdict, and answered only when the take was allowed; its writes
+        made only then)."""
         now = self._clock.now()
         # The lock's end is read from its state (``failed`` writes it as JSON, ``until`` in
         # seconds of the injected clock) by the same comparison as FailureLog.locked_for; the
@@ -392,6 +394,20 @@ class StoreRateLimiter:
         )
         if lookup is None:
             sql = sql.format(lookup_columns="")
+        elif lookup.writes:
+            # The count first (a query calling a volatile function is made once, whoever reads
+            # it), then the writes, each gated on ledgerport_allowed, then the read beside the
+            # count's row; one statement, so the count and the writes are one transaction.
+            sql = (
+                "WITH ledgerport_count AS ("
+                + _after_parameters(sql.format(lookup_columns=""), len(lookup.args))
+                + "), ledgerport_allowed AS (SELECT FROM ledgerport_count"
+                " WHERE ledgerport_counted[1] = 0), "
+                + lookup.writes
+                + " SELECT ledgerport_count.*, lookup.* FROM ledgerport_count"
+                + _beside(lookup)
+            )
+            args = (*lookup.args, *args)
         else:
             # The lookup keeps its own parameters ($1...); the count's come after them. Its
             # row is joined beside the one row of the count (LIMIT 1: the count is made once),

@@ -8,6 +8,7 @@ the blueprint's renderer in ``_errors``) and every answer carries ``Cache-Contro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
@@ -321,13 +322,14 @@ async def authenticated_client(
 async def authenticated_client_reading(
     endpoint: str,
     form: MultiDict[str, str],
-    lookup: auth.Lookup | None,
+    lookup: Callable[[apps.App], auth.Lookup] | None,
     *,
     allow_body: bool = True,
     allow_inactive: bool = False,
 ) -> tuple[auth.ClientCredentials, apps.App, storage.Row | None]:
-    """:func:`authenticated_client`, and ``lookup``'s row read once the request is counted (in
-    the same round trip as the count on a limiter kept in the store; None without a lookup)."""
+    """:func:`authenticated_client`, and the row of ``lookup(app)`` (for the authenticated
+    app) read once the request is counted, its writes made only then (in the same round trip
+    as the count on a limiter kept in the store; None without a lookup)."""
     ip = client_ip()
     g = oauth_guard()
     try:
@@ -361,7 +363,7 @@ async def authenticated_client_reading(
         app.client_id,
         with_secret=credentials.has_secret,
         confidential=app.type == "CONFIDENTIAL",
-        reading=None if lookup is None else (p.store.autocommit, lookup),
+        reading=None if lookup is None else (p.store.autocommit, lookup(app)),
     )
     return credentials, app, row
 
@@ -474,6 +476,23 @@ async def _token_exchange(
         )
 
 
+def _rotation(form: MultiDict[str, str]) -> auth.RefreshRotation | None:
+    """The rotation a refresh request asks for, made with its count where the store allows;
+    None where it does not, or where the request is not well formed (the transaction answers
+    that once the request is counted)."""
+    refresh_token = form.get("refresh_token")
+    if not refresh_token:
+        return None
+    try:
+        resource = _resource(form)
+    except auth.OAuthError:
+        return None
+    p = platform()
+    return auth.RefreshRotation.of(
+        p.store, p.keyring, now=p.now(), refresh_token=refresh_token, resource=resource
+    )
+
+
 def _grant_label(grant_type: str) -> str:
     """The metrics label of a requested grant type: a known one, missing or other."""
     return closed_label(grant_type, (*GRANTS_AVAILABLE, "missing"))
@@ -514,25 +533,22 @@ async def token() -> Response:
         grant_type = form.get("grant_type") or "missing"
         if grant_type == "missing":
             raise auth.InvalidRequest("grant_type is required")
-        credentials, app = await authenticated_client("token", form)
+        p = platform()
+        # A refresh token that is good is rotated in the statement that counts the request,
+        # where the store allows; anything else is decided by the transaction below.
+        rotation = _rotation(form) if grant_type == catalog.GRANT_REFRESH_TOKEN else None
+        credentials, app, rotated = await authenticated_client_reading(
+            "token", form, None if rotation is None else rotation.lookup
+        )
         if grant_type not in GRANTS_AVAILABLE:
             raise auth.UnsupportedGrantType("grant_type is not supported")
-        p = platform()
         outcome = None
         if grant_type == catalog.GRANT_TOKEN_EXCHANGE:
             outcome = await _token_exchange(form, app, credentials)
         else:
             resource = _resource(form)
-            if grant_type == catalog.GRANT_REFRESH_TOKEN:
-                # One statement when the store and the token allow; else the transaction decides.
-                outcome = await auth.rotate_refresh_token_at_once(
-                    p.store,
-                    p.keyring,
-                    now=p.now(),
-                    app=app,
-                    refresh_token=_required(form, "refresh_token"),
-                    resource=resource,
-                )
+            if rotation is not None and rotated is not None:
+                outcome = rotation.outcome(rotated)
         if outcome is None:
             async with unit_of_work() as tx:
                 if grant_type == catalog.GRANT_AUTHORIZATION_CODE:
@@ -617,7 +633,11 @@ async def introspect() -> Response:
         auth.introspection_lookup(p.keyring, token=token_value, hint=hint) if token_value else None
     )
     _, app, first = await authenticated_client_reading(
-        "introspect", form, lookup, allow_body=False, allow_inactive=True
+        "introspect",
+        form,
+        None if lookup is None else lambda _: lookup,
+        allow_body=False,
+        allow_inactive=True,
     )
     token_value = _required(form, "token")
     if not app.active:
