@@ -638,12 +638,18 @@ async def exchange(
     )
 
 
-async def refresh(http: httpx.AsyncClient, tenant: Tenant, refresh_token: str) -> httpx.Response:
-    """``grant_type=refresh_token``: answers a new pair, the presented token is spent."""
+async def refresh(
+    http: httpx.AsyncClient,
+    tenant: Tenant,
+    refresh_token: str,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    """``grant_type=refresh_token``: answers a new pair, the presented token is spent.
+    ``headers`` are sent too (a client address through a trusted proxy)."""
     return await http.post(
         "/oauth/token",
         data={"grant_type": "refresh_token", "refresh_token": refresh_token},
-        headers={"Authorization": tenant.basic},
+        headers={"Authorization": tenant.basic, **(headers or {})},
     )
 
 

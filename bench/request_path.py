@@ -133,7 +133,9 @@ async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int, kinds: l
             )
 
         async def rotate(worker: int, i: int) -> httpx.Response:
-            response = await refresh(http, tenants[worker], refresh_tokens[worker])
+            response = await refresh(
+                http, tenants[worker], refresh_tokens[worker], headers=_address(i)
+            )
             pair = answer(response)
             refresh_tokens[worker], access_tokens[worker] = (
                 pair["refresh_token"],
