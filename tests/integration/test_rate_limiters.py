@@ -10,6 +10,7 @@ same object in memory, another connection pool or client for PostgreSQL and Redi
 
 from __future__ import annotations
 
+import random
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -463,6 +464,47 @@ async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
                 {"word": "present", "note": None},
             )
             assert len(statements) == 3
+
+
+@pytest.mark.postgres
+async def test_the_database_counts_as_the_counters_in_python_do(
+    asyncio_loop: object, clock: FrozenClock
+) -> None:
+    """``ledgerport_count_limits`` (PostgreSQL, migration 0023) against the same counting in
+    Python (``BucketCount``, what the limiter does over SQLite): a seeded run of takes, hits and
+    looks at several budgets at once, with the clock moved on and off the buckets' boundaries,
+    answers the same verdicts, standings and waits on both."""
+    rng = random.Random(2026)
+    limits = [
+        catalog.RateLimit("test-equal-three", 3, 60, "ip"),
+        catalog.RateLimit("test-equal-five", 5, 60, "ip"),
+        catalog.RateLimit("test-equal-two-long", 2, 300, "user"),
+        catalog.RateLimit("test-equal-forty", 40, 60, "ip"),
+    ]
+    budgets = [Budget(limit, (key,)) for limit in limits for key in ("a", "b")]
+    # A step back is another process whose clock is behind: its hit lands in an older bucket.
+    steps = [0.0, 0.0, 0.25, 0.5, 1.0, 1.0, 2.75, 7.5, 30.0, 59.0, 61.0, -1.5]
+    keyring = auth.Keyring(secrets.token_urlsafe(32))
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(fresh_database())
+        postgres = await _migrated(await stack.enter_async_context(open_postgres(url, max_size=2)))
+        sqlite = await stack.enter_async_context(open_test_store("sqlite"))
+        in_sql = auth.StoreRateLimiter(postgres, clock, keyring)
+        in_python = auth.StoreRateLimiter(sqlite, clock, keyring)
+        with trio.fail_after(TIMEOUT * 4):
+            for step in range(600):
+                clock.advance(rng.choice(steps))
+                chosen = tuple(rng.sample(budgets, rng.randint(1, 3)))
+                action = rng.choice(["take", "take", "take", "hit", "retry_after"])
+                if action == "take":
+                    answers = [await limiter.take(*chosen) for limiter in (in_sql, in_python)]
+                elif action == "hit":
+                    answers = [await limiter.hit(*chosen) for limiter in (in_sql, in_python)]
+                else:
+                    answers = [
+                        await limiter.retry_after(*chosen) for limiter in (in_sql, in_python)
+                    ]
+                assert answers[0] == answers[1], (step, action, chosen)
 
 
 def noting(key: str) -> auth.Lookup:

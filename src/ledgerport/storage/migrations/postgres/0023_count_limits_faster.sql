@@ -1,0 +1,124 @@
+-- ledgerport_count_limits, as 0017 counts, for less of the database's time a call: every
+-- request the OAuth endpoints and the data API count makes one call, and at a steady load a
+-- busy key's state holds a window's 60 buckets.
+--
+-- What changes (the answer, the states written and the order rows are locked in do not):
+-- - the rows are made where missing and locked, and their states read, in one statement
+--   instead of an insert and a read per budget;
+-- - a state, JSON [[bucket, hits], ...] kept oldest first by every writer, is read as a
+--   two-dimensional array (its brackets made braces) and walked once, instead of through
+--   jsonb, array_agg and unnest, and written back the same way.
+CREATE OR REPLACE FUNCTION ledgerport_count_limits(
+    mode TEXT,
+    now DOUBLE PRECISION,
+    buckets INTEGER,
+    budgets TEXT[],
+    keys TEXT[],
+    limits INTEGER[],
+    windows DOUBLE PRECISION[]
+) RETURNS DOUBLE PRECISION[] LANGUAGE plpgsql AS $$
+DECLARE
+    n INTEGER := cardinality(budgets);
+    stored TEXT[];
+    hits BIGINT[];
+    kept BIGINT[];
+    states TEXT[] := '{}';
+    totals BIGINT[] := '{}';
+    newest BIGINT[] := '{}';
+    width DOUBLE PRECISION;
+    start INTEGER;
+    m INTEGER;
+    total BIGINT;
+    excess BIGINT;
+    gone BIGINT;
+    at BIGINT;
+    refused INTEGER := 0;
+    wait DOUBLE PRECISION := 0;
+    answer DOUBLE PRECISION[];
+BEGIN
+    -- Every row made where missing and locked, in (budget, key) order, and its state read.
+    WITH locked AS (
+        INSERT INTO rate_limits (budget, key, state, expires_at)
+        SELECT DISTINCT b, k, '', 0 FROM unnest(budgets, keys) AS u(b, k) ORDER BY b, k
+        ON CONFLICT (budget, key) DO UPDATE SET budget = excluded.budget
+        RETURNING budget, key, state)
+    SELECT array_agg(l.state ORDER BY u.j) INTO stored
+      FROM unnest(budgets, keys) WITH ORDINALITY AS u(b, k, j)
+      JOIN locked AS l ON l.budget = u.b AND l.key = u.k;
+    FOR j IN 1 .. n LOOP
+        width := windows[j] / buckets;
+        -- The state, [[bucket, hits], ...] oldest first, read as a two-dimensional array.
+        IF stored[j] IN ('', '[]') THEN
+            hits := '{}';
+        ELSE
+            hits := translate(stored[j], '[]', '{}')::BIGINT[];
+        END IF;
+        m := coalesce(array_length(hits, 1), 0);
+        start := 1;
+        WHILE start <= m AND hits[start][1] * width <= now - windows[j] LOOP
+            start := start + 1;
+        END LOOP;
+        total := 0;
+        FOR i IN start .. m LOOP
+            total := total + hits[i][2];
+        END LOOP;
+        totals[j] := total;
+        newest[j] := CASE WHEN start <= m THEN hits[m][1] END;
+        excess := total - limits[j] + 1;
+        IF mode = 'take' AND excess > 0 THEN
+            gone := 0;
+            FOR i IN start .. m LOOP
+                gone := gone + hits[i][2];
+                IF gone >= excess THEN
+                    wait := greatest(wait, greatest(1, ceil(hits[i][1] * width + windows[j] - now)));
+                    EXIT;
+                END IF;
+            END LOOP;
+            IF refused = 0 THEN
+                refused := j;
+            END IF;
+        END IF;
+        IF refused = 0 OR mode = 'hit' THEN
+            -- The hit added in its bucket, the buckets kept in order.
+            at := ceil(now / width)::BIGINT;
+            kept := '{}';
+            FOR i IN start .. m LOOP
+                IF at IS NOT NULL AND at < hits[i][1] THEN
+                    kept := kept || ARRAY[[at, 1]];
+                    at := NULL;
+                END IF;
+                IF at IS NOT NULL AND at = hits[i][1] THEN
+                    kept := kept || ARRAY[[at, hits[i][2] + 1]];
+                    at := NULL;
+                ELSE
+                    kept := kept || ARRAY[[hits[i][1], hits[i][2]]];
+                END IF;
+            END LOOP;
+            IF at IS NOT NULL THEN
+                kept := kept || ARRAY[[at, 1]];
+            END IF;
+            states[j] := translate(kept::TEXT, '{}', '[]');
+        END IF;
+    END LOOP;
+    IF refused <> 0 AND mode = 'take' THEN
+        answer := ARRAY[refused, wait]::DOUBLE PRECISION[];
+        FOR j IN 1 .. n LOOP
+            width := windows[j] / buckets;
+            answer := answer || greatest(0, limits[j] - totals[j])::DOUBLE PRECISION;
+            answer := answer || CASE WHEN newest[j] IS NULL THEN 0
+                ELSE greatest(1, ceil(newest[j] * width + windows[j] - now)) END;
+        END LOOP;
+        RETURN answer;
+    END IF;
+    answer := ARRAY[0, 0]::DOUBLE PRECISION[];
+    FOR j IN 1 .. n LOOP
+        width := windows[j] / buckets;
+        at := greatest(coalesce(newest[j], 0), ceil(now / width)::BIGINT);
+        UPDATE rate_limits SET state = states[j], expires_at = at * width + windows[j]
+         WHERE budget = budgets[j] AND key = keys[j];
+        answer := answer || greatest(0, limits[j] - totals[j] - 1)::DOUBLE PRECISION;
+        answer := answer || greatest(1, ceil(at * width + windows[j] - now));
+    END LOOP;
+    RETURN answer;
+END;
+$$;

@@ -1,0 +1,2 @@
+-- PostgreSQL's 0023 makes the function of its shared rate-limit counters cheaper; SQLite
+-- counts a process's limits in memory and has nothing to change.
