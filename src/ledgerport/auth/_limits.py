@@ -423,12 +423,17 @@ class ScaledRateLimiter:
     def __init__(self, inner: RateLimiter, factor: int) -> None:
         self._inner = inner
         self._factor = factor
+        self._limits: dict[catalog.RateLimit, catalog.RateLimit] = {}
+        """Each rate limit scaled, made once (the catalog's limits are a few dozen)."""
+
+    def _limit(self, limit: catalog.RateLimit) -> catalog.RateLimit:
+        scaled = self._limits.get(limit)
+        if scaled is None:
+            scaled = self._limits[limit] = replace(limit, limit=limit.limit * self._factor)
+        return scaled
 
     def _scaled(self, budgets: tuple[Budget, ...]) -> tuple[Budget, ...]:
-        return tuple(
-            replace(budget, limit=replace(budget.limit, limit=budget.limit.limit * self._factor))
-            for budget in budgets
-        )
+        return tuple(Budget(self._limit(budget.limit), budget.key) for budget in budgets)
 
     async def take(self, *budgets: Budget) -> Verdict:
         return await self._inner.take(*self._scaled(budgets))
