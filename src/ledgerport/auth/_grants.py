@@ -599,18 +599,29 @@ async def _claim_and_issue(
     return True
 
 
-_GRANT_COLUMNS = (
+_GRANT_FAMILY_COLUMNS = (
     "f.id AS family_id, f.app_id, a.client_id, a.status AS app_status, f.installation_id,"
     " i.state AS installation_state, f.business_id, f.user_id, f.scopes,"
-    " f.revoked_at AS family_revoked_at, a.pinned_version,"
-    " m.active AS member_active, m.role AS member_role, r.permissions AS role_override"
+    " f.revoked_at AS family_revoked_at, a.pinned_version"
 )
-_GRANT_JOINS = (
+_GRANT_FAMILY_JOINS = (
     " JOIN token_families f ON f.id = t.family_id"
     " JOIN apps a ON a.id = f.app_id JOIN installations i ON i.id = f.installation_id"
-    " LEFT JOIN memberships m ON m.business_id = f.business_id AND m.user_id = f.user_id"
+)
+_GRANT_COLUMNS = (
+    _GRANT_FAMILY_COLUMNS
+    + ", m.active AS member_active, m.role AS member_role, r.permissions AS role_override"
+)
+_GRANT_JOINS = (
+    _GRANT_FAMILY_JOINS
+    + " LEFT JOIN memberships m ON m.business_id = f.business_id AND m.user_id = f.user_id"
     " LEFT JOIN role_permissions r ON r.business_id = f.business_id AND r.role = m.role"
 )
+_GRANT_COLUMNS_ALONE = (
+    _GRANT_FAMILY_COLUMNS + ", NULL AS member_active, NULL AS member_role, NULL AS role_override"
+)
+"""The grant's columns without the user's standing in the business (what introspection needs),
+read from ``_GRANT_FAMILY_JOINS`` alone."""
 
 
 def _member_permissions(row: Row) -> frozenset[str] | None:
@@ -645,13 +656,17 @@ def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
     )
 
 
-def _grant_lookup(keyring: Keyring, token: str, table: str) -> Lookup:
+def _grant_lookup(keyring: Keyring, token: str, table: str, *, standing: bool = True) -> Lookup:
     """The statement reading the grant behind a token of ``table`` (access_tokens or
-    refresh_tokens), with the user's standing in the business; :func:`_live` decides."""
+    refresh_tokens), with the user's standing in the business (without ``standing``, none: its
+    columns NULL, two tables fewer to read); :func:`_live` decides."""
     used = "t.used_at" if table == "refresh_tokens" else "NULL AS used_at"
+    columns, joins = (
+        (_GRANT_COLUMNS, _GRANT_JOINS) if standing else (_GRANT_COLUMNS_ALONE, _GRANT_FAMILY_JOINS)
+    )
     return Lookup(
-        f"SELECT t.revoked_at, {used}, t.expires_at, {_GRANT_COLUMNS}"
-        f" FROM {table} t{_GRANT_JOINS} WHERE t.token_hash = $1",
+        f"SELECT t.revoked_at, {used}, t.expires_at, {columns}"
+        f" FROM {table} t{joins} WHERE t.token_hash = $1",
         (keyring.hash_token(token),),
     )
 
@@ -751,7 +766,7 @@ def introspection_lookup(keyring: Keyring, *, token: str, hint: str | None) -> L
     """The first statement :func:`introspect` would make (for the kind of token ``hint``
     names, else an access token): a caller may make it beside its own (the client's limits,
     in one round trip) and pass its row to :func:`introspect` as ``first``."""
-    return _grant_lookup(keyring, token, _introspected_tables(hint)[0])
+    return _grant_lookup(keyring, token, _introspected_tables(hint)[0], standing=False)
 
 
 _NOT_READ: Any = object()
@@ -776,7 +791,7 @@ async def introspect(
         if index == 0 and first is not _NOT_READ:
             row = first
         else:
-            lookup = _grant_lookup(keyring, token, table)
+            lookup = _grant_lookup(keyring, token, table, standing=False)
             row = await reader.fetchrow(lookup.sql, *lookup.args)
         grant = _live(row, now)
         if grant is not None:
