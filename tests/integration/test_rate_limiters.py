@@ -423,6 +423,19 @@ async def test_take_then_if_found_counts_the_rest_only_for_a_row(backend: Backen
         assert then == Verdict(None, 0, (Standing(2, 1, 60),))
 
 
+def statements_of(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements ``store.autocommit.fetchrow`` makes from now on, as they are made."""
+    statements: list[str] = []
+    fetchrow = store.autocommit.fetchrow
+
+    async def counted(sql: str, *args: object) -> object:
+        statements.append(sql)
+        return await fetchrow(sql, *args)
+
+    monkeypatch.setattr(store.autocommit, "fetchrow", counted)
+    return statements
+
+
 @pytest.mark.postgres
 async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
     asyncio_loop: object, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
@@ -431,14 +444,7 @@ async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
     one round trip; from another database, two."""
     async with open_test_store("postgresql") as store, open_test_store("sqlite") as other:
         limiter = auth.StoreRateLimiter(store, clock, auth.Keyring(secrets.token_urlsafe(32)))
-        statements: list[str] = []
-        fetchrow = store.autocommit.fetchrow
-
-        async def counted(sql: str, *args: object) -> object:
-            statements.append(sql)
-            return await fetchrow(sql, *args)
-
-        monkeypatch.setattr(store.autocommit, "fetchrow", counted)
+        statements = statements_of(store, monkeypatch)
         key = ("192.0.2.1", "client")
         budgets = (Budget(TWO_PER_MINUTE, key),)
         with trio.fail_after(TIMEOUT):
@@ -542,14 +548,7 @@ async def test_a_lookup_writes_only_for_a_request_counted(
             limiter = auth.MemoryRateLimiter(clock)
         else:
             limiter = await auth.connect_redis_limiter(REDIS_URL, clock, keyring)
-        statements: list[str] = []
-        fetchrow = store.autocommit.fetchrow
-
-        async def counted(sql: str, *args: object) -> object:
-            statements.append(sql)
-            return await fetchrow(sql, *args)
-
-        monkeypatch.setattr(store.autocommit, "fetchrow", counted)
+        statements = statements_of(store, monkeypatch)
 
         async def take(name: str) -> tuple[object, object]:
             return await limiter.take_unless_locked_then_read(
