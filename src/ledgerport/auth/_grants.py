@@ -487,7 +487,8 @@ counted, see ``auth.Lookup``): the token claimed only where every condition unde
 class RefreshRotation:
     """The rotation of a refresh token that is good, made in the statement that counts the
     request (``RateLimiter.take_unless_locked_then_read``, :meth:`lookup`) on PostgreSQL: one
-    round trip for the limits and the rotation, where a transaction would take three more.
+    round trip for the limits and the rotation, where the count's statement and a transaction
+    would take four.
 
     Its row (:meth:`outcome`) is found only when the token was rotated; nothing is written
     otherwise (unknown, another app's, used, revoked, expired, its authorization gone, another
