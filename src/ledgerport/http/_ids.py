@@ -1,5 +1,5 @@
 """The forms of what a request names by reference, stated once for the OpenAPI document: ids,
-list cursors and the consent page's request id.
+list cursors, the consent page's request id and a hosted function's name.
 
 An id is its kind's prefix, an underscore and 24 lowercase hexadecimal digits (``ids.new_id``):
 ``app_3f9a...``. Each kind is an :class:`IdKind` here; a route declares an id through it:
@@ -186,6 +186,15 @@ CURSOR_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
         "examples": ["c42"],
     }
 )
+
+FUNCTION_NAME: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "type": "string",
+        "pattern": catalog.FUNCTION_NAME_PATTERN,
+        "not": {"enum": list(catalog.FUNCTION_NAMES_RESERVED)},
+    }
+)
+"""A hosted function's name, as the developer API and the console's paths take it."""
 
 TOKEN_CHARACTERS: Final = 43
 """The base64url digits of a token's 256 random bits (``keys.new_token``)."""

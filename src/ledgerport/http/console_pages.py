@@ -48,7 +48,7 @@ from ._context import platform, unit_of_work
 from ._design import exact_time
 from ._errors import Notice, answers_again, notice_text
 from ._function_budget import count_function_upload, queue_test_run
-from ._ids import APP, ASSET, WEBHOOK
+from ._ids import APP, ASSET, FUNCTION_NAME, WEBHOOK
 from ._openapi import (
     FORM,
     RETRY_AFTER,
@@ -1026,11 +1026,7 @@ _NAME = Param(
     "name",
     "path",
     "The function's name",
-    {
-        "type": "string",
-        "pattern": catalog.FUNCTION_NAME_PATTERN,
-        "not": {"enum": list(catalog.FUNCTION_NAMES_RESERVED)},
-    },
+    FUNCTION_NAME,
 )
 _FUNCTION_NOT_FOUND = page(
     404, "Not an app of the signed-in developer, or not one of its functions"

@@ -18,7 +18,7 @@ from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
 from .._function_budget import count_function_upload, queue_test_run
-from .._ids import RUN
+from .._ids import FUNCTION_NAME, RUN
 from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
 from ._blueprint import blueprint, developed_app, developer_id, iso_time
 
@@ -28,11 +28,7 @@ NAME = Param(
     "name",
     "path",
     "The function's name: a letter or digit, then up to 63 letters, digits, _ or -; not new",
-    {
-        "type": "string",
-        "pattern": catalog.FUNCTION_NAME_PATTERN,
-        "not": {"enum": list(catalog.FUNCTION_NAMES_RESERVED)},
-    },
+    FUNCTION_NAME,
 )
 RUN_ID = Param("run_id", "path", "The run's id", RUN.schema)
 VERSION = Param(
