@@ -7,11 +7,13 @@ marked ``redis`` or using ``redis_url`` skip with the reason where Redis does no
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import functools
 import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ import trio
 import trio_asyncio
 from hypothesis import settings
 
+import ledgerport
 from ledgerport.auth import Keyring
 from ledgerport.clock import FrozenClock
 from ledgerport.http import create_app, use_platform
@@ -47,10 +50,19 @@ settings.load_profile("ledgerport")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The ``redis`` marker, declared here beside its fixture (markers are strict)."""
+    """The ``redis`` marker, declared here beside its fixture (markers are strict); and, in the
+    process that starts the workers, ledgerport and the tests compiled to bytecode once.
+
+    The suite starts ledgerport in many processes (served instances, sandboxes, commands). With
+    ``PYTHONDONTWRITEBYTECODE`` set, as some machines and containers have it, none of them writes
+    the bytecode it compiles, so each compiled every module again: seconds of CPU per process on
+    two cores. Files already compiled and unchanged are not compiled again."""
     config.addinivalue_line(
         "markers", "redis: needs the Redis server named by LEDGERPORT_TEST_REDIS"
     )
+    if not hasattr(config, "workerinput"):
+        for package in (Path(ledgerport.__file__).parent, Path(__file__).parent):
+            compileall.compile_dir(package, quiet=1)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
