@@ -534,6 +534,40 @@ async def test_what_a_sqlite_read_sees_is_on_disk_before_it_answers(
             assert seen == {"read": ("1", 1), "engine": ("1", 0), "acts": (None, 1)}
 
 
+async def test_a_sqlite_read_never_runs_inside_another_transaction(tmp_path: Path) -> None:
+    """A read outside a transaction shares the one connection: made while a transaction holds
+    it between two statements (its write not committed), it waits for the turn and sees the
+    commit, never the write half done; made while no one holds it, it runs at once."""
+    path = str(tmp_path / "turns.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            seen: list[Any] = []
+            written = trio.Event()
+            go_on = trio.Event()
+
+            async def write() -> None:
+                async with store.transaction() as tx:
+                    await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
+                    written.set()
+                    await go_on.wait()
+                    await tx.execute("UPDATE settings SET value = '2' WHERE key = 'a'")
+
+            async def read() -> None:
+                seen.append(await store.autocommit.fetchval("SELECT value FROM settings"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(write)
+                await written.wait()
+                nursery.start_soon(read)
+                await trio.testing.wait_all_tasks_blocked()
+                assert seen == []  # waiting for the turn
+                go_on.set()
+            assert seen == ["2"]
+            assert await store.autocommit.fetchrow("SELECT value FROM settings") == {"value": "2"}
+            assert await store.autocommit.fetch("SELECT key FROM settings") == [{"key": "a"}]
+
+
 async def test_a_failed_sync_fails_its_commits_and_the_next_covers_them(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

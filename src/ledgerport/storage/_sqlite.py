@@ -273,14 +273,12 @@ class _Autocommit:
         self._store = store
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        async with self._store._turns.turn():
-            rows = await self._store._inline(_fetch, self._store._conn, sql, args)
+        rows = await self._store._read(_fetch, sql, args)
         await self._store.durable()  # what it read is on disk
         return rows
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
-        async with self._store._turns.turn():
-            row = await self._store._inline(_fetchrow, self._store._conn, sql, args)
+        row = await self._store._read(_fetchrow, sql, args)
         await self._store.durable()  # what it read is on disk
         return row
 
@@ -517,12 +515,26 @@ class SqliteStore:
         """``fn(*args)`` here, on the event loop, for a statement that waits for nothing; after
         a checkpoint, so a loop of statements can be cancelled and lets other tasks run."""
         await trio.lowlevel.checkpoint()
+        return self._now(fn, *args)
+
+    def _now(self, fn: Callable[..., _T], *args: Any) -> _T:
         try:
             return fn(*args)
         except sqlite3.Error as exc:
             raise self._converted(exc) from exc
         except (OverflowError, UnicodeEncodeError) as exc:
             raise _bad_value(exc) from exc
+
+    async def _read(self, fn: Callable[..., _T], sql: str, args: Sequence[Any]) -> _T:
+        """``fn(conn, sql, args)``, a read outside any transaction, on the event loop: at once
+        after the checkpoint when no turn is taken (nothing runs between the look and the
+        statement, and with no turn taken no one waits for one), else in its own turn. A turn
+        taken and given back costs more than a short indexed read."""
+        await trio.lowlevel.checkpoint()
+        if not self._turns.busy:
+            return self._now(fn, self._conn, sql, args)
+        async with self._turns.turn():
+            return await self._inline(fn, self._conn, sql, args)
 
     def _converted(self, exc: sqlite3.Error) -> Exception:
         converted = _convert(exc)

@@ -1,0 +1,79 @@
+"""The application reads a URL-encoded form (every OAuth request's) as quart's own parser does.
+
+The request class parses such a form itself, without quart's parser object (see
+``docs/performance.md``); these bodies are parsed by the application's request class and by
+quart-trio's plain one, in a request context of each, and must give the same fields in the same
+order: repeated and blank parameters, percent-escapes (also invalid UTF-8 in them), ``+`` for a
+space, a body that is not UTF-8 (an empty form for both), and a multipart form, which still goes
+to quart's parser. A NUL is refused by the application's class only (``test_nul_input.py``).
+Parsing touches no storage: the table runs once, on SQLite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from quart_trio import QuartTrio
+
+before_storage = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+
+URL_ENCODED = "application/x-www-form-urlencoded"
+BOUNDARY = "ledgerport-boundary"
+MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
+
+BODIES = [
+    pytest.param(URL_ENCODED, b"grant_type=refresh_token&refresh_token=lp_rt_abc", id="plain"),
+    pytest.param(URL_ENCODED, b"resource=a&resource=b&scope=", id="repeated-and-blank"),
+    pytest.param(URL_ENCODED, b"token&token_type_hint", id="names-without-values"),
+    pytest.param(URL_ENCODED, b"a+b=c+d&e%20f=g%2Bh%26i", id="spaces-and-escapes"),
+    pytest.param(URL_ENCODED, b"name=%C3%A9t%C3%A9&bad=%FF%FE", id="escaped-utf8-and-not"),
+    pytest.param(URL_ENCODED, b"name=\xff\xfe", id="body-not-utf8"),
+    pytest.param(URL_ENCODED, b"", id="empty"),
+    pytest.param(URL_ENCODED, b"&&a=1&&b=2;c=3&", id="empty-pairs-and-semicolon"),
+    pytest.param("application/x-url-encoded", b"a=1&b=2", id="older-type"),
+    pytest.param(URL_ENCODED + "; charset=utf-8", b"a=%C3%A9", id="with-charset"),
+    pytest.param(
+        MULTIPART,
+        (
+            f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n"
+            f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n2\r\n"
+            f"--{BOUNDARY}--\r\n"
+        ).encode(),
+        id="multipart",
+    ),
+    pytest.param("text/plain", b"a=1", id="not-a-form"),
+]
+
+
+async def _fields(app: QuartTrio, content_type: str, body: bytes) -> list[tuple[str, Any]]:
+    async with app.test_request_context(
+        "/oauth/token", method="POST", data=body, headers={"Content-Type": content_type}
+    ):
+        from quart import request
+
+        form = await request.form
+        return list(form.items(multi=True))
+
+
+@before_storage
+@pytest.mark.parametrize(("content_type", "body"), BODIES)
+async def test_a_form_is_read_as_quarts_own_parser_reads_it(
+    app: QuartTrio, content_type: str, body: bytes
+) -> None:
+    plain = QuartTrio("plain")
+
+    assert await _fields(app, content_type, body) == await _fields(plain, content_type, body)
+
+
+@before_storage
+async def test_the_form_is_parsed_once_and_kept(app: QuartTrio) -> None:
+    async with app.test_request_context(
+        "/oauth/token", method="POST", data=b"a=1", headers={"Content-Type": URL_ENCODED}
+    ):
+        from quart import request
+
+        first = await request.form
+        assert await request.form is first
+        assert list((await request.files).items()) == []
+        assert await request.get_data() == b"a=1"
