@@ -36,8 +36,8 @@ BODIES = [
     pytest.param(
         MULTIPART,
         (
-            f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n"
-            f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n2\r\n"
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n'
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="a"\r\n\r\n2\r\n'
             f"--{BOUNDARY}--\r\n"
         ).encode(),
         id="multipart",

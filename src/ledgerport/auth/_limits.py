@@ -273,9 +273,10 @@ class SlidingWindow:
             hits.popleft()
         return hits
 
-    def retry_after(self, key: Hashable) -> int | None:
-        """Seconds until ``key`` may hit again, or None when it may hit now."""
-        now = self._clock.now()
+    def retry_after(self, key: Hashable, now: float | None = None) -> int | None:
+        """Seconds until ``key`` may hit again, or None when it may hit now (at ``now``, the
+        clock's by default)."""
+        now = self._clock.now() if now is None else now
         hits = self._recent(key, now)
         if len(hits) < self.limit:
             return None
@@ -283,12 +284,16 @@ class SlidingWindow:
         # counted regardless of room took it past the limit).
         return ceil_seconds(hits[len(hits) - self.limit] + self.window - now)
 
-    def hit(self, key: Hashable) -> None:
-        now = self._clock.now()
+    def hit(self, key: Hashable, now: float | None = None) -> None:
+        now = self._clock.now() if now is None else now
         self._recent(key, now).append(now)
         self._since_sweep += 1
         if self._since_sweep >= _SWEEP_EVERY:
             self._sweep(now)
+
+    def standing(self, key: Hashable, now: float) -> Standing:
+        """The limit, what remains of it and the seconds until every hit has left, at ``now``."""
+        return Standing(self.limit, self.remaining(key, now), self.reset_in(key, now))
 
     def take(self, key: Hashable) -> int | None:
         """Count a hit if allowed; answers None when counted, else the seconds to wait."""
@@ -297,12 +302,13 @@ class SlidingWindow:
             self.hit(key)
         return wait
 
-    def remaining(self, key: Hashable) -> int:
-        return max(0, self.limit - len(self._recent(key, self._clock.now())))
+    def remaining(self, key: Hashable, now: float | None = None) -> int:
+        now = self._clock.now() if now is None else now
+        return max(0, self.limit - len(self._recent(key, now)))
 
-    def reset_in(self, key: Hashable) -> int:
+    def reset_in(self, key: Hashable, now: float | None = None) -> int:
         """Seconds until every hit of ``key`` has left the window (0 when none is counted)."""
-        now = self._clock.now()
+        now = self._clock.now() if now is None else now
         hits = self._recent(key, now)
         return 0 if not hits else ceil_seconds(hits[-1] + self.window - now)
 
@@ -373,35 +379,32 @@ class MemoryRateLimiter(InTurn):
             )
         return lockout
 
-    def _refusal(self, budgets: tuple[Budget, ...]) -> tuple[catalog.RateLimit | None, int]:
+    def _refusal(
+        self, budgets: tuple[Budget, ...], now: float
+    ) -> tuple[catalog.RateLimit | None, int]:
         """The first budget without room and the wait until all have room (None, 0 if none)."""
         refused_by: catalog.RateLimit | None = None
         retry_after = 0
         for budget in budgets:
-            wait = self._window(budget.limit).retry_after(budget.key)
+            wait = self._window(budget.limit).retry_after(budget.key, now)
             if wait is not None:
                 refused_by = refused_by or budget.limit
                 retry_after = max(retry_after, wait)
         return refused_by, retry_after
 
-    def _standings(self, budgets: tuple[Budget, ...]) -> tuple[Standing, ...]:
-        standings = []
-        for budget in budgets:
-            window = self._window(budget.limit)
-            standings.append(
-                Standing(window.limit, window.remaining(budget.key), window.reset_in(budget.key))
-            )
-        return tuple(standings)
-
     async def take(self, *budgets: Budget) -> Verdict:
-        refused_by, retry_after = self._refusal(budgets)
+        # One reading of the clock for the whole take: each budget decided, counted and
+        # described at the same instant.
+        now = self._clock.now()
+        refused_by, retry_after = self._refusal(budgets, now)
         if refused_by is None:
             for budget in budgets:
-                self._window(budget.limit).hit(budget.key)
-        return Verdict(refused_by, retry_after, self._standings(budgets))
+                self._window(budget.limit).hit(budget.key, now)
+        standings = tuple(self._window(b.limit).standing(b.key, now) for b in budgets)
+        return Verdict(refused_by, retry_after, standings)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
-        refused_by, retry_after = self._refusal(budgets)
+        refused_by, retry_after = self._refusal(budgets, self._clock.now())
         return None if refused_by is None else retry_after
 
     async def hit(self, *budgets: Budget) -> None:

@@ -15,6 +15,7 @@ buckets are numbered by it, never by the database's clock.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -171,9 +172,11 @@ def _beside(lookup: Lookup) -> str:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def _after_parameters(sql: str, count: int) -> str:
     """``sql`` (this module's own, with no ``$`` but its parameters') with each ``$n`` made
-    ``$(n + count)``: its parameters placed after ``count`` others."""
+    ``$(n + count)``: its parameters placed after ``count`` others. Kept: the texts are this
+    module's, a few per kind of lookup, and the rewrite is made for every request counted."""
     return re.sub(r"\$(\d+)", lambda m: f"${int(m.group(1)) + count}", sql)
 
 

@@ -123,7 +123,7 @@ class CheckedRequest(TrioRequest):
         if self._form is not None or self.mimetype not in _URL_ENCODED:
             await super()._load_form_data()
             return
-        raw = await self.get_data()
+        raw = await self.get_data(cache=True, as_text=False, parse_form_data=False)
         try:
             pairs = parse_qsl(raw.decode(), keep_blank_values=True)
         except ValueError:
