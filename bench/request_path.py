@@ -4,7 +4,7 @@ from a bulk import to signed deliveries against a bare httpx client, in one run 
 Usage::
 
     .venv/bin/python bench/request_path.py [--backend sqlite|postgres|both] [--n N]
-        [--rounds R] [--invoices I]
+        [--rounds R] [--slices S] [--invoices I]
 
 For each store a ``ledgerport serve`` process starts (tests/e2e/served.py: SQLite in a
 temporary directory, PostgreSQL in a scratch database dropped afterwards), with loopback as a
@@ -13,8 +13,12 @@ address (``X-Forwarded-For``, 256 of them), and ``LEDGERPORT_RATE_LIMIT_FACTOR=1
 limit is still counted, as in production, and none refuses. Sixteen tenants (an app installed in
 a business each) are provisioned through the operator API, one per worker.
 
-1. **Tokens** (16 requests in flight, ``--n`` requests of each, ``--rounds`` rounds, the four
-   kinds one after another in each round so the machine's load falls on all alike):
+1. **Tokens** (16 requests in flight, ``--n`` requests of each, ``--rounds`` rounds). In each
+   round every kind's requests are sent in ``--slices`` parts (10 by default), the kinds taking
+   turns part by part, and a kind's rate is its requests over the sum of its parts' times: a
+   stall or another program's burst during the round falls on every kind alike instead of on
+   the one kind that happened to run then (``--slices 1`` sends each kind's requests at once,
+   one kind after another, as the figures before this measured):
 
    - ``healthz``: ``GET /healthz`` (one statement, no authentication): the baseline;
    - ``introspection``: ``POST /oauth/introspect`` of the worker's access token, with the
@@ -98,23 +102,32 @@ def _address(i: int) -> dict[str, str]:
     return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
 
 
-async def _rate(n: int, send: Callable[[int, int], Awaitable[httpx.Response]]) -> float:
-    """Requests a second of ``n`` calls ``send(worker, i)`` with IN_FLIGHT in flight; every
-    answer must be a success."""
-    counter = itertools.count()
+async def _elapsed(
+    n: int, send: Callable[[int, int], Awaitable[httpx.Response]], first: int = 0
+) -> float:
+    """Seconds taken by ``n`` calls ``send(worker, i)`` (``i`` from ``first``) with IN_FLIGHT
+    in flight; every answer must be a success."""
+    counter = itertools.count(first)
 
     async def worker(index: int) -> None:
-        while (i := next(counter)) < n:
+        while (i := next(counter)) < first + n:
             answer(await send(index, i))
 
     started = time.perf_counter()
     async with trio.open_nursery() as nursery:
         for index in range(IN_FLIGHT):
             nursery.start_soon(worker, index)
-    return n / (time.perf_counter() - started)
+    return time.perf_counter() - started
 
 
-async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int, kinds: list[str]) -> None:
+async def _rate(n: int, send: Callable[[int, int], Awaitable[httpx.Response]]) -> float:
+    """Requests a second of ``n`` calls ``send(worker, i)`` with IN_FLIGHT in flight."""
+    return n / await _elapsed(n, send)
+
+
+async def tokens(
+    base: str, tenants: list[Tenant], n: int, rounds: int, kinds: list[str], slices: int
+) -> None:
     refresh_tokens = [tenant.refresh_token for tenant in tenants]
     access_tokens = [tenant.access_token for tenant in tenants]
     """Each worker's live pair: a refresh revokes the access token issued with the old one."""
@@ -167,19 +180,26 @@ async def tokens(base: str, tenants: list[Tenant], n: int, rounds: int, kinds: l
 
         for warm in (healthz, introspect):
             await _rate(IN_FLIGHT * 4, warm)
+        sends = {
+            "healthz": healthz,
+            "introspection": introspect,
+            "refresh": rotate,
+            "exchange": exchange,
+        }
+        measured = [kind for kind in KINDS if kind in kinds]
         for _ in range(rounds):
-            for kind, send in (
-                ("healthz", healthz),
-                ("introspection", introspect),
-                ("refresh", rotate),
-                ("exchange", exchange),
-            ):
-                if kind not in kinds:
-                    continue
-                if kind == "exchange":
-                    # Workers take requests as they come: give each enough session tokens.
-                    await make_sessions(n + IN_FLIGHT * IN_FLIGHT)
-                table.setdefault(kind, []).append(await _rate(n, send))
+            if "exchange" in measured:
+                # Workers take requests as they come: give each enough session tokens.
+                await make_sessions(n + IN_FLIGHT * IN_FLIGHT)
+            # Each kind's n requests in ``slices`` parts, the kinds taking turns: whatever
+            # else the machine does during the round falls on every kind alike.
+            seconds = dict.fromkeys(measured, 0.0)
+            for part in range(slices):
+                first, size = n * part // slices, n * (part + 1) // slices - n * part // slices
+                for kind in measured:
+                    seconds[kind] += await _elapsed(size, sends[kind], first)
+            for kind in measured:
+                table.setdefault(kind, []).append(n / seconds[kind])
     say(f"   {'request':<14} " + " ".join(f"{'round ' + str(r + 1):>18}" for r in range(rounds)))
     for kind, rates in table.items():
         cells = [
@@ -302,7 +322,7 @@ async def _run_served(
             # The server builds its OpenAPI document in a worker thread as it starts (seconds of
             # CPU): asking for it waits until that is done, so it does not slow the first round.
             answer(await http.get("/openapi.json", timeout=120))
-        await tokens(node.base, tenants, args.n, args.rounds, args.kinds)
+        await tokens(node.base, tenants, args.n, args.rounds, args.kinds, args.slices)
         if args.no_pipeline:
             return
         await pipeline(node.base, importer, store["LEDGERPORT_DATABASE_URL"], args.invoices)
@@ -326,6 +346,13 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--n", type=int, default=2000, help="requests of each kind a round")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the four kinds")
+    parser.add_argument(
+        "--slices",
+        type=int,
+        default=10,
+        help="parts each kind's requests of a round are sent in, the kinds taking turns"
+        " (1: each kind's requests all at once, one kind after another)",
+    )
     parser.add_argument("--invoices", type=int, default=3000, help="invoices of the pipeline")
     parser.add_argument(
         "--kinds",
@@ -341,6 +368,8 @@ def parse() -> argparse.Namespace:
         parser.error("--n must be 100..20000")
     if not 1 <= args.rounds <= 10:
         parser.error("--rounds must be 1..10")
+    if not 1 <= args.slices <= 100 or args.slices > args.n:
+        parser.error("--slices must be 1..100 and at most --n")
     if not 200 <= args.invoices <= 30000:
         parser.error("--invoices must be 200..30000")
     return args
