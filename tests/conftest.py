@@ -55,8 +55,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     The suite starts ledgerport in many processes (served instances, sandboxes, commands). With
     ``PYTHONDONTWRITEBYTECODE`` set, as some machines and containers have it, none of them writes
-    the bytecode it compiles, so each compiled every module again: seconds of CPU per process on
-    two cores. Files already compiled and unchanged are not compiled again."""
+    the bytecode it compiles, so each compiled every module again: about 0.15 s of CPU for a
+    served process's imports alone (1.3 s instead of 1.15 s), several times that beside the rest
+    of the suite on two cores. Files already compiled and unchanged are not compiled again."""
     config.addinivalue_line(
         "markers", "redis: needs the Redis server named by LEDGERPORT_TEST_REDIS"
     )
