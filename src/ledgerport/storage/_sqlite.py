@@ -594,8 +594,7 @@ class SqliteStore:
             self._conn.execute("ROLLBACK")
 
     async def ping(self) -> None:
-        async with self._turns.turn():
-            await self._inline(self._conn.execute, "SELECT 1")
+        await self._read(_fetchrow, "SELECT 1", ())
 
     async def schema_version(self) -> int:
         async with self._turns.turn():
