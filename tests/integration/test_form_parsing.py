@@ -77,3 +77,50 @@ async def test_the_form_is_parsed_once_and_kept(app: QuartTrio) -> None:
         assert await request.form is first
         assert list((await request.files).items()) == []
         assert await request.get_data() == b"a=1"
+
+
+@before_storage
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/oauth/introspect"),
+        ("GET", "/invoices"),
+        ("GET", "/healthz"),
+        ("GET", "/no/such/route"),
+    ],
+)
+async def test_a_requests_blueprints_are_quarts(app: QuartTrio, method: str, path: str) -> None:
+    """The request class answers its blueprint chain from a cache of split names; it must be
+    what quart's own property answers, for a route in a blueprint, one outside any, and none."""
+    from quart_trio.wrappers import TrioRequest
+
+    async with app.test_request_context(path, method=method):
+        from quart import request
+
+        quarts = TrioRequest.blueprints.fget(request)  # type: ignore[attr-defined]
+        assert request.blueprints == quarts
+        assert request.blueprints == quarts, "asked again, from the kept chain"
+
+
+@before_storage
+async def test_a_nested_blueprints_chain_is_quarts(app: QuartTrio) -> None:
+    """A blueprint inside another (``outer.inner``) answers both names, nearest first."""
+    from quart import Blueprint
+    from quart_trio.wrappers import TrioRequest
+
+    inner, outer = Blueprint("inner", __name__), Blueprint("outer", __name__)
+
+    @inner.get("/nested")
+    async def nested() -> str:
+        return "ok"
+
+    outer.register_blueprint(inner)
+    plain = QuartTrio("plain")
+    plain.request_class = app.request_class
+    plain.register_blueprint(outer)
+    async with plain.test_request_context("/nested"):
+        from quart import request
+
+        assert type(request._get_current_object()) is app.request_class  # type: ignore[attr-defined]
+        assert request.blueprints == ["outer.inner", "outer"]
+        assert request.blueprints == TrioRequest.blueprints.fget(request)  # type: ignore[attr-defined]

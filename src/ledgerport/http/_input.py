@@ -14,6 +14,7 @@ and are not looked at.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -108,6 +109,16 @@ _URL_ENCODED = frozenset({"application/x-www-form-urlencoded", "application/x-ur
 """The form types quart parses as a query string."""
 
 
+@functools.lru_cache(maxsize=64)
+def _blueprint_chain(name: str) -> tuple[str, ...]:
+    """``name`` and the names of its parent blueprints, nearest first (``a.b.c``, ``a.b``,
+    ``a``). Kept: the names are the application's own blueprints, a handful."""
+    chain = [name]
+    while "." in chain[-1]:
+        chain.append(chain[-1].rpartition(".")[0])
+    return tuple(chain)
+
+
 class CheckedRequest(TrioRequest):
     """The application's request: its form fields and its JSON body refuse NUL as they are
     parsed, whichever route reads them."""
@@ -131,6 +142,14 @@ class CheckedRequest(TrioRequest):
         _refuse_nul_in_pairs(pairs, "form field")
         self._form = self.parameter_storage_class(pairs)
         self._files = self.parameter_storage_class()
+
+    @property
+    def blueprints(self) -> list[str]:
+        """The matched endpoint's blueprint and its parents, nearest first, as quart's property
+        answers them; the chain of each name split once (quart asks for it several times a
+        request, splitting it again each time)."""
+        name = self.blueprint
+        return [] if name is None else list(_blueprint_chain(name))
 
     async def get_json(self, force: bool = False, silent: bool = False, cache: bool = True) -> Any:
         parsed = await super().get_json(force=force, silent=silent, cache=cache)
