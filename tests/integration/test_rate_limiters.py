@@ -476,7 +476,7 @@ async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
 async def test_the_database_counts_as_the_counters_in_python_do(
     asyncio_loop: object, clock: FrozenClock
 ) -> None:
-    """``ledgerport_count_limits`` (PostgreSQL, migration 0023) against the same counting in
+    """``ledgerport_count_limits`` (PostgreSQL, migration 0024) against the same counting in
     Python (``BucketCount``, what the limiter does over SQLite): a seeded run of takes, hits and
     looks at several budgets at once, with the clock moved on and off the buckets' boundaries,
     answers the same verdicts, standings and waits on both."""
@@ -511,6 +511,41 @@ async def test_the_database_counts_as_the_counters_in_python_do(
                         await limiter.retry_after(*chosen) for limiter in (in_sql, in_python)
                     ]
                 assert answers[0] == answers[1], (step, action, chosen)
+
+
+@pytest.mark.postgres
+async def test_a_count_writes_each_row_it_finds_once(asyncio_loop: object) -> None:
+    """``ledgerport_count_limits`` (migration 0024) locks a row that exists by reading it, so a
+    call writes one row version per budget (its new state), where an upsert's dummy update made
+    two; a missing row is inserted, then written with its state."""
+    call = (
+        "SELECT ledgerport_count_limits('take', $1, 60, $2::text[], $3::text[],"
+        " $4::int[], $5::float8[])"
+    )
+    names = ["test-once-a", "test-once-b"]
+    args = (names, ["k", "k"], [100, 100], [60.0, 60.0])
+    changes = (
+        "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'rate_limits'"
+    )
+    async with AsyncExitStack() as stack:
+        url = await stack.enter_async_context(fresh_database())
+        store = await _migrated(await stack.enter_async_context(open_postgres(url, max_size=2)))
+        seen = []
+        for now in (1000.0, 1000.5, 1003.0):
+            async with store.transaction() as tx:
+                # Counted since the transaction began (what the session has yet to report is
+                # included, so the difference is taken).
+                before = await tx.fetchrow(changes)
+                await tx.fetchval(call, now, *args)
+                after = await tx.fetchrow(changes)
+                assert before is not None
+                assert after is not None
+                seen.append(tuple(after[c] - before[c] for c in ("n_tup_ins", "n_tup_upd")))
+        assert seen == [(2, 2), (0, 2), (0, 2)]
+        states = await store.autocommit.fetch(
+            "SELECT state FROM rate_limits WHERE budget = ANY($1::text[]) ORDER BY budget", names
+        )
+        assert [row["state"] for row in states] == ["[[1000,1],[1001,1],[1003,1]]"] * 2
 
 
 def noting(key: str) -> auth.Lookup:

@@ -274,8 +274,8 @@ class StoreRateLimiter:
         *,
         always: bool,
     ) -> Verdict:
-        """The same counting in one statement (``ledgerport_count_limits``, migrations 0017
-        and 0023): one round trip instead of a transaction's four."""
+        """The same counting in one statement (``ledgerport_count_limits``, migrations 0017,
+        0023 and 0024): one round trip instead of a transaction's four."""
         answer = await self._store.autocommit.fetchval(
             "SELECT ledgerport_count_limits($1, $2, $3, $4, $5, $6, $7)",
             "hit" if always else "take",

@@ -1,0 +1,2 @@
+-- PostgreSQL's 0024 makes its shared rate-limit counters write each row once a call; SQLite
+-- counts a process's limits in memory and has nothing to change.
