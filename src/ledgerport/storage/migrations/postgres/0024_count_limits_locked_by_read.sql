@@ -4,8 +4,8 @@
 -- exists (every busy key's, at a steady load) got a new row version to lock it, then another
 -- with its new state. Here a row that exists is locked by a read (SELECT ... FOR UPDATE), which
 -- makes no row version, and only a missing one is made by the upsert. Half the dead versions
--- a call leaves, and less pruning of the pages the busy keys' rows live on. Counted with 8 in
--- flight against one local PostgreSQL, two budgets a call over 4,096 and 256 keys whose
+-- a call leaves, and less pruning of the pages the busy keys' rows live on. Counted by four
+-- clients against one local PostgreSQL, two budgets a call over 4,096 and 256 keys whose
 -- states fill their windows (docs/performance.md): about a tenth more calls a second.
 --
 -- The rows are still locked in (budget, key) order (one at a time here, in a loop), so two
