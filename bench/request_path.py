@@ -28,7 +28,8 @@ a business each) are provisioned through the operator API, one per worker.
    - ``exchange``: RFC 8693 token exchange of a session token, created beforehand (outside the
      timing, as an embedded app gets one from the host page).
 
-   Each figure is requests a second and the ratio to the same round's ``healthz``.
+   Each figure is requests a second and the ratio to the same round's ``healthz``; the last
+   column is the median of a kind's ratios over the rounds.
 
 2. **Pipeline**: one tenant with one webhook subscribed to ``invoice.created`` (the engine
    sends up to 8 attempts to it at once) and a receiver on loopback answering 200 at once;
@@ -200,12 +201,19 @@ async def tokens(
                     seconds[kind] += await _elapsed(size, sends[kind], first)
             for kind in measured:
                 table.setdefault(kind, []).append(n / seconds[kind])
-    say(f"   {'request':<14} " + " ".join(f"{'round ' + str(r + 1):>18}" for r in range(rounds)))
+    say(
+        f"   {'request':<14} "
+        + " ".join(f"{'round ' + str(r + 1):>18}" for r in range(rounds))
+        + f" {'median':>8}"
+    )
     for kind, rates in table.items():
-        cells = [
-            f"{rate:7.0f}/s {rate / table['healthz'][r]:6.2f}x" for r, rate in enumerate(rates)
-        ]
-        say(f"   {kind:<14} " + " ".join(f"{cell:>18}" for cell in cells))
+        ratios = [rate / table["healthz"][r] for r, rate in enumerate(rates)]
+        cells = [f"{rate:7.0f}/s {ratio:6.2f}x" for rate, ratio in zip(rates, ratios, strict=True)]
+        say(
+            f"   {kind:<14} "
+            + " ".join(f"{cell:>18}" for cell in cells)
+            + f" {statistics.median(ratios):7.2f}x"
+        )
 
 
 async def bare(receiver: Sink, n: int, size: int) -> float:
