@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from quart import request
+from quart.helpers import _split_blueprint_path
 from quart.wrappers import Body
 from quart_trio.formparser import TrioFormDataParser
 from quart_trio.wrappers import TrioRequest
@@ -112,11 +113,9 @@ _URL_ENCODED = frozenset({"application/x-www-form-urlencoded", "application/x-ur
 @functools.lru_cache(maxsize=64)
 def _blueprint_chain(name: str) -> tuple[str, ...]:
     """``name`` and the names of its parent blueprints, nearest first (``a.b.c``, ``a.b``,
-    ``a``). Kept: the names are the application's own blueprints, a handful."""
-    chain = [name]
-    while "." in chain[-1]:
-        chain.append(chain[-1].rpartition(".")[0])
-    return tuple(chain)
+    ``a``), split by quart's own helper and kept (as a tuple, so no caller can change it): the
+    names are the application's own blueprints, a handful."""
+    return tuple(_split_blueprint_path(name))
 
 
 class CheckedRequest(TrioRequest):
