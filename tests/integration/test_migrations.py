@@ -426,3 +426,34 @@ async def test_sqlite_migration_leaving_a_dangling_reference_fails(tmp_path: Pat
             async with store.transaction() as tx:
                 count = await tx.fetchval("SELECT COUNT(*) FROM installations")
     assert count == 0
+
+
+@pytest.mark.parametrize(
+    ("state", "hits"),
+    [
+        ("[[1000,1],[1001,3],[1004,2]]", "[1000,1,3,0,0,2]"),
+        ("[[77,5]]", "[77,5]"),
+    ],
+)
+async def test_the_dense_counts_migration_keeps_every_counts_hits(
+    empty_store: Store, state: str, hits: str
+) -> None:
+    """Migration 0025: a count kept as (bucket, hits) pairs in ``state`` is the same count in
+    ``hits``, dense (empty buckets between as zeros), and ``state`` is left empty (what a
+    process of the previous version reads as no count); a lockout's state is not touched."""
+    lockout = '{"failures": [1000.5], "until": 0.0}'
+    with trio.fail_after(TIMEOUT):
+        await _migrate_up_to(empty_store, 24)
+        async with empty_store.transaction() as tx:
+            await tx.executemany(
+                "INSERT INTO rate_limits (budget, key, state, expires_at) VALUES ($1, $2, $3, $4)",
+                [("count", "k", state, 1100.0), ("lockout", "k", lockout, 1200.0)],
+            )
+        await empty_store.migrate()
+        rows = await empty_store.autocommit.fetch(
+            "SELECT budget, state, hits, expires_at FROM rate_limits ORDER BY budget"
+        )
+    assert [tuple(row.values()) for row in rows] == [
+        ("count", "", hits, 1100.0),
+        ("lockout", lockout, "", 1200.0),
+    ]

@@ -476,10 +476,11 @@ async def test_a_limiter_in_postgresql_reads_in_the_statement_that_counts(
 async def test_the_database_counts_as_the_counters_in_python_do(
     asyncio_loop: object, clock: FrozenClock
 ) -> None:
-    """``ledgerport_count_limits`` (PostgreSQL, migration 0024) against the same counting in
+    """``ledgerport_count_limits`` (PostgreSQL, migration 0025) against the same counting in
     Python (``BucketCount``, what the limiter does over SQLite): a seeded run of takes, hits and
     looks at several budgets at once, with the clock moved on and off the buckets' boundaries,
-    answers the same verdicts, standings and waits on both."""
+    answers the same verdicts, standings and waits on both, and leaves the same rows: each
+    count's dense hits (empty buckets between kept as zeros) and the time it stops counting."""
     rng = random.Random(2026)
     limits = [
         catalog.RateLimit("test-equal-three", 3, 60, "ip"),
@@ -511,13 +512,23 @@ async def test_the_database_counts_as_the_counters_in_python_do(
                         await limiter.retry_after(*chosen) for limiter in (in_sql, in_python)
                     ]
                 assert answers[0] == answers[1], (step, action, chosen)
+            rows = [
+                await store.autocommit.fetch(
+                    "SELECT budget, key, state, hits, expires_at FROM rate_limits"
+                    " ORDER BY budget, key"
+                )
+                for store in (postgres, sqlite)
+            ]
+        assert rows[0] == rows[1]
+        assert rows[0], "counts still kept (the sweep deletes only those that stopped counting)"
+        assert any(",0," in row["hits"] for row in rows[0]), "a count with an empty bucket"
 
 
 @pytest.mark.postgres
 async def test_a_count_writes_each_row_it_finds_once(asyncio_loop: object) -> None:
-    """``ledgerport_count_limits`` (migration 0024) locks a row that exists by reading it, so a
-    call writes one row version per budget (its new state), where an upsert's dummy update made
-    two; a missing row is inserted, then written with its state."""
+    """``ledgerport_count_limits`` (migrations 0024 and 0025) locks a row that exists by
+    reading it, so a call writes one row version per budget (its new hits), where an upsert's
+    dummy update made two; a missing row is inserted, then written with its hits."""
     call = (
         "SELECT ledgerport_count_limits('take', $1, 60, $2::text[], $3::text[],"
         " $4::int[], $5::float8[])"
@@ -542,10 +553,53 @@ async def test_a_count_writes_each_row_it_finds_once(asyncio_loop: object) -> No
                 assert after is not None
                 seen.append(tuple(after[c] - before[c] for c in ("n_tup_ins", "n_tup_upd")))
         assert seen == [(2, 2), (0, 2), (0, 2)]
-        states = await store.autocommit.fetch(
-            "SELECT state FROM rate_limits WHERE budget = ANY($1::text[]) ORDER BY budget", names
+        rows = await store.autocommit.fetch(
+            "SELECT state, hits FROM rate_limits WHERE budget = ANY($1::text[]) ORDER BY budget",
+            names,
         )
-        assert [row["state"] for row in states] == ["[[1000,1],[1001,1],[1003,1]]"] * 2
+        assert [tuple(row.values()) for row in rows] == [("", "[1000,1,1,0,1]")] * 2
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def test_a_count_keeps_its_hits_dense_from_its_first_bucket_with_hits(
+    kind: str, asyncio_loop: object, clock: FrozenClock
+) -> None:
+    """A row's ``hits`` (migration 0025), written by the function on PostgreSQL and in Python
+    on SQLite: the first bucket with hits, then every bucket's hits up to the newest, empty
+    ones as zeros. Buckets that left the window are dropped, and so are the empty ones that
+    would then lead; a hit from a clock behind the others' goes in its older bucket, before the
+    first when it is older than that."""
+    budget = Budget(catalog.RateLimit("test-dense", 40, 60, "ip"), ("192.0.2.1",))
+    keyring = auth.Keyring(secrets.token_urlsafe(32))
+    gap = ",0" * 57
+    steps = [
+        (1000.0, "[1000,1]"),
+        (1001.5, "[1000,1,0,1]"),
+        (1003.0, "[1000,1,0,1,1]"),
+        # Bucket 1000 has left the window and 1001, empty, would lead.
+        (1060.5, f"[1002,1,1{gap},1]"),
+        (1001.7, f"[1002,2,1{gap},1]"),
+        (1000.2, f"[1001,1,2,1{gap},1]"),
+        (998.9, f"[999,1,0,1,2,1{gap},1]"),
+    ]
+    async with AsyncExitStack() as stack:
+        if kind == "sqlite":
+            store = await stack.enter_async_context(open_test_store("sqlite"))
+        else:
+            url = await stack.enter_async_context(fresh_database())
+            store = await _migrated(await stack.enter_async_context(open_postgres(url, max_size=2)))
+        limiter = auth.StoreRateLimiter(store, clock, keyring)
+        seen = []
+        with trio.fail_after(TIMEOUT):
+            for now, _ in steps:
+                clock.set(now)
+                assert (await limiter.take(budget)).allowed
+                seen.append(
+                    await store.autocommit.fetchval(
+                        "SELECT hits FROM rate_limits WHERE budget = 'test-dense'"
+                    )
+                )
+    assert seen == [hits for _, hits in steps]
 
 
 def noting(key: str) -> auth.Lookup:

@@ -6,7 +6,8 @@ counts while any part of it lies inside the window. So no sliding window ever ho
 limit, and a hit is forgotten between ``window`` and ``window + window / LIMIT_BUCKETS`` seconds
 after it was made instead of exactly ``window``: a refused caller waits at most one bucket longer
 than an exact window would make it, and Retry-After and RateLimit-Reset are at most that much
-later. Lockouts keep the times of their last failures, so they count exactly.
+later. A row keeps a count's buckets dense in its ``hits`` column (``dense_hits``). Lockouts
+keep the times of their last failures in ``state``, so they count exactly.
 
 Keys are stored as keyed hashes (IPs, client and user ids never reach the table) under the
 root key, which every process of a deployment shares. Time comes from the injected clock: the
@@ -94,6 +95,26 @@ class BucketCount:
     def expires_at(self) -> float:
         """When nothing of this count counts any more."""
         return self.hits[-1][0] * self.width + self.window if self.hits else self.now
+
+
+def dense_hits(hits: Sequence[tuple[int, int]]) -> str:
+    """(bucket, hits) pairs, oldest first, as a row's ``hits`` keeps them: the first bucket,
+    then its hits and those of every bucket after it up to the newest (0 for a bucket without
+    any), as JSON; ``ledgerport_count_limits`` (migration 0025) writes the same text."""
+    if not hits:
+        return "[]"
+    first = hits[0][0]
+    counts = [0] * (hits[-1][0] - first + 1)
+    for index, n in hits:
+        counts[index - first] = n
+    return json.dumps([first, *counts], separators=(",", ":"))
+
+
+def hits_of(stored: str) -> list[tuple[int, int]]:
+    """The (bucket, hits) pairs of a row's ``hits`` (``dense_hits``), oldest first; none for
+    an empty text."""
+    dense = json.loads(stored) if stored else []
+    return [(dense[0] + i, n) for i, n in enumerate(dense[1:]) if n]
 
 
 def refusal(counts: Sequence[BucketCount], budgets: Sequence[Budget]) -> Verdict | None:
@@ -197,32 +218,37 @@ class StoreRateLimiter:
     def _key(self, name: str, key: tuple[str, ...]) -> str:
         return stored_key(self._keyring, name, key)
 
-    async def _lock_rows(self, tx: Transaction, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
-        """The stored states of ``keys`` (budget, key), rows created and locked for this
-        transaction. The dummy update is what takes the lock of a row that already exists."""
+    async def _lock_rows(
+        self, tx: Transaction, keys: Sequence[tuple[str, str]], column: str
+    ) -> dict[Any, str]:
+        """The stored ``column`` (``hits`` for a count, ``state`` for a lockout) of ``keys``
+        (budget, key), rows created and locked for this transaction. The dummy update is what
+        takes the lock of a row that already exists."""
         ordered = sorted(set(keys))
         values = ", ".join(f"(${2 * i + 1}, ${2 * i + 2}, '', 0)" for i in range(len(ordered)))
         rows = await tx.fetch(
             f"INSERT INTO rate_limits (budget, key, state, expires_at) VALUES {values}"
             " ON CONFLICT (budget, key) DO UPDATE SET budget = excluded.budget"
-            " RETURNING budget, key, state",
+            f" RETURNING budget, key, {column}",
             *[part for pair in ordered for part in pair],
         )
-        return {(row["budget"], row["key"]): row["state"] for row in rows}
+        return {(row["budget"], row["key"]): row[column] for row in rows}
 
-    async def _read_rows(self, reader: Reader, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
+    async def _read_hits(self, reader: Reader, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
         where = " OR ".join(
             f"(budget = ${2 * i + 1} AND key = ${2 * i + 2})" for i in range(len(keys))
         )
         rows = await reader.fetch(
-            f"SELECT budget, key, state FROM rate_limits WHERE {where}",
+            f"SELECT budget, key, hits FROM rate_limits WHERE {where}",
             *[part for pair in keys for part in pair],
         )
-        return {(row["budget"], row["key"]): row["state"] for row in rows}
+        return {(row["budget"], row["key"]): row["hits"] for row in rows}
 
-    async def _write(self, tx: Transaction, rows: Sequence[tuple[str, str, str, float]]) -> None:
+    async def _write(
+        self, tx: Transaction, column: str, rows: Sequence[tuple[str, str, str, float]]
+    ) -> None:
         await tx.executemany(
-            "UPDATE rate_limits SET state = $3, expires_at = $4 WHERE budget = $1 AND key = $2",
+            f"UPDATE rate_limits SET {column} = $3, expires_at = $4 WHERE budget = $1 AND key = $2",
             rows,
         )
 
@@ -233,11 +259,11 @@ class StoreRateLimiter:
     def _counts(
         budgets: Sequence[Budget],
         keys: Sequence[tuple[str, str]],
-        states: dict[Any, str],
+        stored: dict[Any, str],
         now: float,
     ) -> list[BucketCount]:
         return [
-            BucketCount(b.limit, json.loads(states.get(k) or "[]"), now)
+            BucketCount(b.limit, hits_of(stored.get(k, "")), now)
             for b, k in zip(budgets, keys, strict=True)
         ]
 
@@ -249,15 +275,16 @@ class StoreRateLimiter:
             await self._sweep(now)
             return verdict
         async with self._store.transaction() as tx:
-            counts = self._counts(budgets, keys, await self._lock_rows(tx, keys), now)
+            counts = self._counts(budgets, keys, await self._lock_rows(tx, keys, "hits"), now)
             refused = None if always else refusal(counts, budgets)
             if refused is None:
                 for count in counts:
                     count.add()
                 await self._write(
                     tx,
+                    "hits",
                     [
-                        (name, key, json.dumps(count.hits), count.expires_at())
+                        (name, key, dense_hits(count.hits), count.expires_at())
                         for (name, key), count in zip(keys, counts, strict=True)
                     ],
                 )
@@ -275,7 +302,7 @@ class StoreRateLimiter:
         always: bool,
     ) -> Verdict:
         """The same counting in one statement (``ledgerport_count_limits``, migrations 0017,
-        0023 and 0024): one round trip instead of a transaction's four."""
+        0023, 0024 and 0025): one round trip instead of a transaction's four."""
         answer = await self._store.autocommit.fetchval(
             "SELECT ledgerport_count_limits($1, $2, $3, $4, $5, $6, $7)",
             "hit" if always else "take",
@@ -435,7 +462,7 @@ class StoreRateLimiter:
     async def retry_after(self, *budgets: Budget) -> int | None:
         now = self._clock.now()
         keys = self._keys(budgets)
-        rows = await self._read_rows(self._store.autocommit, keys)
+        rows = await self._read_hits(self._store.autocommit, keys)
         verdict = refusal(self._counts(budgets, keys, rows, now), budgets)
         return None if verdict is None else verdict.retry_after
 
@@ -459,10 +486,10 @@ class StoreRateLimiter:
         now = self._clock.now()
         stored = (rule.name, self._key(rule.name, key))
         async with self._store.transaction() as tx:
-            log = self._log(rule, (await self._lock_rows(tx, [stored]))[stored], now)
+            log = self._log(rule, (await self._lock_rows(tx, [stored], "state"))[stored], now)
             locked = log.fail()
             state = json.dumps({"failures": log.failures, "until": log.until})
-            await self._write(tx, [(*stored, state, log.expires_at())])
+            await self._write(tx, "state", [(*stored, state, log.expires_at())])
         await self._sweep(now)
         return locked
 
