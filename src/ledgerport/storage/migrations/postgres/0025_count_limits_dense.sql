@@ -6,8 +6,8 @@
 -- printed all of them with their ten-digit numbers, about a kilobyte per budget: a call cost
 -- about half as much again once busy keys' windows had filled. Dense, the same count is about
 -- 130 bytes. Counted by four clients against one local PostgreSQL, two budgets a call over
--- 4,096 and 256 keys, 90 s runs (windows full after the first minute): 8,484 and 8,752 calls
--- a second with pairs, 10,801 and 9,451 dense (docs/performance.md).
+-- 4,096 and 256 keys, 90 s runs alternated (windows full after the first minute): 8,484 and
+-- 8,752 calls a second with pairs, 10,801 and 9,451 dense (docs/performance.md).
 --
 -- A column of its own, so that a process of the previous version still serving while it
 -- drains reads no pairs it cannot parse: its ``retry_after`` finds ``state`` empty for the
