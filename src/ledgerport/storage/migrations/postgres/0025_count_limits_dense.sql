@@ -15,7 +15,7 @@
 -- call this function and count as the new processes do. Lockouts keep their JSON in ``state``.
 --
 -- Buckets between the first and the newest with no hits are kept as zeros (the first and the
--- newest always have hits), so a state holds at most the window's buckets, and more only
+-- newest always have hits), so a count holds at most the window's buckets and one, and more only
 -- while another process's clock runs ahead of this one's by more than a bucket.
 ALTER TABLE rate_limits ADD COLUMN hits TEXT NOT NULL DEFAULT '';
 
