@@ -560,9 +560,11 @@ async def test_a_count_writes_each_row_it_finds_once(asyncio_loop: object) -> No
         assert [tuple(row.values()) for row in rows] == [("", "[1000,1,1,0,1]")] * 2
 
 
-@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True
+)
 async def test_a_count_keeps_its_hits_dense_from_its_first_bucket_with_hits(
-    kind: str, asyncio_loop: object, clock: FrozenClock
+    backend: Backend, clock: FrozenClock
 ) -> None:
     """A row's ``hits`` (migration 0025), written by the function on PostgreSQL and in Python
     on SQLite: the first bucket with hits, then every bucket's hits up to the newest, empty
@@ -570,7 +572,6 @@ async def test_a_count_keeps_its_hits_dense_from_its_first_bucket_with_hits(
     would then lead; a hit from a clock behind the others' goes in its older bucket, before the
     first when it is older than that."""
     budget = Budget(catalog.RateLimit("test-dense", 40, 60, "ip"), ("192.0.2.1",))
-    keyring = auth.Keyring(secrets.token_urlsafe(32))
     gap = ",0" * 57
     steps = [
         (1000.0, "[1000,1]"),
@@ -582,23 +583,16 @@ async def test_a_count_keeps_its_hits_dense_from_its_first_bucket_with_hits(
         (1000.2, f"[1001,1,2,1{gap},1]"),
         (998.9, f"[999,1,0,1,2,1{gap},1]"),
     ]
-    async with AsyncExitStack() as stack:
-        if kind == "sqlite":
-            store = await stack.enter_async_context(open_test_store("sqlite"))
-        else:
-            url = await stack.enter_async_context(fresh_database())
-            store = await _migrated(await stack.enter_async_context(open_postgres(url, max_size=2)))
-        limiter = auth.StoreRateLimiter(store, clock, keyring)
-        seen = []
-        with trio.fail_after(TIMEOUT):
-            for now, _ in steps:
-                clock.set(now)
-                assert (await limiter.take(budget)).allowed
-                seen.append(
-                    await store.autocommit.fetchval(
-                        "SELECT hits FROM rate_limits WHERE budget = 'test-dense'"
-                    )
+    seen = []
+    with trio.fail_after(TIMEOUT):
+        for now, _ in steps:
+            clock.set(now)
+            assert (await backend.limiter.take(budget)).allowed
+            seen.append(
+                await backend.reader.fetchval(
+                    "SELECT hits FROM rate_limits WHERE budget = 'test-dense'"
                 )
+            )
     assert seen == [hits for _, hits in steps]
 
 
