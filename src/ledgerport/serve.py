@@ -37,6 +37,7 @@ from ledgerport.http import (
     RequestTracker,
     create_app,
     in_process_api,
+    lean_connections,
     prepare_document,
 )
 from ledgerport.ops import MemoryTrimmer, supervise, timing_collections
@@ -274,6 +275,7 @@ async def _serve_http(
     from now on."""
     for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
         sock.listen(hc.backlog)
+    lean_connections()
     try:
         await worker_serve(
             wrap_app(app, hc.wsgi_max_body_size, "asgi"),

@@ -44,3 +44,7 @@ from ._openapi import NUL_FREE as NUL_FREE
 from ._pages import page_csp as page_csp
 from ._serving import AccessLog as AccessLog
 from ._serving import ConnectionGuard as ConnectionGuard
+from ._wire import CoalescingH11Protocol as CoalescingH11Protocol
+from ._wire import IdleTimer as IdleTimer
+from ._wire import LeanTCPServer as LeanTCPServer
+from ._wire import lean_connections as lean_connections

@@ -1,0 +1,160 @@
+"""hypercorn's HTTP/1.1 connections, with less work for each request.
+
+Two costs every request paid in hypercorn, whatever the application did, and what replaces them
+(:func:`lean_connections` installs both; ``ledgerport serve`` calls it before it serves):
+
+- **A response in three sends.** hypercorn writes each event of a response to the socket as h11
+  makes it: the status line and headers, then the body, then the end of the message. An answer
+  Quart gives whole (every answer of this service: none streams) so took two socket writes and
+  a third, empty, send, each with the connection's send lock, a shielded cancel scope and a
+  turn of the event loop. :class:`CoalescingH11Protocol` holds the head until the first part of
+  the body (or the end of the message) and writes them together, and sends nothing for an end
+  that h11 frames as no bytes (a body of known length). A response that did stream would have
+  its head wait for its first part of the body, which is when a client could use it.
+- **A task for each request's idle timer.** hypercorn stops a connection's keep-alive timer as
+  a request arrives and starts it again when the response has gone, by cancelling one task and
+  starting another. :class:`IdleTimer` is one task for the connection's life whose deadline the
+  requests move.
+
+Together they were 20% of the instructions of a ``GET /healthz`` (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import h11
+import hypercorn.protocol
+import hypercorn.trio.run
+import trio
+from hypercorn.events import Event, RawData
+from hypercorn.protocol.events import Body, EndBody, Response
+from hypercorn.protocol.events import Event as StreamEvent
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import TrioSingleTask
+from hypercorn.typing import TaskGroup
+
+
+class CoalescingH11Protocol(H11Protocol):
+    """hypercorn's HTTP/1.1 protocol, writing a response's head with its first bytes after."""
+
+    _held: bytes = b""
+    """The head of the response being sent, not yet written."""
+
+    async def stream_send(self, event: StreamEvent) -> None:
+        if isinstance(event, Response) and event.status_code >= 200:
+            send = self.send
+
+            async def hold(sent: Event) -> None:
+                if isinstance(sent, RawData):
+                    self._held += sent.data
+                else:
+                    await send(sent)
+
+            self.send = hold
+            try:
+                await super().stream_send(event)
+            finally:
+                self.send = send
+        elif isinstance(event, Body | EndBody):
+            data = self._framed(h11.Data(data=event.data) if isinstance(event, Body) else _END)
+            held, self._held = self._held, b""
+            if held or data:
+                await self.send(RawData(data=held + data))
+        else:
+            if self._held:
+                held, self._held = self._held, b""
+                await self.send(RawData(data=held))
+            await super().stream_send(event)
+
+    def _framed(self, event: h11.Data | h11.EndOfMessage) -> bytes:
+        """``event``'s bytes, as hypercorn's ``_send_h11_event`` makes them (none when the
+        peer's side of the connection has failed)."""
+        try:
+            return self.connection.send(event) or b""
+        except h11.LocalProtocolError:
+            if self.connection.their_state != h11.ERROR:
+                raise
+            return b""
+
+
+_END = h11.EndOfMessage()
+
+
+class IdleTimer(TrioSingleTask):
+    """One connection's keep-alive timer: closes the connection once it has been idle for
+    ``timeout`` seconds, or at once when the server stops (``terminated``) while it is idle; a
+    connection busy with a request when the server stops is closed when it goes idle. As
+    hypercorn's own timer does, through the same calls (``restart`` as a response has gone,
+    ``stop`` as a request arrives), with one task waiting the connection's whole life and each
+    call moving its deadline."""
+
+    def __init__(
+        self,
+        timeout: float,
+        terminated: Any,
+        close: Callable[[], Awaitable[None]],
+    ) -> None:
+        super().__init__()
+        self._timeout = timeout
+        self._terminated = terminated
+        """hypercorn's event of a stopping server (its ``wait()`` returns once it is set)."""
+        self._close = close
+        self._deadline = math.inf
+        """When the connection is closed if no request comes; never while one is served."""
+        self._scope: trio.CancelScope | None = None
+        self._became_idle: trio.Event | None = None
+        """Set by the next ``restart``, while the server stops with a request being served."""
+
+    async def restart(self, task_group: TaskGroup, action: Callable[..., Any]) -> None:
+        self._deadline = trio.current_time() + self._timeout
+        if self._scope is None:
+            self._scope = trio.CancelScope(deadline=self._deadline)
+            task_group.spawn(self._watch)
+        else:
+            self._scope.deadline = self._deadline
+        if self._became_idle is not None:
+            self._became_idle.set()
+
+    async def stop(self) -> None:
+        self._deadline = math.inf
+        if self._scope is not None:
+            self._scope.deadline = math.inf
+
+    async def _watch(self) -> None:
+        while True:
+            assert self._scope is not None
+            with self._scope:
+                await self._terminated.wait()
+            if not self._scope.cancelled_caught:  # the server stops
+                while self._deadline == math.inf:  # a request is being served
+                    self._became_idle = trio.Event()
+                    await self._became_idle.wait()
+                break
+            if trio.current_time() >= self._deadline:
+                break
+            # A request came and went after the deadline had fired: wait for the new one.
+            self._scope = trio.CancelScope(deadline=self._deadline)
+        with trio.CancelScope(shield=True):
+            await self._close()
+
+
+class LeanTCPServer(TCPServer):
+    """hypercorn's connection handler, with an :class:`IdleTimer` for its keep-alive timer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.idle_task = IdleTimer(
+            self.config.keep_alive_timeout, self.context.terminated, self._initiate_server_close
+        )
+
+
+def lean_connections() -> None:
+    """Serve HTTP/1.1 connections with :class:`LeanTCPServer` and
+    :class:`CoalescingH11Protocol` (hypercorn looks both up by these names as each connection
+    opens)."""
+    hypercorn.trio.run.TCPServer = LeanTCPServer  # type: ignore[attr-defined]
+    hypercorn.protocol.H11Protocol = CoalescingH11Protocol  # type: ignore[attr-defined]

@@ -1,0 +1,336 @@
+"""hypercorn's HTTP/1.1 connections as ``ledgerport serve`` runs them (http._wire).
+
+``CoalescingH11Protocol`` writes what hypercorn's own protocol writes, byte for byte, in fewer
+writes: a whole answer in one, a streamed one with its head in the first part's write, never an
+empty write. ``IdleTimer`` keeps hypercorn's keep-alive rules (closed after the timeout idle, at
+once when the server stops while idle, after the answer when it stops while busy) with one task
+for the connection's life. Driven with hypercorn's own classes, the timer on trio's MockClock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import h11
+import pytest
+import trio
+import trio.testing
+from hypercorn.config import Config
+from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.trio.task_group import TaskGroup
+from hypercorn.trio.worker_context import EventWrapper, WorkerContext
+from hypercorn.typing import ConnectionState
+from hypercorn.utils import wrap_app
+
+from ledgerport.http import CoalescingH11Protocol, IdleTimer, LeanTCPServer, lean_connections
+
+App = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+def _answer(status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> App:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": headers or [(b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+def _streamed(parts: list[bytes], between: trio.Event) -> App:
+    """An answer sent in ``parts`` (chunked), waiting for ``between`` after the first."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for index, part in enumerate(parts):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+            if index == 0:
+                await between.wait()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+GET = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+HEAD = b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+async def _writes(
+    protocol_class: type[H11Protocol], app: App, request: bytes = GET, *, between: Any = None
+) -> list[bytes]:
+    """What ``protocol_class`` writes to the connection answering ``request`` with ``app``
+    (``between``: an async callable run once the first write is seen, before the answer ends)."""
+    writes: list[bytes] = []
+    recycled = trio.Event()
+    first = trio.Event()
+
+    async def send(event: Event) -> None:
+        if isinstance(event, RawData):
+            writes.append(event.data)
+            first.set()
+        elif (isinstance(event, Updated) and event.idle) or isinstance(event, Closed):
+            recycled.set()  # ready for the next request, or closing the connection
+
+    config = Config()
+    async with TaskGroup() as group:
+        protocol = protocol_class(
+            wrap_app(app, config.wsgi_max_body_size, "asgi"),
+            config,
+            WorkerContext(None),
+            group,
+            ConnectionState({}),
+            False,
+            ("127.0.0.1", 50000),
+            ("127.0.0.1", 8000),
+            send,
+        )
+        await protocol.initiate()
+        await protocol.handle(RawData(request))
+        if between is not None:
+            with trio.fail_after(5):
+                await first.wait()
+            await between(writes)
+        with trio.fail_after(5):
+            await recycled.wait()
+        await protocol.handle(Closed())
+    return writes
+
+
+def _parsed(data: bytes, method: bytes = b"GET") -> tuple[int, bytes]:
+    """The status and body of the one response in ``data``, parsed as a client would."""
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method=method, target="/healthz", headers=[("Host", "127.0.0.1")]))
+    client.send(h11.EndOfMessage())
+    client.receive_data(data)
+    status, body = 0, b""
+    while True:
+        event = client.next_event()
+        if isinstance(event, h11.Response):
+            status = event.status_code
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            return status, body
+        else:
+            raise AssertionError(f"incomplete response: {event!r} after {data!r}")
+
+
+@pytest.mark.parametrize(
+    ("app", "request_bytes", "status", "body"),
+    [
+        (_answer(200, b'{"status":"ok"}'), GET, 200, b'{"status":"ok"}'),
+        (_answer(404, b'{"message":"Not found"}'), GET, 404, b'{"message":"Not found"}'),
+        (_answer(204, b"", []), GET, 204, b""),
+        (_answer(200, b"", [(b"content-length", b"0")]), GET, 200, b""),
+        (_answer(200, b"not sent to a HEAD", [(b"content-length", b"18")]), HEAD, 200, b""),
+        (_answer(200, b"chunked", []), GET, 200, b"chunked"),
+    ],
+    ids=["body", "error", "no-content", "empty", "head", "chunked"],
+)
+async def test_a_whole_answer_is_one_write_of_the_bytes_hypercorn_writes(
+    app: App, request_bytes: bytes, status: int, body: bytes
+) -> None:
+    coalesced = await _writes(CoalescingH11Protocol, app, request_bytes)
+    stock = await _writes(H11Protocol, app, request_bytes)
+    assert len(coalesced) == 1, coalesced
+    assert coalesced[0] == b"".join(stock)
+    assert _parsed(coalesced[0], request_bytes.split(b" ")[0]) == (status, body)
+
+
+async def test_a_streamed_answer_goes_out_with_its_head_in_the_first_parts_write() -> None:
+    async def after_the_first_write(writes: list[bytes]) -> None:
+        # The head and the first part are out before the app sends anything more.
+        assert len(writes) == 1
+        assert writes[0].startswith(b"HTTP/1.1 200 ")
+        assert writes[0].endswith(b"\r\n5\r\nfirst\r\n")  # the first chunk
+        go_on.set()
+
+    go_on = trio.Event()
+    writes = await _writes(
+        CoalescingH11Protocol,
+        _streamed([b"first", b"second"], go_on),
+        between=after_the_first_write,
+    )
+    assert len(writes) == 3  # head with the first part, the second part, the last chunk
+    assert all(writes)
+    assert _parsed(b"".join(writes)) == (200, b"firstsecond")
+
+
+async def test_an_answer_after_a_failure_of_the_app_is_the_500_hypercorn_writes() -> None:
+    async def failing(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("the app failed before answering")
+
+    coalesced = await _writes(CoalescingH11Protocol, failing)
+    stock = await _writes(H11Protocol, failing)
+    assert b"".join(coalesced) == b"".join(stock)
+    assert _parsed(b"".join(coalesced))[0] == 500
+
+
+class _Connection:
+    """An IdleTimer's connection: when it was closed, on trio's clock."""
+
+    def __init__(self) -> None:
+        self.terminated = EventWrapper()
+        self.closed_at: float | None = None
+        self.timer = IdleTimer(5.0, self.terminated, self._close)
+
+    async def _close(self) -> None:
+        assert self.closed_at is None, "closed twice"
+        self.closed_at = trio.current_time()
+
+    async def idle(self, group: TaskGroup) -> None:
+        await self.timer.restart(group, self._close)
+
+
+async def _run(
+    steps: Callable[[_Connection, TaskGroup], Awaitable[None]],
+) -> _Connection:
+    connection = _Connection()
+    async with TaskGroup() as group:
+        await steps(connection, group)
+    return connection
+
+
+async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        await trio.sleep(4.9)
+        assert connection.closed_at is None
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert connection.closed_at == pytest.approx(started + 5.0)
+
+
+async def test_each_answer_gives_the_connection_the_whole_timeout_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        for _ in range(50):  # a request every 3 s, each served in 1 s
+            await trio.sleep(3)
+            await connection.timer.stop()
+            await trio.sleep(1)
+            await connection.idle(group)
+        assert connection.closed_at is None
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert connection.closed_at == pytest.approx(started + 50 * 4 + 5.0)
+
+
+async def test_a_connection_serving_a_request_is_never_closed_for_idleness(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        await trio.sleep(1)
+        await connection.timer.stop()
+        await trio.sleep(3600)  # a long request
+        assert connection.closed_at is None
+        await connection.idle(group)
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert connection.closed_at == pytest.approx(started + 3601 + 5.0)
+
+
+async def test_a_deadline_that_fired_as_a_request_came_and_went_waits_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        await trio.sleep(4)
+        # The deadline fires (its wait cancelled, as trio does once the time has come), and a
+        # request comes and goes before the timer's task runs again: two tasks woken together
+        # run in either order. The one made ready first is forced here.
+        scope = connection.timer._scope
+        assert scope is not None
+        scope.cancel()
+        await connection.timer.stop()
+        await connection.idle(group)
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert connection.closed_at == pytest.approx(started + 4 + 5.0)
+
+
+async def test_a_stopping_server_closes_an_idle_connection_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        await trio.sleep(2)
+        await connection.terminated.set()
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert connection.closed_at == pytest.approx(started + 2)
+
+
+async def test_a_stopping_server_closes_a_busy_connection_once_its_answer_has_gone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        await trio.sleep(1)
+        await connection.timer.stop()
+        await connection.terminated.set()
+        await trio.sleep(30)  # the request in flight runs on
+        assert connection.closed_at is None
+        await connection.idle(group)
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert connection.closed_at == pytest.approx(started + 31)
+
+
+async def test_one_task_keeps_the_time_of_every_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        for _ in range(100):
+            await connection.timer.stop()
+            await trio.lowlevel.checkpoint()
+            await connection.idle(group)
+            await trio.lowlevel.checkpoint()
+        assert group._nursery is not None
+        assert len(group._nursery.child_tasks) == 1
+
+    await _run(steps)
+
+
+def test_serving_uses_the_lean_classes_for_each_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hypercorn.protocol
+    import hypercorn.trio.run
+
+    # Put back what the test process had once the test ends.
+    for module, name in ((hypercorn.trio.run, "TCPServer"), (hypercorn.protocol, "H11Protocol")):
+        monkeypatch.setattr(module, name, getattr(module, name))
+    lean_connections()
+    assert getattr(hypercorn.trio.run, "TCPServer") is LeanTCPServer  # noqa: B009
+    wrapper = hypercorn.protocol.ProtocolWrapper(
+        wrap_app(_answer(200, b""), 0, "asgi"),
+        Config(),
+        WorkerContext(None),
+        TaskGroup(),
+        ConnectionState({}),
+        False,
+        None,
+        None,
+        _discard,
+    )
+    assert type(wrapper.protocol) is CoalescingH11Protocol
+
+
+async def _discard(event: Event) -> None:
+    pass
