@@ -23,8 +23,15 @@ from hypercorn.trio.task_group import TaskGroup
 from hypercorn.trio.worker_context import EventWrapper, WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import wrap_app
+from quart_trio import QuartTrio
 
-from ledgerport.http import CoalescingH11Protocol, IdleTimer, LeanTCPServer, lean_connections
+from ledgerport.http import (
+    CoalescingH11Protocol,
+    IdleTimer,
+    LeanTCPServer,
+    OneTaskHTTPConnection,
+    lean_connections,
+)
 
 App = Callable[[Any, Any, Any], Awaitable[None]]
 
@@ -334,3 +341,80 @@ def test_serving_uses_the_lean_classes_for_each_connection(monkeypatch: pytest.M
 
 async def _discard(event: Event) -> None:
     pass
+
+
+def _one_task_app(handler: Callable[[], Awaitable[str]]) -> QuartTrio:
+    app = QuartTrio("one-task")
+    app.asgi_http_class = OneTaskHTTPConnection
+    app.route("/")(handler)
+    return app
+
+
+async def _call(app: QuartTrio, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``app`` sends answering a GET / whose receive gives ``messages`` then waits."""
+    sent: list[dict[str, Any]] = []
+    incoming = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        await trio.sleep_forever()
+        raise AssertionError("not reached")  # pragma: no cover
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "asgi": {"spec_version": "2.1"},
+        "method": "GET",
+        "scheme": "http",
+        "path": "/",
+        "raw_path": b"/",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "extensions": {},
+        "state": {},
+    }
+    with trio.fail_after(5):
+        await app(scope, receive, send)  # type: ignore[arg-type]
+    return sent
+
+
+async def test_one_task_answers_the_request_in_the_task_that_called() -> None:
+    tasks: list[trio.lowlevel.Task] = []
+
+    async def handler() -> str:
+        tasks.append(trio.lowlevel.current_task())
+        return "answered"
+
+    caller = trio.lowlevel.current_task()
+    sent = await _call(_one_task_app(handler), [{"type": "http.request", "body": b""}])
+    assert tasks == [caller]
+    assert sent[0]["type"] == "http.response.start"
+    assert sent[0]["status"] == 200
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b"answered"
+
+
+async def test_one_task_a_disconnect_cancels_the_answer() -> None:
+    cancelled = False
+
+    async def handler() -> str:
+        nonlocal cancelled
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            cancelled = True
+            raise
+        raise AssertionError("not reached")  # pragma: no cover
+
+    sent = await _call(
+        _one_task_app(handler),
+        [{"type": "http.request", "body": b""}, {"type": "http.disconnect"}],
+    )
+    assert cancelled
+    assert sent == []

@@ -34,6 +34,7 @@ from ._input import CheckedRequest, refuse_nul_in_url
 from ._json import answer_with_orjson, skip_conversion_of_plain_answers
 from ._openapi import provider_for, serve_document
 from ._pages import PROBLEM_TITLE
+from ._wire import OneTaskHTTPConnection
 from .api import RecordIdConverter
 from .api import blueprint as api_blueprint
 from .developer import blueprint as developer_blueprint
@@ -70,6 +71,7 @@ def create_app(platform: Platform) -> QuartTrio:
     """Build the HTTP application serving ``platform``."""
     app = QuartTrio("ledgerport")
     app.request_class = CheckedRequest
+    app.asgi_http_class = OneTaskHTTPConnection
     app.config["MAX_CONTENT_LENGTH"] = catalog.REQUEST_BODY_MAX_BYTES
     use_platform(app, platform)
     # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere. The

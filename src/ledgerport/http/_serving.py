@@ -56,26 +56,38 @@ class ConnectionGuard(HttpWrapper):
     async def http(
         self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
-        sending = trio.Lock()
+        sends = 0
+        """Sends in progress (quart makes one at a time)."""
+        returned: trio.Event | None = None
+        """Set once no send is in progress, for an ``http.disconnect`` that came during one."""
         # HTTP/1 only: on HTTP/2 a body left unread ends just its stream, and the Connection
         # header is forbidden.
         body_pending = scope["http_version"] in _HTTP1 and _declares_body(scope["headers"])
 
         async def guarded_receive() -> ASGIReceiveEvent:
-            nonlocal body_pending
+            nonlocal body_pending, returned
             message = await receive()
             if message["type"] == "http.request" and not message.get("more_body", False):
                 body_pending = False
             elif message["type"] == "http.disconnect":
-                async with sending:  # the send in progress, if any, has returned
-                    pass
+                while sends:  # the send in progress, if any, has returned
+                    returned = trio.Event()
+                    await returned.wait()
             return message
 
         async def guarded_send(message: ASGISendEvent) -> None:
+            nonlocal sends
             if message["type"] == "http.response.start" and body_pending:
                 message = {**message, "headers": [*message["headers"], (b"connection", b"close")]}
-            async with sending:
+            # Counted rather than locked: a lock's acquire is a turn of the event loop, for
+            # every send of every request.
+            sends += 1
+            try:
                 await send(message)
+            finally:
+                sends -= 1
+                if not sends and returned is not None:
+                    returned.set()
 
         await self._app(scope, guarded_receive, guarded_send)
 

@@ -16,7 +16,10 @@ Two costs every request paid in hypercorn, whatever the application did, and wha
   starting another. :class:`IdleTimer` is one task for the connection's life whose deadline the
   requests move.
 
-Together they were 20% of the instructions of a ``GET /healthz`` (docs/performance.md).
+Together they were nearly a fifth of the instructions of a ``GET /healthz`` (docs/performance.md).
+
+And in Quart, :class:`OneTaskHTTPConnection` answers each request in the task hypercorn gave it,
+where quart-trio started a task for it beside the one that listens for the client's disconnect.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from hypercorn.protocol.events import Event as StreamEvent
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import TrioSingleTask
-from hypercorn.typing import TaskGroup
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, TaskGroup
+from quart_trio.asgi import TrioASGIHTTPConnection
 
 
 class CoalescingH11Protocol(H11Protocol):
@@ -82,6 +86,19 @@ class CoalescingH11Protocol(H11Protocol):
 
 
 _END = h11.EndOfMessage()
+
+
+class OneTaskHTTPConnection(TrioASGIHTTPConnection):
+    """quart-trio's HTTP request handling, answering in the calling task: the request is
+    answered in the body of the nursery where quart-trio started a second task for it. As
+    before, the answer sent (or a failure) ends the wait for the client's disconnect, and a
+    disconnect cancels the answer."""
+
+    async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        request = self._create_request_from_scope(send)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.handle_messages, nursery, request, receive)
+            await self.handle_request(nursery, request, send)
 
 
 class IdleTimer(TrioSingleTask):
