@@ -9,6 +9,7 @@ for the connection's life. Driven with hypercorn's own classes, the timer on tri
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -418,3 +419,83 @@ async def test_one_task_a_disconnect_cancels_the_answer() -> None:
     )
     assert cancelled
     assert sent == []
+
+
+async def test_the_timer_of_a_closed_connection_ends_without_closing_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        await connection.timer.stop()  # a request arrives
+        await trio.sleep(1)
+        connection.timer.end()  # its client leaves: hypercorn closes the connection
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert trio.current_time() == pytest.approx(started + 1)
+    assert connection.closed_at is None
+
+
+async def test_the_timer_of_a_connection_closed_while_the_server_stops_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def steps(connection: _Connection, group: TaskGroup) -> None:
+        await connection.idle(group)
+        await connection.timer.stop()
+        await connection.terminated.set()
+        await trio.sleep(1)
+        connection.timer.end()
+
+    started = trio.current_time()
+    connection = await _run(steps)
+    assert trio.current_time() == pytest.approx(started + 1)
+    assert connection.closed_at is None
+
+
+async def test_a_client_that_leaves_mid_answer_holds_neither_its_connection_nor_the_shutdown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real hypercorn serving with the lean classes: a client sends a request and leaves
+    while it is answered. Once the answer is over, the server stops at once: no timer task of
+    that connection is left waiting for a next request that cannot come."""
+    import hypercorn.protocol
+    import hypercorn.trio
+    import hypercorn.trio.run
+
+    for module, name in ((hypercorn.trio.run, "TCPServer"), (hypercorn.protocol, "H11Protocol")):
+        monkeypatch.setattr(module, name, getattr(module, name))
+    lean_connections()
+    answered = trio.Event()
+
+    async def slow(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        try:
+            await trio.sleep(0.3)
+        finally:
+            answered.set()
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.graceful_timeout = 60
+    config.accesslog = None
+    stop = trio.Event()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                functools.partial(hypercorn.trio.serve, slow, config, shutdown_trigger=stop.wait)
+            )
+            host, port = binds[0].removeprefix("http://").rsplit(":", 1)
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(GET)
+            await stream.aclose()  # gone before the answer
+            await answered.wait()
+            await trio.sleep(0.2)  # the answer's end is handled
+            stopped_at = trio.current_time()
+            stop.set()
+    assert trio.current_time() - stopped_at < 10

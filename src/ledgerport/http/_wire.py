@@ -32,7 +32,7 @@ import h11
 import hypercorn.protocol
 import hypercorn.trio.run
 import trio
-from hypercorn.events import Event, RawData
+from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.events import Body, EndBody, Response
 from hypercorn.protocol.events import Event as StreamEvent
 from hypercorn.protocol.h11 import H11Protocol
@@ -125,6 +125,7 @@ class IdleTimer(TrioSingleTask):
         self._scope: trio.CancelScope | None = None
         self._became_idle: trio.Event | None = None
         """Set by the next ``restart``, while the server stops with a request being served."""
+        self._ended = False
 
     async def restart(self, task_group: TaskGroup, action: Callable[..., Any]) -> None:
         self._deadline = trio.current_time() + self._timeout
@@ -141,15 +142,27 @@ class IdleTimer(TrioSingleTask):
         if self._scope is not None:
             self._scope.deadline = math.inf
 
+    def end(self) -> None:
+        """The connection is closed: the timer's task ends, closing nothing."""
+        self._ended = True
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._became_idle is not None:
+            self._became_idle.set()
+
     async def _watch(self) -> None:
         while True:
             assert self._scope is not None
             with self._scope:
                 await self._terminated.wait()
+            if self._ended:
+                return
             if not self._scope.cancelled_caught:  # the server stops
                 while self._deadline == math.inf:  # a request is being served
                     self._became_idle = trio.Event()
                     await self._became_idle.wait()
+                    if self._ended:
+                        return
                 break
             if trio.current_time() >= self._deadline:
                 break
@@ -160,13 +173,25 @@ class IdleTimer(TrioSingleTask):
 
 
 class LeanTCPServer(TCPServer):
-    """hypercorn's connection handler, with an :class:`IdleTimer` for its keep-alive timer."""
+    """hypercorn's connection handler, with an :class:`IdleTimer` for its keep-alive timer.
+
+    The timer's task lives as long as the connection, so it ends when the connection is closed:
+    a client that leaves while its request is served gets no ``restart`` after the answer, only
+    the close, and a timer still waiting would keep the connection's tasks (and the server's
+    shutdown) waiting with it."""
+
+    idle_task: IdleTimer
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.idle_task = IdleTimer(
             self.config.keep_alive_timeout, self.context.terminated, self._initiate_server_close
         )
+
+    async def protocol_send(self, event: Event) -> None:
+        if isinstance(event, Closed):
+            self.idle_task.end()
+        await super().protocol_send(event)
 
 
 def lean_connections() -> None:
