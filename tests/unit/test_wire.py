@@ -205,100 +205,68 @@ async def _run(
     return connection
 
 
-async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout(
-    autojump_clock: trio.testing.MockClock,
+TIMER_RULES = [
+    # (what happens to the connection, in order; when its timer closes it, None: never)
+    # "idle": an answer has gone (restart); "busy": a request arrives (stop); a number: seconds
+    # pass; "stopping": the server stops; "fired": the deadline's wait is cancelled, as trio
+    # does when its time comes, before the timer's task runs again; "closed": hypercorn
+    # closes the connection (end).
+    (["idle", 4.9], 5.0),
+    (["idle"] + [3, "busy", 1, "idle"] * 50, 50 * 4 + 5.0),
+    (["idle", 1, "busy", 3600, "idle"], 3601 + 5.0),
+    (["idle", 4, "fired", "busy", "idle"], 4 + 5.0),
+    (["idle", 2, "stopping"], 2.0),
+    (["idle", 1, "busy", "stopping", 30, "idle"], 31.0),
+    (["idle", "busy", 1, "closed"], None),
+    (["idle", "busy", "stopping", 1, "closed"], None),
+]
+"""The keep-alive rules hypercorn's own timer keeps, held to IdleTimer."""
+
+
+@pytest.mark.parametrize(
+    ("events", "closed_after"),
+    TIMER_RULES,
+    ids=[
+        "closed-after-the-timeout-idle",
+        "each-answer-gives-the-whole-timeout-again",
+        "never-closed-while-a-request-is-served",
+        "a-deadline-that-fired-as-a-request-came-and-went-waits-again",
+        "a-stopping-server-closes-an-idle-connection-at-once",
+        "a-stopping-server-closes-a-busy-one-once-its-answer-has-gone",
+        "a-closed-connection-ends-its-timer-without-closing",
+        "a-connection-closed-while-the-server-stops-ends-its-timer",
+    ],
+)
+async def test_the_idle_timer_keeps_hypercorns_keep_alive_rules(
+    autojump_clock: trio.testing.MockClock, events: list[str | float], closed_after: float | None
 ) -> None:
     async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        await trio.sleep(4.9)
+        for event in events:
+            if isinstance(event, int | float):
+                await trio.sleep(event)
+            elif event == "idle":
+                await connection.idle(group)
+            elif event == "busy":
+                await connection.timer.stop()
+            elif event == "stopping":
+                await connection.terminated.set()
+            elif event == "fired":
+                scope = connection.timer._scope
+                assert scope is not None
+                scope.cancel()
+            else:
+                assert event == "closed"
+                connection.timer.end()
+
+    started = trio.current_time()
+    with trio.fail_after(100_000):  # on the MockClock: a timer that never ends fails the test
+        connection = await _run(steps)
+    seconds = sum(event for event in events if isinstance(event, int | float))
+    if closed_after is None:
         assert connection.closed_at is None
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert connection.closed_at == pytest.approx(started + 5.0)
-
-
-async def test_each_answer_gives_the_connection_the_whole_timeout_again(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        for _ in range(50):  # a request every 3 s, each served in 1 s
-            await trio.sleep(3)
-            await connection.timer.stop()
-            await trio.sleep(1)
-            await connection.idle(group)
-        assert connection.closed_at is None
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert connection.closed_at == pytest.approx(started + 50 * 4 + 5.0)
-
-
-async def test_a_connection_serving_a_request_is_never_closed_for_idleness(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        await trio.sleep(1)
-        await connection.timer.stop()
-        await trio.sleep(3600)  # a long request
-        assert connection.closed_at is None
-        await connection.idle(group)
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert connection.closed_at == pytest.approx(started + 3601 + 5.0)
-
-
-async def test_a_deadline_that_fired_as_a_request_came_and_went_waits_again(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        await trio.sleep(4)
-        # The deadline fires (its wait cancelled, as trio does once the time has come), and a
-        # request comes and goes before the timer's task runs again: two tasks woken together
-        # run in either order. The one made ready first is forced here.
-        scope = connection.timer._scope
-        assert scope is not None
-        scope.cancel()
-        await connection.timer.stop()
-        await connection.idle(group)
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert connection.closed_at == pytest.approx(started + 4 + 5.0)
-
-
-async def test_a_stopping_server_closes_an_idle_connection_at_once(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        await trio.sleep(2)
-        await connection.terminated.set()
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert connection.closed_at == pytest.approx(started + 2)
-
-
-async def test_a_stopping_server_closes_a_busy_connection_once_its_answer_has_gone(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        await trio.sleep(1)
-        await connection.timer.stop()
-        await connection.terminated.set()
-        await trio.sleep(30)  # the request in flight runs on
-        assert connection.closed_at is None
-        await connection.idle(group)
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert connection.closed_at == pytest.approx(started + 31)
+        assert trio.current_time() == pytest.approx(started + seconds)  # its task ended
+    else:
+        assert connection.closed_at == pytest.approx(started + closed_after)
 
 
 async def test_one_task_keeps_the_time_of_every_request(
@@ -419,37 +387,6 @@ async def test_one_task_a_disconnect_cancels_the_answer() -> None:
     )
     assert cancelled
     assert sent == []
-
-
-async def test_the_timer_of_a_closed_connection_ends_without_closing_it(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        await connection.timer.stop()  # a request arrives
-        await trio.sleep(1)
-        connection.timer.end()  # its client leaves: hypercorn closes the connection
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert trio.current_time() == pytest.approx(started + 1)
-    assert connection.closed_at is None
-
-
-async def test_the_timer_of_a_connection_closed_while_the_server_stops_ends(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    async def steps(connection: _Connection, group: TaskGroup) -> None:
-        await connection.idle(group)
-        await connection.timer.stop()
-        await connection.terminated.set()
-        await trio.sleep(1)
-        connection.timer.end()
-
-    started = trio.current_time()
-    connection = await _run(steps)
-    assert trio.current_time() == pytest.approx(started + 1)
-    assert connection.closed_at is None
 
 
 async def test_a_client_that_leaves_mid_answer_holds_neither_its_connection_nor_the_shutdown(

@@ -64,8 +64,8 @@ TRANSLATED_KEPT = 1024
 SYNCER_EXIT_TIMEOUT = 5.0
 """Seconds the syncer has to end once its pipe is closed, before it is killed."""
 LOOP_SHARE = 0.001
-"""Seconds of statements the store runs on the event loop, at most, before it lets the loop's
-other tasks run (see ``SqliteStore._checkpoint``)."""
+"""Seconds, at most, between two turns the store's statements give the event loop's other tasks
+(see ``SqliteStore._checkpoint``)."""
 
 
 @functools.lru_cache(maxsize=TRANSLATED_KEPT)
@@ -524,8 +524,8 @@ class SqliteStore:
         return self._now(fn, *args)
 
     async def _checkpoint(self) -> None:
-        """A cancellation point; and a turn for the loop's other tasks once the store's
-        statements have run for LOOP_SHARE since the last one.
+        """A cancellation point; and a turn for the loop's other tasks once LOOP_SHARE has
+        passed since the store's statements last gave one.
 
         A statement here takes tens of microseconds, and a turn of the loop for each cost
         more than most statements: 170 thousand of a refresh's 4.6 million instructions in
