@@ -95,6 +95,7 @@ async def test_statements_in_a_row_do_not_each_give_the_loop_a_turn(tmp_path: Pa
                     await tx.fetchval("SELECT count(*) FROM t")
         finally:
             trio.lowlevel.remove_instrument(steps)
-        # 40 statements and the commit in well under a millisecond, but for a machine that
-        # stops this process for a while: a few turns at most, not one a statement.
-        assert steps.steps <= 8, steps.steps
+        # 40 statements and the commit take a millisecond or two; a loaded machine that stops
+        # this process now and then adds a turn a millisecond. Half of one a statement at most
+        # (a turn for each was 47 here).
+        assert steps.steps <= 20, steps.steps
