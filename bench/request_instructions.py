@@ -31,21 +31,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+import httpx
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tests.e2e.served as served
 from bench._load import answer, client, nodes, provision_tenant, refresh, say
-from bench.request_path import ADDRESSES, IN_FLIGHT, SCOPES, TENANTS
+from bench.request_path import SCOPES, TENANTS, _address, _elapsed
 from tests.e2e.served import store_env
 
 WARM = 300
 HERE = Path(__file__).resolve().parent.parent
-
-
-def _address(i: int) -> dict[str, str]:
-    return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
 
 
 def _control(*args: str) -> None:
@@ -58,18 +55,6 @@ def _last_total(workdir: Path, pid: str) -> int:
     total = re.search(r"^totals: (\d+)", dumps[-1].read_text(), re.MULTILINE)
     assert total is not None, dumps[-1]
     return int(total.group(1))
-
-
-async def _requests(n: int, first: int, send: object) -> None:
-    counter = iter(range(first, first + n))
-
-    async def worker(index: int) -> None:
-        for i in counter:
-            answer(await send(index, i))  # type: ignore[operator]
-
-    async with trio.open_nursery() as nursery:
-        for index in range(IN_FLIGHT):
-            nursery.start_soon(worker, index)
 
 
 async def measure(backend: str, source: Path, kinds: list[str], n: int) -> dict[str, float]:
@@ -102,17 +87,17 @@ async def measure(backend: str, source: Path, kinds: list[str], n: int) -> dict[
                 tenants = [await provision_tenant(http, SCOPES, f"T{i}") for i in range(TENANTS)]
                 pairs = [[t.refresh_token, t.access_token] for t in tenants]
 
-                async def healthz(worker: int, i: int) -> object:
+                async def healthz(worker: int, i: int) -> httpx.Response:
                     return await http.get("/healthz", headers=_address(i))
 
-                async def introspection(worker: int, i: int) -> object:
+                async def introspection(worker: int, i: int) -> httpx.Response:
                     return await http.post(
                         "/oauth/introspect",
                         data={"token": pairs[worker][1]},
                         headers={"Authorization": tenants[worker].basic, **_address(i)},
                     )
 
-                async def rotate(worker: int, i: int) -> object:
+                async def rotate(worker: int, i: int) -> httpx.Response:
                     response = await refresh(
                         http, tenants[worker], pairs[worker][0], headers=_address(i)
                     )
@@ -122,11 +107,11 @@ async def measure(backend: str, source: Path, kinds: list[str], n: int) -> dict[
 
                 sends = {"healthz": healthz, "introspection": introspection, "refresh": rotate}
                 for kind in kinds:
-                    await _requests(WARM, 0, sends[kind])
+                    await _elapsed(WARM, sends[kind])
                 for number, kind in enumerate(kinds, start=1):
                     _control("--zero", pid)
                     _control("--instr=on", pid)
-                    await _requests(n, 10**6 * number, sends[kind])
+                    await _elapsed(n, sends[kind], 10**6 * number)
                     _control("--instr=off", pid)
                     _control(f"--dump={kind}", pid)
                     counts[kind] = _last_total(workdir, pid) / n / 1000

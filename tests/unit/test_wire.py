@@ -14,6 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
+import hypercorn.protocol
+import hypercorn.trio
+import hypercorn.trio.run
 import pytest
 import trio
 import trio.testing
@@ -285,14 +288,17 @@ async def test_one_task_keeps_the_time_of_every_request(
     await _run(steps)
 
 
-def test_serving_uses_the_lean_classes_for_each_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    import hypercorn.protocol
-    import hypercorn.trio.run
-
-    # Put back what the test process had once the test ends.
+@pytest.fixture
+def lean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hypercorn serving with the lean classes (``lean_connections``) for the test, and its own
+    classes put back after it."""
     for module, name in ((hypercorn.trio.run, "TCPServer"), (hypercorn.protocol, "H11Protocol")):
         monkeypatch.setattr(module, name, getattr(module, name))
     lean_connections()
+
+
+@pytest.mark.usefixtures("lean")
+def test_serving_uses_the_lean_classes_for_each_connection() -> None:
     assert getattr(hypercorn.trio.run, "TCPServer") is LeanTCPServer  # noqa: B009
     wrapper = hypercorn.protocol.ProtocolWrapper(
         wrap_app(_answer(200, b""), 0, "asgi"),
@@ -389,19 +395,11 @@ async def test_one_task_a_disconnect_cancels_the_answer() -> None:
     assert sent == []
 
 
-async def test_a_client_that_leaves_mid_answer_holds_neither_its_connection_nor_the_shutdown(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.usefixtures("lean")
+async def test_a_client_gone_mid_answer_holds_neither_connection_nor_shutdown() -> None:
     """A real hypercorn serving with the lean classes: a client sends a request and leaves
     while it is answered. Once the answer is over, the server stops at once: no timer task of
     that connection is left waiting for a next request that cannot come."""
-    import hypercorn.protocol
-    import hypercorn.trio
-    import hypercorn.trio.run
-
-    for module, name in ((hypercorn.trio.run, "TCPServer"), (hypercorn.protocol, "H11Protocol")):
-        monkeypatch.setattr(module, name, getattr(module, name))
-    lean_connections()
     answered = trio.Event()
 
     async def slow(scope: Any, receive: Any, send: Any) -> None:
