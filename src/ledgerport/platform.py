@@ -18,6 +18,7 @@ from ledgerport.auth import (
     Passwords,
     RateLimiter,
     ScaledRateLimiter,
+    SettlingRateLimiter,
     StoreRateLimiter,
     connect_redis_limiter,
     new_root_key,
@@ -52,6 +53,14 @@ class Platform:
 
     def now(self) -> float:
         return self.clock.now()
+
+    def settling_limiter(self) -> SettlingRateLimiter | None:
+        """The limiter whose counts are settled in the background (``serve`` runs it), if
+        the limits are counted so."""
+        limiter = self.limiter
+        if isinstance(limiter, ScaledRateLimiter):
+            limiter = limiter.inner
+        return limiter if isinstance(limiter, SettlingRateLimiter) else None
 
 
 async def _setting_once(tx: Transaction, key: str, value: str) -> str:
@@ -112,12 +121,13 @@ def _root_key(config: Config, legacy: str | None) -> str:
 
 async def _limiter(store: Store, config: Config, clock: Clock, keyring: Keyring) -> RateLimiter:
     """Where the rate limits and lockouts are counted: Redis when configured, else the database
-    on PostgreSQL (every process serving it shares the counts), else this process (SQLite)."""
+    on PostgreSQL (every process serving it shares the counts; the large budgets counted in the
+    process and settled in batches, see ``SettlingRateLimiter``), else this process (SQLite)."""
     limiter: RateLimiter
     if config.redis_url is not None:
         limiter = await connect_redis_limiter(config.redis_url, clock, keyring)
     elif store.kind == "postgresql":
-        limiter = StoreRateLimiter(store, clock, keyring)
+        limiter = SettlingRateLimiter(StoreRateLimiter(store, clock, keyring), clock)
     else:
         limiter = MemoryRateLimiter(clock)
     if config.rate_limit_factor != 1:

@@ -186,6 +186,9 @@ async def _supervise(
         services, metrics = platform.services, platform.metrics
         await nursery.start(supervise, "node", node.run, services, metrics)
         await nursery.start(supervise, "scheduler", Scheduler(platform).run, services, metrics)
+        settling = platform.settling_limiter()
+        if settling is not None:
+            await nursery.start(supervise, "rate-limits", settling.run, services, metrics)
         engine = DeliveryEngine(platform, holder=node.id)
         await nursery.start(supervise, "delivery-engine", engine.run, services, metrics)
         runner: FunctionRunner | None = None

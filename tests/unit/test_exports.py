@@ -270,6 +270,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "ScaledRateLimiter",
         "ScopesNotPermitted",
         "SessionToken",
+        "SettlingRateLimiter",
         "SigningKey",
         "SlidingWindow",
         "SlowDown",

@@ -424,6 +424,7 @@ class ScaledRateLimiter:
     Lockouts are unchanged."""
 
     def __init__(self, inner: RateLimiter, factor: int) -> None:
+        self.inner = inner
         self._inner = inner
         self._factor = factor
         self._limits: dict[catalog.RateLimit, catalog.RateLimit] = {}

@@ -21,7 +21,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledgerport import catalog
@@ -393,35 +393,55 @@ class StoreRateLimiter:
             )
         return await self._take_unless_locked_in_postgres(rule, key, budgets, lookup)
 
+    async def unless_locked_read(
+        self, rule: LockoutRule, key: tuple[str, ...], reader: Reader, lookup: Lookup
+    ) -> tuple[Locked | None, Row | None]:
+        """:class:`Locked` when ``key`` is locked under ``rule``, else None and ``lookup``'s
+        row, its writes made only when it is not locked: the read of a request counted
+        elsewhere (in the process, :class:`~ledgerport.auth.SettlingRateLimiter`). One
+        statement on PostgreSQL, as :meth:`take_unless_locked_then_read` makes it."""
+        if self._store.kind != "postgresql" or reader is not self._store.autocommit:
+            wait = await self.locked_for(rule, key)
+            if wait is not None:
+                return Locked(wait), None
+            return None, await reader.fetchrow(lookup.alone(), *lookup.args)
+        verdict, row = await self._take_unless_locked_in_postgres(
+            rule, key, (), lookup, counting=False
+        )
+        return (verdict if isinstance(verdict, Locked) else None), row
+
     async def _take_unless_locked_in_postgres(
         self,
         rule: LockoutRule,
         key: tuple[str, ...],
         budgets: tuple[Budget, ...],
         lookup: Lookup | None,
+        *,
+        counting: bool = True,
     ) -> tuple[Verdict | Locked, Row | None]:
         """One statement: the lock, the budgets when it is not locked, and ``lookup``'s row
         (read whatever the verdict, and answered only when the take was allowed; its writes
-        made only then)."""
+        made only then). Not ``counting``, the take is allowed whenever the key is not locked
+        (the request is counted elsewhere)."""
         now = self._clock.now()
         # The lock's end is read from its state (``failed`` writes it as JSON, ``until`` in
         # seconds of the injected clock) by the same comparison as FailureLog.locked_for; the
         # budgets are counted only when it is not locked (the CASE, as in take_then).
+        count = (
+            "ledgerport_count_limits('take', $3, $4, $5, $6, $7, $8)"
+            if counting
+            else "ARRAY[0, 0]::float8[]"
+        )
         sql = (
             "SELECT lock.state AS ledgerport_lock_state, CASE WHEN"
             " COALESCE((NULLIF(lock.state, '')::jsonb ->> 'until')::float8, 0) <= $3"
-            " THEN ledgerport_count_limits('take', $3, $4, $5, $6, $7, $8)"
-            " END AS ledgerport_counted{lookup_columns}"
+            f" THEN {count} END AS ledgerport_counted{{lookup_columns}}"
             " FROM (SELECT (SELECT state FROM rate_limits WHERE budget = $1 AND key = $2)"
             " AS state) AS lock"
         )
-        args: tuple[Any, ...] = (
-            rule.name,
-            self._key(rule.name, key),
-            now,
-            LIMIT_BUCKETS,
-            *_count_arguments(budgets, self._keys(budgets)),
-        )
+        args: tuple[Any, ...] = (rule.name, self._key(rule.name, key), now)
+        if counting:
+            args = (*args, LIMIT_BUCKETS, *_count_arguments(budgets, self._keys(budgets)))
         if lookup is None:
             sql = sql.format(lookup_columns="")
         elif lookup.writes:
@@ -468,6 +488,40 @@ class StoreRateLimiter:
 
     async def hit(self, *budgets: Budget) -> None:
         await self._count(budgets, always=True)
+
+    async def add_hits(
+        self, counted: Sequence[tuple[Budget, Mapping[int, int]]]
+    ) -> list[list[tuple[int, int]]]:
+        """Add hits counted elsewhere (in a process, :class:`~ledgerport.auth.
+        SettlingRateLimiter`): for each budget, the hits to add in each bucket (fewer where
+        negative, none below zero). Answers each budget's hits as its row holds them now,
+        oldest first, in the order given; the buckets no longer counting are dropped. One
+        transaction, its rows locked in the order every count locks them; with nothing to add,
+        one read."""
+        now = self._clock.now()
+        keys = self._keys([budget for budget, _ in counted])
+        if not any(added for _, added in counted):
+            stored = await self._read_hits(self._store.autocommit, keys)
+            return [
+                BucketCount(budget.limit, hits_of(stored.get(key, "")), now).hits
+                for (budget, _), key in zip(counted, keys, strict=True)
+            ]
+        merged = []
+        async with self._store.transaction() as tx:
+            stored = await self._lock_rows(tx, keys, "hits")
+            rows = []
+            for (budget, added), (name, key) in zip(counted, keys, strict=True):
+                count = BucketCount(budget.limit, hits_of(stored[name, key]), now)
+                if added:
+                    hits = dict(count.hits)
+                    for index, n in added.items():
+                        hits[index] = max(0, hits.get(index, 0) + n)
+                    count = BucketCount(budget.limit, [h for h in hits.items() if h[1]], now)
+                    rows.append((name, key, dense_hits(count.hits), count.expires_at()))
+                merged.append(count.hits)
+            await self._write(tx, "hits", rows)
+        await self._sweep(now)
+        return merged
 
     def _log(self, rule: LockoutRule, state: str | None, now: float) -> FailureLog:
         stored = json.loads(state) if state else {}
