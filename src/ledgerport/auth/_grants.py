@@ -465,6 +465,14 @@ spent token's access token revoked and the new pair inserted, only where the cla
 Parameters: $1 now, $2 the spent token's hash, $3 and $4 the new refresh and access tokens'
 hashes, $5 and $6 their expiries."""
 
+_NOT_BY_INDEX = "({}) IS TRUE"
+"""A token's app (and business) compared so that no index can serve the comparison: a token
+is found by its hash and its family by id, one row each. Compared plainly, PostgreSQL may plan
+the family's read by the index on (app_id, business_id) when its statistics show few families
+an app (a prepared statement keeps the plan) and then read every family of the app for each
+request, a read that grows with every token exchange and authorization (docs/performance.md,
+"Rate limits counted in the process")."""
+
 _ROTATE_AT_ONCE_POSTGRES = (
     " claimed AS ("
     " UPDATE refresh_tokens r SET used_at = $1"
@@ -472,7 +480,7 @@ _ROTATE_AT_ONCE_POSTGRES = (
     " JOIN memberships m ON m.business_id = f.business_id AND m.user_id = f.user_id"
     " WHERE r.token_hash = $2 AND f.id = r.family_id AND r.used_at IS NULL"
     " AND r.revoked_at IS NULL AND $1 < r.expires_at AND f.revoked_at IS NULL"
-    " AND f.app_id = $7 AND i.state = 'ACTIVE' AND m.active"
+    f" AND {_NOT_BY_INDEX.format('f.app_id = $7')} AND i.state = 'ACTIVE' AND m.active"
     " AND ($8::text IS NULL OR f.resource IS NULL OR f.resource = $8)"
     " AND EXISTS (SELECT FROM ledgerport_allowed)"
     " RETURNING r.family_id, f.scopes)," + _ROTATION_WRITES
@@ -741,7 +749,7 @@ def live_access_token_lookup(
     return Lookup(
         f"{lookup.sql} AND t.revoked_at IS NULL AND t.expires_at > $2"
         " AND f.revoked_at IS NULL AND a.status = 'ACTIVE' AND i.state = 'ACTIVE'"
-        " AND f.app_id = $3 AND f.business_id = $4",
+        f" AND {_NOT_BY_INDEX.format('f.app_id = $3 AND f.business_id = $4')}",
         (*lookup.args, now, app_id, business_id),
     )
 
