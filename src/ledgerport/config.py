@@ -116,8 +116,9 @@ class Config:
     redis_url: str | None = None
     rate_limit_factor: int = 1
     """Every rate limit's allowance is multiplied by it (1, the spec's limits, in production)."""
-    """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else in
-    the PostgreSQL database, or in the process on SQLite."""
+    """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else
+    through the PostgreSQL database (the large budgets in each process, settled there), or in
+    the process on SQLite."""
 
     @property
     def development(self) -> bool:

@@ -471,7 +471,7 @@ is found by its hash and its family by id, one row each. Compared plainly, Postg
 the family's read by the index on (app_id, business_id) when its statistics show few families
 an app (a prepared statement keeps the plan) and then read every family of the app for each
 request, a read that grows with every token exchange and authorization (docs/performance.md,
-"Rate limits counted in the process")."""
+"Rate limits counted in the process, and a token family read by id")."""
 
 _ROTATE_AT_ONCE_POSTGRES = (
     " claimed AS ("
