@@ -329,3 +329,35 @@ async def test_views_are_forgotten_once_their_windows_pass(
         clock.advance(30)
         limiter.sweep()
         assert limiter.kept() == 0
+
+
+async def test_many_budgets_settle_a_chunk_a_transaction(
+    store: Store, clock: FrozenClock, keyring: auth.Keyring, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many budgets a process holds unsettled (say after an outage of the database),
+    each transaction adds a chunk of them; a chunk that fails keeps its hits and those of the
+    chunks after it, the chunks before it stay added."""
+    exact = auth.StoreRateLimiter(store, clock, keyring)
+    limiter = auth.SettlingRateLimiter(exact, clock)
+    chunk = auth.SettlingRateLimiter.SETTLE_CHUNK
+    budgets = [Budget(BIG, (f"203.0.113.{n}", str(n))) for n in range(2 * chunk + 10)]
+    add_hits = exact.add_hits
+    sizes: list[int] = []
+
+    async def second_fails(counted: list[tuple[Budget, object]]) -> object:
+        sizes.append(len(counted))
+        if len(sizes) == 2:
+            raise StorageUnavailable("the database went away")
+        return await add_hits(counted)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact, "add_hits", second_fails)
+    with trio.fail_after(TIMEOUT):
+        for budget in budgets:
+            assert (await limiter.take(budget)).allowed
+        with pytest.raises(StorageUnavailable):
+            await limiter.settle()
+        assert sizes == [chunk, chunk]
+        await limiter.settle()
+        assert sizes == [chunk, chunk, chunk, 10]
+        counts = [await in_row(store, clock, keyring, budget) for budget in budgets]
+        assert counts == [1] * len(budgets)

@@ -66,6 +66,9 @@ MARGIN = 10
 """A take is counted in the process only while its view leaves ``limit // MARGIN`` more."""
 SETTLE_EVERY = 0.1
 """Seconds between two settlements of a process's unsettled hits."""
+SETTLE_CHUNK = 500
+"""Budgets settled in one transaction: a statement's parameters stay well under PostgreSQL's
+limit however many budgets a process holds unsettled (after an outage of the database)."""
 SETTLE_TIMEOUT = 10.0
 """Seconds a settlement may take before it counts as failed (its hits kept to settle again)."""
 _SWEEP_EVERY = 1.0
@@ -145,6 +148,7 @@ class SettlingRateLimiter:
     SLICE = SLICE
     MARGIN = MARGIN
     SETTLE_EVERY = SETTLE_EVERY
+    SETTLE_CHUNK = SETTLE_CHUNK
 
     def __init__(
         self,
@@ -223,38 +227,42 @@ class SettlingRateLimiter:
 
     async def settle(self, views: Iterable[_View] | None = None, *, refresh: bool = False) -> None:
         """Add the unsettled hits (of ``views``, else all) to their rows, and take each row's
-        count back into its view (``refresh``: also of the views with none). On a failure the
-        hits stay unsettled, to be added again."""
+        count back into its view (``refresh``: also of the views with none), ``SETTLE_CHUNK``
+        budgets a transaction. On a failure the hits not added stay unsettled, to be added
+        again."""
         async with self._settling:
             chosen = list(self._unsettled.values()) if views is None else list(views)
-            batch = [(view, view.unsettled) for view in chosen if view.unsettled or refresh]
-            if not batch:
-                return
-            for view, _ in batch:
-                view.unsettled = {}
-                self._unsettled.pop((view.budget.limit.name, view.budget.key), None)
-            try:
-                # Shielded: a request cancelled while its budgets settle leaves the rows and
-                # the views agreeing (hits added once), not hits added and also kept.
-                with trio.CancelScope(shield=True), trio.fail_after(SETTLE_TIMEOUT):
-                    merged = await self._exact.add_hits(
-                        [(view.budget, added) for view, added in batch]
-                    )
-            except trio.TooSlowError as exc:
-                self._keep(batch)
-                raise StorageUnavailable(
-                    f"settling the rate limits' counts took over {SETTLE_TIMEOUT:g} s"
-                ) from exc
-            except BaseException:
-                self._keep(batch)
-                raise
-            for (view, added), hits in zip(batch, merged, strict=True):
-                view.owed -= sum(added.values())
-                view.settled(hits)
+            due = [view for view in chosen if view.unsettled or refresh]
+            for start in range(0, len(due), SETTLE_CHUNK):
+                await self._settle_chunk(due[start : start + SETTLE_CHUNK])
+
+    async def _settle_chunk(self, views: Sequence[_View]) -> None:
+        batch = [(view, view.unsettled) for view in views]
+        for view, _ in batch:
+            view.unsettled = {}
+            self._unsettled.pop((view.budget.limit.name, view.budget.key), None)
+        try:
+            # Shielded: a request cancelled while its budgets settle leaves the rows and the
+            # views agreeing (hits added once), not hits added and also kept.
+            with trio.CancelScope(shield=True), trio.fail_after(SETTLE_TIMEOUT):
+                merged = await self._exact.add_hits([(view.budget, added) for view, added in batch])
+        except trio.TooSlowError as exc:
+            self._keep(batch)
+            raise StorageUnavailable(
+                f"settling the rate limits' counts took over {SETTLE_TIMEOUT:g} s"
+            ) from exc
+        except BaseException:
+            self._keep(batch)
+            raise
+        for (view, added), hits in zip(batch, merged, strict=True):
+            view.owed -= sum(added.values())
+            view.settled(hits)
 
     def _keep(self, batch: Sequence[tuple[_View, dict[int, int]]]) -> None:
         """A settlement's hits that did not reach their rows, kept to settle again."""
         for view, added in batch:
+            if not added:
+                continue
             for index, n in added.items():
                 view.unsettled[index] = view.unsettled.get(index, 0) + n
             self._unsettled[view.budget.limit.name, view.budget.key] = view
