@@ -425,7 +425,6 @@ class ScaledRateLimiter:
 
     def __init__(self, inner: RateLimiter, factor: int) -> None:
         self.inner = inner
-        self._inner = inner
         self._factor = factor
         self._limits: dict[catalog.RateLimit, catalog.RateLimit] = {}
         """Each rate limit scaled, made once (the catalog's limits are a few dozen)."""
@@ -440,16 +439,16 @@ class ScaledRateLimiter:
         return tuple(Budget(self._limit(budget.limit), budget.key) for budget in budgets)
 
     async def take(self, *budgets: Budget) -> Verdict:
-        return await self._inner.take(*self._scaled(budgets))
+        return await self.inner.take(*self._scaled(budgets))
 
     async def take_then(self, first: Budget, *then: Budget) -> tuple[Verdict, Verdict | None]:
         scaled_first, *scaled_then = self._scaled((first, *then))
-        return await self._inner.take_then(scaled_first, *scaled_then)
+        return await self.inner.take_then(scaled_first, *scaled_then)
 
     async def take_unless_locked(
         self, rule: LockoutRule, key: tuple[str, ...], *budgets: Budget
     ) -> Verdict | Locked:
-        return await self._inner.take_unless_locked(rule, key, *self._scaled(budgets))
+        return await self.inner.take_unless_locked(rule, key, *self._scaled(budgets))
 
     async def take_unless_locked_then_read(
         self,
@@ -459,7 +458,7 @@ class ScaledRateLimiter:
         reader: Reader,
         lookup: Lookup,
     ) -> tuple[Verdict | Locked, Row | None]:
-        return await self._inner.take_unless_locked_then_read(
+        return await self.inner.take_unless_locked_then_read(
             rule, key, self._scaled(budgets), reader, lookup
         )
 
@@ -467,18 +466,16 @@ class ScaledRateLimiter:
         self, first: Budget, then: tuple[Budget, ...], reader: Reader, lookup: Lookup
     ) -> tuple[Verdict, Verdict | None, Row | None]:
         scaled_first, *scaled_then = self._scaled((first, *then))
-        return await self._inner.take_then_if_found(
-            scaled_first, tuple(scaled_then), reader, lookup
-        )
+        return await self.inner.take_then_if_found(scaled_first, tuple(scaled_then), reader, lookup)
 
     async def retry_after(self, *budgets: Budget) -> int | None:
-        return await self._inner.retry_after(*self._scaled(budgets))
+        return await self.inner.retry_after(*self._scaled(budgets))
 
     async def hit(self, *budgets: Budget) -> None:
-        await self._inner.hit(*self._scaled(budgets))
+        await self.inner.hit(*self._scaled(budgets))
 
     async def locked_for(self, rule: LockoutRule, key: tuple[str, ...]) -> int | None:
-        return await self._inner.locked_for(rule, key)
+        return await self.inner.locked_for(rule, key)
 
     async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:
-        return await self._inner.failed(rule, key)
+        return await self.inner.failed(rule, key)

@@ -496,8 +496,8 @@ class StoreRateLimiter:
         SettlingRateLimiter`): for each budget, the hits to add in each bucket (fewer where
         negative, none below zero). Answers each budget's hits as its row holds them now,
         oldest first, in the order given; the buckets no longer counting are dropped. One
-        transaction, its rows locked in the order every count locks them; with nothing to add,
-        one read."""
+        transaction, its rows locked in (budget, key) order as ``_lock_rows`` always locks
+        them; with nothing to add, one read."""
         now = self._clock.now()
         keys = self._keys([budget for budget, _ in counted])
         if not any(added for _, added in counted):
