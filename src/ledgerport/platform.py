@@ -49,6 +49,9 @@ class Platform:
 
     def __post_init__(self) -> None:
         self.metrics.watch_store(self.store.statistics)
+        settling = self.settling_limiter()
+        if settling is not None:
+            self.metrics.watch_limiter(settling.statistics)
         self.app_directory = AppDirectory(self.clock)
 
     def now(self) -> float:

@@ -16,10 +16,12 @@ import secrets
 
 import pytest
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 from ledgerport import auth, catalog
 from ledgerport.auth import Budget, Locked, LockoutRule, Verdict
 from ledgerport.clock import FrozenClock
+from ledgerport.ops import Metrics
 from ledgerport.storage import StorageUnavailable, Store
 
 TIMEOUT = 60
@@ -85,6 +87,9 @@ async def test_a_take_counted_in_the_process_writes_nothing_until_it_settles(
         assert await in_row(store, clock, keyring, budget) == 3
         await limiter.settle()
         assert await in_row(store, clock, keyring, budget) == 3, "settled once"
+        assert limiter.statistics() == auth.SettlementStatistics(
+            settlements=1, failures=0, hits=3, views=1
+        )
 
 
 async def test_a_process_holds_at_most_a_slice_unsettled(
@@ -306,6 +311,9 @@ async def test_a_failed_settlement_keeps_its_hits(
         assert (await limiter.take(budget)).standings[0].remaining == BIG.limit - 5
         await limiter.settle()
         assert await in_row(store, clock, keyring, budget) == 5
+        assert limiter.statistics() == auth.SettlementStatistics(
+            settlements=1, failures=1, hits=5, views=1
+        )
 
 
 async def test_views_are_forgotten_once_their_windows_pass(
@@ -361,3 +369,35 @@ async def test_many_budgets_settle_a_chunk_a_transaction(
         assert sizes == [chunk, chunk, chunk, 10]
         counts = [await in_row(store, clock, keyring, budget) for budget in budgets]
         assert counts == [1] * len(budgets)
+
+
+async def test_the_metrics_tell_the_settlements(
+    store: Store, clock: FrozenClock, keyring: auth.Keyring
+) -> None:
+    """``ledgerport_rate_limit_*``: zeros for a process whose limits are not counted so, this
+    limiter's counts once watched."""
+    metrics = Metrics()
+
+    def samples() -> dict[str, float]:
+        text = metrics.render().decode()
+        families = text_string_to_metric_families(text)
+        return {s.name: s.value for f in families for s in f.samples if "rate_limit" in s.name}
+
+    assert samples() == {
+        "ledgerport_rate_limit_settlements_total": 0,
+        "ledgerport_rate_limit_settlement_failures_total": 0,
+        "ledgerport_rate_limit_hits_settled_total": 0,
+        "ledgerport_rate_limit_views": 0,
+    }
+    limiter = process(store, clock, keyring)
+    metrics.watch_limiter(limiter.statistics)
+    with trio.fail_after(TIMEOUT):
+        for n in range(3):
+            await limiter.take(Budget(BIG, ip(n)))
+        await limiter.settle()
+    assert samples() == {
+        "ledgerport_rate_limit_settlements_total": 1,
+        "ledgerport_rate_limit_settlement_failures_total": 0,
+        "ledgerport_rate_limit_hits_settled_total": 3,
+        "ledgerport_rate_limit_views": 3,
+    }

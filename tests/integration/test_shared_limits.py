@@ -50,6 +50,11 @@ async def test_the_platform_counts_where_the_store_says(store: Store, clock: Fro
         platform = await build_platform(store, clock, environment())
     expected = auth.MemoryRateLimiter if store.kind == "sqlite" else auth.SettlingRateLimiter
     assert isinstance(platform.limiter, expected)
+    settling = platform.settling_limiter()
+    assert (settling is platform.limiter) == (store.kind == "postgresql")
+    if settling is not None:
+        await settling.take(auth.Budget(catalog.RATE_LIMIT_API_PER_IP, ("203.0.113.7",)))
+        assert b"ledgerport_rate_limit_views 1.0" in platform.metrics.render(), "watched"
 
 
 @pytest.mark.postgres

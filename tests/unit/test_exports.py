@@ -270,6 +270,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "ScaledRateLimiter",
         "ScopesNotPermitted",
         "SessionToken",
+        "SettlementStatistics",
         "SettlingRateLimiter",
         "SigningKey",
         "SlidingWindow",

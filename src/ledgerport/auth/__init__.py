@@ -113,6 +113,7 @@ from ._sessions import issue_developer_token as issue_developer_token
 from ._sessions import login_session_user as login_session_user
 from ._sessions import purge_expired_login_sessions as purge_expired_login_sessions
 from ._sessions import start_login_session as start_login_session
+from ._settled_limits import SettlementStatistics as SettlementStatistics
 from ._settled_limits import SettlingRateLimiter as SettlingRateLimiter
 from ._shared_limits import LIMIT_BUCKETS as LIMIT_BUCKETS
 from ._shared_limits import StoreRateLimiter as StoreRateLimiter

@@ -46,6 +46,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import trio
 
@@ -73,6 +74,20 @@ SETTLE_TIMEOUT = 10.0
 """Seconds a settlement may take before it counts as failed (its hits kept to settle again)."""
 _SWEEP_EVERY = 1.0
 """Seconds between two sweeps of the views whose hits no longer count."""
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementStatistics:
+    """What a process's settlements have done since it started (``ledgerport_rate_limit_*``)."""
+
+    settlements: int
+    """Transactions that added hits to the rows (or read views back)."""
+    failures: int
+    """Settlements that failed; their hits were kept for a later one."""
+    hits: int
+    """Hits counted in the process and added to the rows."""
+    views: int
+    """Budgets the process keeps a view of now."""
 
 
 class _View:
@@ -167,6 +182,9 @@ class SettlingRateLimiter:
         self._views: dict[tuple[str, tuple[str, ...]], _View] = {}
         self._unsettled: dict[tuple[str, tuple[str, ...]], _View] = {}
         self._settling = trio.Lock()
+        self._settlements = 0
+        self._failures = 0
+        self._hits_settled = 0
 
     def _view(self, budget: Budget) -> _View:
         name = (budget.limit.name, budget.key)
@@ -247,15 +265,20 @@ class SettlingRateLimiter:
             with trio.CancelScope(shield=True), trio.fail_after(SETTLE_TIMEOUT):
                 merged = await self._exact.add_hits([(view.budget, added) for view, added in batch])
         except trio.TooSlowError as exc:
+            self._failures += 1
             self._keep(batch)
             raise StorageUnavailable(
                 f"settling the rate limits' counts took over {SETTLE_TIMEOUT:g} s"
             ) from exc
         except BaseException:
+            self._failures += 1
             self._keep(batch)
             raise
+        self._settlements += 1
         for (view, added), hits in zip(batch, merged, strict=True):
-            view.owed -= sum(added.values())
+            settled = sum(added.values())
+            self._hits_settled += settled
+            view.owed -= settled
             view.settled(hits)
 
     def _keep(self, batch: Sequence[tuple[_View, dict[int, int]]]) -> None:
@@ -279,6 +302,11 @@ class SettlingRateLimiter:
     def kept(self) -> int:
         """How many budgets this process keeps a view of."""
         return len(self._views)
+
+    def statistics(self) -> SettlementStatistics:
+        return SettlementStatistics(
+            self._settlements, self._failures, self._hits_settled, len(self._views)
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Settle every ``SETTLE_EVERY`` seconds until cancelled, then once more."""

@@ -118,11 +118,63 @@ _STORE_FAMILIES = (
 )
 
 
+_LIMIT_FAMILIES = (
+    (
+        "ledgerport_rate_limit_settlements",
+        "counter",
+        "settlements",
+        "Transactions that added the rate-limit hits this process counted to the database"
+        " (PostgreSQL without Redis; 0 elsewhere).",
+    ),
+    (
+        "ledgerport_rate_limit_settlement_failures",
+        "counter",
+        "failures",
+        "Settlements that failed; their hits are kept and added by a later one.",
+    ),
+    (
+        "ledgerport_rate_limit_hits_settled",
+        "counter",
+        "hits",
+        "Rate-limit hits counted in this process and added to the database.",
+    ),
+    (
+        "ledgerport_rate_limit_views",
+        "gauge",
+        "views",
+        "Rate-limit budgets this process keeps a view of now (its memory for them).",
+    ),
+)
+
+
+class _LimiterCollector:
+    """The settling rate limiter's own counts (``SettlingRateLimiter.statistics()``), read at
+    each scrape; zeros where the limits are not counted so."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[], Any] | None = None
+
+    def describe(self) -> Iterator[Metric]:
+        return self._families(None)
+
+    def collect(self) -> Iterator[Metric]:
+        return self._families(None if self.read is None else self.read())
+
+    @staticmethod
+    def _families(counts: Any) -> Iterator[Metric]:
+        for name, kind, attribute, help_text in _LIMIT_FAMILIES:
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            value = 0.0 if counts is None else float(getattr(counts, attribute))
+            yield family(name, help_text, value=value)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._store = _StoreCollector()
         self.registry.register(self._store)
+        self._limiter = _LimiterCollector()
+        self.registry.register(self._limiter)
         # What every Prometheus client serves: the process (CPU, memory, open files, start
         # time), the interpreter and its collector; and which version runs.
         ProcessCollector(registry=self.registry)
@@ -394,6 +446,11 @@ class Metrics:
     def watch_store(self, statistics: Callable[[], Any]) -> None:
         """Serve the store's own counts (``Store.statistics``) as ``ledgerport_store_*``."""
         self._store.read = statistics
+
+    def watch_limiter(self, statistics: Callable[[], Any]) -> None:
+        """Serve the settling rate limiter's counts (``SettlingRateLimiter.statistics``) as
+        ``ledgerport_rate_limit_*``."""
+        self._limiter.read = statistics
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
