@@ -37,27 +37,33 @@ def closed_label(value: str, allowed: Collection[str]) -> str:
     return value if value in allowed else OTHER
 
 
-class _StoreCollector:
-    """The store's own counts (``Store.statistics()``), read at each scrape."""
+class _CountsCollector:
+    """Counts an object of the process keeps (``read()``: the store's ``statistics()``, the
+    settling rate limiter's), served at each scrape as ``families`` (name, kind, attribute,
+    help) and whatever ``more`` makes of them; zeros while nothing is read."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        families: tuple[tuple[str, str, str, str], ...],
+        more: Callable[[Any], Iterator[Metric]] | None = None,
+    ) -> None:
         self.read: Callable[[], Any] | None = None
+        self._families = families
+        self._more = more
 
     def describe(self) -> Iterator[Metric]:
-        return self._families(None)
+        return self._metrics(None)
 
     def collect(self) -> Iterator[Metric]:
-        return self._families(None if self.read is None else self.read())
+        return self._metrics(None if self.read is None else self.read())
 
-    @staticmethod
-    def _families(counts: Any) -> Iterator[Metric]:
-        def value(name: str) -> float:
-            return 0.0 if counts is None else float(getattr(counts, name))
-
-        yield _transaction_histogram(counts)
-        for name, kind, attribute, help_text in _STORE_FAMILIES:
+    def _metrics(self, counts: Any) -> Iterator[Metric]:
+        if self._more is not None:
+            yield from self._more(counts)
+        for name, kind, attribute, help_text in self._families:
             family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-            yield family(name, help_text, value=value(attribute))
+            value = 0.0 if counts is None else float(getattr(counts, attribute))
+            yield family(name, help_text, value=value)
 
 
 def _transaction_histogram(counts: Any) -> HistogramMetricFamily:
@@ -147,33 +153,14 @@ _LIMIT_FAMILIES = (
 )
 
 
-class _LimiterCollector:
-    """The settling rate limiter's own counts (``SettlingRateLimiter.statistics()``), read at
-    each scrape; zeros where the limits are not counted so."""
-
-    def __init__(self) -> None:
-        self.read: Callable[[], Any] | None = None
-
-    def describe(self) -> Iterator[Metric]:
-        return self._families(None)
-
-    def collect(self) -> Iterator[Metric]:
-        return self._families(None if self.read is None else self.read())
-
-    @staticmethod
-    def _families(counts: Any) -> Iterator[Metric]:
-        for name, kind, attribute, help_text in _LIMIT_FAMILIES:
-            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-            value = 0.0 if counts is None else float(getattr(counts, attribute))
-            yield family(name, help_text, value=value)
-
-
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._store = _StoreCollector()
+        self._store = _CountsCollector(
+            _STORE_FAMILIES, lambda counts: iter([_transaction_histogram(counts)])
+        )
         self.registry.register(self._store)
-        self._limiter = _LimiterCollector()
+        self._limiter = _CountsCollector(_LIMIT_FAMILIES)
         self.registry.register(self._limiter)
         # What every Prometheus client serves: the process (CPU, memory, open files, start
         # time), the interpreter and its collector; and which version runs.
