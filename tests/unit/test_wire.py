@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
+import hypercorn.config
 import hypercorn.protocol
 import hypercorn.trio
 import hypercorn.trio.run
@@ -132,6 +133,13 @@ def _parsed(data: bytes, method: bytes = b"GET") -> tuple[int, bytes]:
             raise AssertionError(f"incomplete response: {event!r} after {data!r}")
 
 
+@pytest.fixture
+def one_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hypercorn's Date header the same for every answer: the bytes of two answers made a
+    second apart are compared."""
+    monkeypatch.setattr(hypercorn.config, "time", lambda: 1_790_000_000.0)
+
+
 @pytest.mark.parametrize(
     ("app", "request_bytes", "status", "body"),
     [
@@ -145,7 +153,7 @@ def _parsed(data: bytes, method: bytes = b"GET") -> tuple[int, bytes]:
     ids=["body", "error", "no-content", "empty", "head", "chunked"],
 )
 async def test_a_whole_answer_is_one_write_of_the_bytes_hypercorn_writes(
-    app: App, request_bytes: bytes, status: int, body: bytes
+    app: App, request_bytes: bytes, status: int, body: bytes, one_date: None
 ) -> None:
     coalesced = await _writes(CoalescingH11Protocol, app, request_bytes)
     stock = await _writes(H11Protocol, app, request_bytes)
@@ -173,7 +181,9 @@ async def test_a_streamed_answer_goes_out_with_its_head_in_the_first_parts_write
     assert _parsed(b"".join(writes)) == (200, b"firstsecond")
 
 
-async def test_an_answer_after_a_failure_of_the_app_is_the_500_hypercorn_writes() -> None:
+async def test_an_answer_after_a_failure_of_the_app_is_the_500_hypercorn_writes(
+    one_date: None,
+) -> None:
     async def failing(scope: Any, receive: Any, send: Any) -> None:
         raise RuntimeError("the app failed before answering")
 
