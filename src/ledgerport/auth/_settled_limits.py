@@ -180,7 +180,8 @@ class SettlingRateLimiter:
         self._slice_share = slice_share
         self._margin_share = margin_share
         self._views: dict[tuple[str, tuple[str, ...]], _View] = {}
-        self._unsettled: dict[tuple[str, tuple[str, ...]], _View] = {}
+        self._unsettled: set[_View] = set()
+        """The views holding hits not yet added to their rows."""
         self._settling = trio.Lock()
         self._settlements = 0
         self._failures = 0
@@ -219,7 +220,7 @@ class SettlingRateLimiter:
     def _count(self, views: Sequence[_View], now: float, n: int = 1) -> None:
         for view in views:
             view.count(math.ceil(now / view.width), n)
-            self._unsettled[view.budget.limit.name, view.budget.key] = view
+            self._unsettled.add(view)
 
     def _verdict(self, views: Sequence[_View], now: float) -> Verdict:
         return Verdict(None, 0, tuple(view.standing(now) for view in views))
@@ -249,7 +250,7 @@ class SettlingRateLimiter:
         budgets a transaction. On a failure the hits not added stay unsettled, to be added
         again."""
         async with self._settling:
-            chosen = list(self._unsettled.values()) if views is None else list(views)
+            chosen = list(self._unsettled) if views is None else list(views)
             due = [view for view in chosen if view.unsettled or refresh]
             for start in range(0, len(due), SETTLE_CHUNK):
                 await self._settle_chunk(due[start : start + SETTLE_CHUNK])
@@ -258,7 +259,7 @@ class SettlingRateLimiter:
         batch = [(view, view.unsettled) for view in views]
         for view, _ in batch:
             view.unsettled = {}
-            self._unsettled.pop((view.budget.limit.name, view.budget.key), None)
+            self._unsettled.discard(view)
         try:
             # Shielded: a request cancelled while its budgets settle leaves the rows and the
             # views agreeing (hits added once), not hits added and also kept.
@@ -288,7 +289,7 @@ class SettlingRateLimiter:
                 continue
             for index, n in added.items():
                 view.unsettled[index] = view.unsettled.get(index, 0) + n
-            self._unsettled[view.budget.limit.name, view.budget.key] = view
+            self._unsettled.add(view)
 
     def sweep(self) -> None:
         """Forget the views with nothing unsettled whose hits no longer count (``run`` does
@@ -298,10 +299,6 @@ class SettlingRateLimiter:
         for name, view in list(self._views.items()):
             if not view.owed and view.expires_at() <= now:
                 del self._views[name]
-
-    def kept(self) -> int:
-        """How many budgets this process keeps a view of."""
-        return len(self._views)
 
     def statistics(self) -> SettlementStatistics:
         return SettlementStatistics(
