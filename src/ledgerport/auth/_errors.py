@@ -52,10 +52,12 @@ class PermissionDenied(AuthError):
 
 
 class RateLimited(AuthError):
-    """A rate limit or a lockout refuses the request for ``retry_after`` seconds."""
+    """A rate limit or a lockout refuses the request for ``retry_after`` seconds; ``limit`` is
+    the budget that refused it (None for a lockout)."""
 
-    def __init__(self, retry_after: int) -> None:
+    def __init__(self, retry_after: int, limit: catalog.RateLimit | None = None) -> None:
         self.retry_after = retry_after
+        self.limit = limit
         super().__init__("Too many requests: retry after {0} seconds", params=[retry_after])
 
 

@@ -14,6 +14,7 @@ handler that throws or breaks a limit fails its run for good.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from ledgerport import apps, auth, queues
+from ledgerport import apps, auth, catalog, queues
 from ledgerport.ids import new_id
 from ledgerport.platform import Platform
 from ledgerport.runtime import (
@@ -32,6 +33,7 @@ from ledgerport.runtime import (
     RunOutcome,
     RunRequest,
     SandboxPool,
+    bounded,
     recheck,
 )
 from ledgerport.storage import StorageError
@@ -88,9 +90,10 @@ class FunctionRunner:
         self._notes: dict[str, list[tuple[int, str]]] = {}
         """What the platform tells a run's log (a rate-limited call), by run id, each with when
         it was told (milliseconds after the run started)."""
-        self._held_back: dict[str, float] = {}
-        """Runs whose call was refused for a rate limit they could not wait out: the
-        Retry-After, after which a failed run goes again."""
+        self._held_back: dict[str, dict[str | None, float]] = {}
+        """Runs whose call was refused for a rate limit they could not wait out: by the error
+        the handler's throwing that refusal ends the run with, its Retry-After, after which
+        such a failed run goes again."""
         self._book = RunBook(workers)
         """The busy workers per app and per business, and the fair choice of due runs."""
         self._published: dict[Refusal, int] = {}
@@ -111,28 +114,46 @@ class FunctionRunner:
 
         A call refused for a rate limit (429) waits for the budget when its Retry-After ends
         within the run's wall limit, then goes again; otherwise the handler gets the 429, and
-        should the run then fail it goes again after the Retry-After as a platform failure
-        (:meth:`_ended`). Either way the run's log says so."""
+        should the run then fail by throwing that very refusal, it goes again after the
+        Retry-After (:meth:`_ended`). Either way the run's log says so, naming the budget."""
         answer = await self._call_once(request, call)
         while answer.status == 429 and answer.retry_after is not None:
             deadline = self._deadlines.get(request.run_id, 0.0)
+            refused = f"context.api {call.method} {call.path}: 429, {_budget(answer)}"
             if trio.current_time() + answer.retry_after >= deadline:
-                self._held_back[request.run_id] = answer.retry_after
+                held = self._held_back.setdefault(request.run_id, {})
+                held[self._thrown(call, answer)] = answer.retry_after
                 self._note(
                     request.run_id,
-                    f"context.api {call.method} {call.path}: 429, the app's rate limit; its"
-                    f" Retry-After ({answer.retry_after:g} s) ends past the run's wall limit:"
-                    " answered to the handler, and a failed run goes again after it",
+                    f"{refused}; its Retry-After ({answer.retry_after:g} s) ends past the run's"
+                    " wall limit: answered to the handler, and a run that fails by throwing it"
+                    " goes again after it",
                 )
                 return answer
             self._note(
                 request.run_id,
-                f"context.api {call.method} {call.path}: 429, the app's rate limit; waited"
-                f" {answer.retry_after:g} s for its budget and called again",
+                f"{refused}; waited {answer.retry_after:g} s for its budget and called again",
             )
             await trio.sleep(answer.retry_after)
             answer = await self._call_once(request, call)
         return answer
+
+    def _thrown(self, call: ApiCall, answer: ApiAnswer) -> str | None:
+        """The error a run ends with, as it is kept, when its handler throws the refusal of
+        ``call`` that the harness made of ``answer`` (an ApiError)."""
+        body = answer.body if isinstance(answer.body, dict) else {}
+        message = body.get("message")
+        shown = (
+            f"HTTP {answer.status}"
+            if message is None
+            else message
+            if isinstance(message, str)
+            else json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        )
+        error = f"ApiError: {call.method} {call.path}: {answer.status} {shown}"
+        return bounded(
+            self.pool.limits, ok=False, result=None, logs=[], error=error, limit=None
+        ).error
 
     def _note(self, run_id: str, note: str) -> None:
         notes = self._notes.setdefault(run_id, [])
@@ -400,11 +421,13 @@ class FunctionRunner:
         kept = recheck(self.pool.limits, outcome)
         status: queues.RunStatus
         due: float | None = None
-        held_back = self._held_back.get(run.id)
+        # The Retry-After of the rate limit whose refusal the handler threw, when it did.
+        held_back = self._held_back.get(run.id, {}).get(kept.error)
         if kept.ok:
             status = "succeeded"
         else:
-            # A throwing handler is not tried again, unless a rate limit refused its call.
+            # A throwing handler is not tried again, unless it threw a rate limit's refusal
+            # of its call: a run that failed for its own reason after a 429 is not retried.
             if outcome.platform_failure or held_back is not None:
                 due = next_attempt_at(attempts, now, RUN_RETRY_DELAYS)
             if due is not None and held_back is not None:
@@ -438,6 +461,19 @@ def _with_notes(
         return [*logs, *(note for _, note in notes)], []
     merged = sorted([*zip(times, logs, strict=True), *notes], key=lambda line: line[0])
     return [line for _, line in merged], [at for at, _ in merged]
+
+
+def _budget(answer: ApiAnswer) -> str:
+    """The rate limit that refused a call, as a run's log names it."""
+    limit = catalog.RATE_LIMITS.get(answer.refused_by or "")
+    if limit is None:
+        return "refused by a rate limit"
+    per = {"app+business": " of the app in this business", "app": " of the app"}
+    return (
+        f"refused by the rate limit {limit.name} ({limit.limit} calls a"
+        f" {'minute' if limit.window_seconds == 60 else f'{limit.window_seconds} s window'}"
+        f"{per.get(limit.key, '')})"
+    )
 
 
 def _tenant(run: queues.ClaimedRun) -> DueRuns:

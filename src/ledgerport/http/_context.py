@@ -16,6 +16,9 @@ from ledgerport.storage import Transaction
 PLATFORM_KEY = "ledgerport.platform"
 APP_STATE_PREFIX = "ledgerport.state."
 """Keys of what the application builds for its platform on first use (``app_state``)."""
+FROM_A_RUN = "ledgerport.from_a_run"
+"""The ASGI scope's key that marks a hosted function's ``context.api`` call
+(``in_process_api`` sets it; hypercorn's scopes of network requests never hold it)."""
 
 _T = TypeVar("_T")
 
@@ -39,6 +42,12 @@ async def unit_of_work(*, reads: bool = False) -> AsyncIterator[Transaction]:
     request expects to read only (``Store.transaction``)."""
     async with platform().store.transaction(reads=reads) as tx:
         yield tx
+
+
+def from_a_run() -> bool:
+    """Whether the request is a hosted function's ``context.api`` call, made inside the
+    process: it has no client address of its own, so no per-IP budget counts it."""
+    return request.scope.get(FROM_A_RUN) is True
 
 
 def client_ip() -> str:

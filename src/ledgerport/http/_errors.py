@@ -129,7 +129,17 @@ def _oauth(error: str, **extra: Any) -> Answer:
 
 
 def _retry_after(error: auth.RateLimited) -> dict[str, str]:
-    return {"Retry-After": str(error.retry_after)}
+    """Retry-After, and the budget that refused the request in the form of the IETF's
+    RateLimit-Policy header (``"name";q=limit;w=window``); a lockout names none."""
+    headers = {"Retry-After": str(error.retry_after)}
+    if error.limit is not None:
+        headers["RateLimit-Policy"] = rate_limit_policy(error.limit)
+    return headers
+
+
+def rate_limit_policy(limit: catalog.RateLimit) -> str:
+    """``limit`` as a RateLimit-Policy header's value."""
+    return f'"{limit.name}";q={limit.limit};w={limit.window_seconds}'
 
 
 def _basic_challenge(error: auth.InvalidClient) -> dict[str, str]:

@@ -18,7 +18,7 @@ async def count_function_upload(app_id: str) -> None:
     verdict = await p.limiter.take(auth.Budget(catalog.RATE_LIMIT_FUNCTION_UPLOADS, (app_id,)))
     if verdict.refused_by is not None:
         p.metrics.rate_limited.labels(verdict.refused_by.name).inc()
-        raise auth.RateLimited(verdict.retry_after)
+        raise auth.RateLimited(verdict.retry_after, verdict.refused_by)
 
 
 async def queue_test_run(app_id: str, name: str, developer_id: str) -> tuple[str, str]:

@@ -13,8 +13,9 @@ be sent, after the client has normalized it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -24,20 +25,26 @@ from werkzeug.routing import MapAdapter, RoutingException
 
 from ledgerport.runtime import ApiAnswer, ApiCall, DataApi
 
+from ._context import FROM_A_RUN
 from ._errors import envelope
 from .api import blueprint as api_blueprint
 
 IN_PROCESS_CLIENT = ("127.0.0.1", 0)
-"""The address a run's calls come from, as the rate limits see it."""
+"""The address a run's calls come from as the ASGI scope says it. No per-IP budget counts
+them: the scope is marked (``FROM_A_RUN``), and a run's calls count against its app's budgets
+only."""
 TIMEOUT = 30.0
 
 
 @asynccontextmanager
 async def in_process_api(app: Quart, base_url: str) -> AsyncIterator[DataApi]:
     """``(token, call) -> answer`` over ``app``'s data API, for the lifetime of the context."""
+
+    async def marked(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        await app({**scope, FROM_A_RUN: True}, receive, send)  # type: ignore[arg-type]
+
     async with httpx.AsyncClient(
-        # Quart types its ASGI callable by event kind; httpx wants the generic signature.
-        transport=httpx.ASGITransport(app=app, client=IN_PROCESS_CLIENT),  # type: ignore[arg-type]
+        transport=httpx.ASGITransport(app=marked, client=IN_PROCESS_CLIENT),
         base_url=base_url,
         timeout=TIMEOUT,
     ) as client:
@@ -65,6 +72,14 @@ def _seconds(value: str | None) -> float | None:
     return float(value) if value is not None and value.isdigit() else None
 
 
+def _policy_name(value: str | None) -> str | None:
+    """The name a RateLimit-Policy header gives its budget (``"name";q=..;w=..``), else None."""
+    if value is None or not value.startswith('"'):
+        return None
+    name, quote, _ = value[1:].partition('"')
+    return name if quote else None
+
+
 def _caller(client: httpx.AsyncClient, app: Quart, host: str) -> DataApi:
     async def call(token: str, api_call: ApiCall) -> ApiAnswer:
         path = api_call.path
@@ -86,7 +101,10 @@ def _caller(client: httpx.AsyncClient, app: Quart, host: str) -> DataApi:
         except json.JSONDecodeError:
             answer = response.text
         return ApiAnswer(
-            response.status_code, answer, _seconds(response.headers.get("Retry-After"))
+            response.status_code,
+            answer,
+            _seconds(response.headers.get("Retry-After")),
+            _policy_name(response.headers.get("RateLimit-Policy")),
         )
 
     return call

@@ -44,7 +44,7 @@ class OAuthGuard:
 
     def _refuse(self, name: str, wait: int) -> NoReturn:
         self._metrics.rate_limited.labels(name).inc()
-        raise RateLimited(wait)
+        raise RateLimited(wait, catalog.RATE_LIMITS.get(name))
 
     async def check_lock(self, endpoint: str, ip: str, client_id: str | None) -> None:
         if not client_id:

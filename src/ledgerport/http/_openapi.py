@@ -136,6 +136,12 @@ RETRY_AFTER = Header(
     "Seconds to wait before retrying",
     schema={"type": "string", "pattern": "^[0-9]+$"},
 )
+RATE_LIMIT_POLICY = Header(
+    "RateLimit-Policy",
+    'The budget that refused the request: "name";q=requests;w=seconds of its window'
+    " (absent for a lockout)",
+    required=False,
+)
 WWW_AUTHENTICATE = Header("WWW-Authenticate", "The authentication scheme and realm to use")
 LOCATION = Header("Location", "Where the browser goes next")
 SET_COOKIE = Header("Set-Cookie", "The browser session, CSRF or notice cookie")
@@ -145,7 +151,7 @@ NO_STORE = (
 )
 
 _RAISED_HEADERS: Mapping[type[BaseException], tuple[Header, ...]] = {
-    auth.RateLimited: (RETRY_AFTER,),
+    auth.RateLimited: (RETRY_AFTER, RATE_LIMIT_POLICY),
     storage.StorageUnavailable: (RETRY_AFTER,),
     ops.NotReady: (RETRY_AFTER,),
     auth.InvalidAdminToken: (WWW_AUTHENTICATE,),

@@ -113,6 +113,8 @@ class ApiAnswer:
     """The answer's JSON, parsed."""
     retry_after: float | None = None
     """A refusal's Retry-After (seconds), when it said one."""
+    refused_by: str | None = None
+    """The name of the rate limit that refused the call (its RateLimit-Policy), when one did."""
 
 
 RunApi = Callable[[RunRequest, ApiCall], Awaitable[ApiAnswer]]

@@ -6,7 +6,7 @@ from quart import g, request
 
 from ledgerport import auth, catalog
 
-from .._context import app_state, client_ip, platform
+from .._context import app_state, client_ip, from_a_run, platform
 from .._openapi import Header
 
 RATE_LIMIT_HEADERS = (
@@ -19,7 +19,7 @@ RATE_LIMIT_HEADERS = (
 
 def _refuse(limit: catalog.RateLimit, wait: int) -> auth.RateLimited:
     platform().metrics.rate_limited.labels(limit.name).inc()
-    return auth.RateLimited(wait)
+    return auth.RateLimited(wait, limit)
 
 
 def _app_budgets(app_id: str, business_id: str) -> tuple[auth.Budget, auth.Budget]:
@@ -44,12 +44,18 @@ async def authenticate_bearer() -> auth.AccessGrant:
     transaction: a shared limiter on PostgreSQL uses a connection of its own, which a call
     holding its transaction open would wait for while holding one, and a refused or failed
     call must still count.
+
+    A hosted function's call (``from_a_run``) has no address: it counts against its app's
+    budgets only (:func:`_authenticate_run`), so no tenant's runs use up a budget another
+    tenant, or a network client, is counted in.
     """
     p = platform()
-    per_ip = auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),))
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     token = token.strip()
+    if from_a_run():
+        return await _authenticate_run(token if scheme.lower() == "bearer" else "")
+    per_ip = auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),))
     if scheme.lower() != "bearer" or not token:
         await _count_unknown(per_ip)
         raise auth.InvalidAccessToken("A bearer access token is required")
@@ -82,6 +88,21 @@ async def authenticate_bearer() -> auth.AccessGrant:
     if by_app is None:
         raise _refuse(by_ip.refused_by or catalog.RATE_LIMIT_API_PER_IP, by_ip.retry_after)
     return _counted(grant, by_app)
+
+
+async def _authenticate_run(token: str) -> auth.AccessGrant:
+    """The grant of a run's token, its call counted against the app's budget in the business
+    and across businesses together; a token that is not live counts against nothing (the
+    runner made it, and it ends with its run)."""
+    p = platform()
+    grant = None
+    if token:
+        grant = await auth.resolve_access_token(
+            p.store.autocommit, p.keyring, now=p.now(), token=token
+        )
+    if grant is None:
+        raise auth.InvalidAccessToken("The access token is expired, revoked or malformed")
+    return _counted(grant, await p.limiter.take(*_app_budgets(grant.app_id, grant.business_id)))
 
 
 async def _count_unknown(per_ip: auth.Budget) -> None:
