@@ -225,6 +225,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "Budget",
         "ClientCredentials",
         "ConnectedAppsOnly",
+        "CrossSiteRequest",
         "DecryptionError",
         "DeviceAuthorization",
         "DeviceRequest",

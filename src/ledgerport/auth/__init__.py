@@ -30,6 +30,7 @@ from ._errors import AuthError as AuthError
 from ._errors import AuthorizationPending as AuthorizationPending
 from ._errors import AuthorizeProblem as AuthorizeProblem
 from ._errors import ConnectedAppsOnly as ConnectedAppsOnly
+from ._errors import CrossSiteRequest as CrossSiteRequest
 from ._errors import EndpointNotExposed as EndpointNotExposed
 from ._errors import ExpiredToken as ExpiredToken
 from ._errors import InsufficientScope as InsufficientScope

@@ -39,6 +39,18 @@ class NotSignedIn(AuthError):
         super().__init__(message)
 
 
+class CrossSiteRequest(AuthError):
+    """A browser's unsafe request to the console's API, authenticated by its session cookie,
+    came from no page of the service: another origin, and without the page's CSRF token."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Cross-site request refused: a signed-in browser's request that changes something"
+            " must come from the service's own pages (same origin) or carry their CSRF token"
+            " (X-CSRF-Token)"
+        )
+
+
 class InsufficientScope(AuthError):
     def __init__(self, scope: str) -> None:
         super().__init__("Insufficient scope: this endpoint requires {0}", params=[scope])

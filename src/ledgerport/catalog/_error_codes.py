@@ -115,6 +115,11 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("INVALID_ADMIN_TOKEN", 401, "missing or wrong operator token"),
         ErrorCode("INVALID_TOKEN", 401, "access token missing, expired, revoked or malformed"),
         ErrorCode("NOT_SIGNED_IN", 401, "the browser has no session on the application host"),
+        ErrorCode(
+            "CROSS_SITE_REQUEST",
+            403,
+            "a session cookie's unsafe /developer/* request from another origin, no CSRF token",
+        ),
         ErrorCode("INSUFFICIENT_SCOPE", 403, "the token lacks the endpoint's scope"),
         ErrorCode("PERMISSION_DENIED", 403, "the user's role lacks the endpoint's permission"),
         ErrorCode("INVALID_STATE", 409, "the record's status does not allow the change"),

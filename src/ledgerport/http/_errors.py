@@ -328,6 +328,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "NOT_SIGNED_IN", page="You are signed out. Sign in again to continue."
     ),
     auth.EndpointNotExposed: _coded("ENDPOINT_NOT_EXPOSED"),
+    auth.CrossSiteRequest: _coded("CROSS_SITE_REQUEST"),
     auth.InsufficientScope: _coded("INSUFFICIENT_SCOPE"),
     auth.PermissionDenied: _coded("PERMISSION_DENIED"),
     auth.RateLimited: _coded(

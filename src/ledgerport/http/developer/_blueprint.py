@@ -1,22 +1,36 @@
 """The console's blueprint: every route acts as the signed-in developer (their session cookie
-or a developer token), on an app they develop; anyone else's app is not found (404)."""
+or a developer token), on an app they develop; anyone else's app is not found (404).
+
+A browser sends the session cookie with whatever page makes the request: ``SameSite=Lax``
+keeps other sites' cross-site posts out, but not a sibling subdomain's (same site, another
+origin). So a request authenticated by the cookie with an unsafe method must come from the
+service's own origin (``Sec-Fetch-Site: same-origin``, or an ``Origin`` of the service) or carry
+the CSRF token of one of its pages (``X-CSRF-Token``); otherwise it is refused (403
+CROSS_SITE_REQUEST). A developer token is not sent by a browser on its own: it is unaffected."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from quart import Blueprint, g, request
 from quart_schema import security_scheme_blueprint
 
 from ledgerport import apps, auth, storage
 
-from .._browser import current_user_id
+from .._browser import csrf_valid, current_user_id
 from .._context import platform, unit_of_work
 from .._openapi import blueprint_raises
 
 blueprint = Blueprint("developer", __name__, url_prefix="/developer")
 security_scheme_blueprint(blueprint, [{"developerToken": []}, {"session": []}])
-blueprint_raises(blueprint, auth.NotSignedIn, apps.AppNotFound, storage.StorageUnavailable)
+blueprint_raises(
+    blueprint,
+    auth.NotSignedIn,
+    auth.CrossSiteRequest,
+    apps.AppNotFound,
+    storage.StorageUnavailable,
+)
 
 
 @blueprint.before_request
@@ -31,9 +45,41 @@ async def _developer() -> None:
             user_id = await auth.developer_token_user(tx, p.keyring, token.strip())
     else:
         user_id = await current_user_id()
+        if user_id is not None and request.method not in SAFE_METHODS and not _from_our_pages():
+            raise auth.CrossSiteRequest()
     if user_id is None:
         raise auth.NotSignedIn("A developer token or a signed-in session is required")
     g.developer_id = user_id
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+CSRF_HEADER = "X-CSRF-Token"
+"""Where a cookie-authenticated script sends its page's CSRF token (the forms' ``csrf_token``)."""
+
+
+def _from_our_pages() -> bool:
+    """Whether the browser says the request comes from the service's own origin, or it carries
+    a page's CSRF token. ``Sec-Fetch-Site`` is the browser's own word (no page can set it); an
+    ``Origin`` must be the application host's or the API host's exactly."""
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        if fetch_site == "same-origin":
+            return True
+    else:
+        origin = request.headers.get("Origin")
+        if origin is not None and origin in _service_origins():
+            return True
+    return csrf_valid(request.headers.get(CSRF_HEADER))
+
+
+def _service_origins() -> frozenset[str]:
+    config = platform().config
+    return frozenset(_origin(url) for url in (config.auth_url, config.base_url))
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def developer_id() -> str:
