@@ -11,6 +11,9 @@ import compileall
 import contextlib
 import functools
 import inspect
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -61,15 +64,31 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "redis: needs the Redis server named by LEDGERPORT_TEST_REDIS"
     )
+    _keep_keys_in_a_directory_of_the_suites_own()
     if not hasattr(config, "workerinput"):
         for package in (Path(ledgerport.__file__).parent, Path(__file__).parent):
             compileall.compile_dir(package, quiet=1)
 
 
+_CONFIG_HOME: list[str] = []
+
+
+def _keep_keys_in_a_directory_of_the_suites_own() -> None:
+    """Root key files a start generates with no variable naming one go to the user's
+    configuration directory (``$XDG_CONFIG_HOME/ledgerport/keys``): for this process and every
+    process it starts (served instances, commands), that is a directory of the suite's own,
+    removed when the session ends, never the home directory of whoever runs the tests."""
+    _CONFIG_HOME.append(tempfile.mkdtemp(prefix="ledgerport-config-"))
+    os.environ["XDG_CONFIG_HOME"] = _CONFIG_HOME[0]
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Drop the migrated PostgreSQL databases this process kept for reuse."""
+    """Drop the migrated PostgreSQL databases this process kept for reuse, and the suite's
+    configuration directory."""
     if postgres_unusable() is None:
         drop_idle_databases()
+    for directory in _CONFIG_HOME:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

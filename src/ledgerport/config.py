@@ -6,6 +6,7 @@ it into exit code 2.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import os
 import re
@@ -27,7 +28,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LEDGERPORT_AUTH_URL", "the base URL", "the host of the sign-in and consent pages"),
     ("LEDGERPORT_ADMIN_TOKEN", "generated, shown once", "bearer token of /admin/*"),
     ("LEDGERPORT_SECRET_KEY", "generated, in the key file", "the root key (32+ characters)"),
-    ("LEDGERPORT_SECRET_KEY_FILE", "<database>.key (SQLite)", "file holding the root key"),
+    ("LEDGERPORT_SECRET_KEY_FILE", "~/.config/ledgerport/keys/..", "file holding the root key"),
     ("LEDGERPORT_ENV", "production", "development allows http:// loopback webhooks"),
     ("LEDGERPORT_WEBHOOK_RETRY_DELAYS", "0,60,300,1800,7200,21600", "delays before attempts 1-6"),
     ("LEDGERPORT_WEBHOOK_TIMEOUT", "10", "seconds allowed for one webhook attempt"),
@@ -93,8 +94,8 @@ class Config:
     admin_token: str | None = None
     secret_key: str | None = None
     secret_key_file: str | None = None
-    """Where the root key is kept when LEDGERPORT_SECRET_KEY is not set: the variable
-    LEDGERPORT_SECRET_KEY_FILE, else on SQLite a file beside the database (``<database>.key``)."""
+    """Where the root key is kept when LEDGERPORT_SECRET_KEY is not set (None only when it is):
+    the variable LEDGERPORT_SECRET_KEY_FILE, else :func:`default_key_file`."""
     webhook_retry_delays: tuple[int, ...] = catalog.WEBHOOK_RETRY_DELAYS
     webhook_timeout: float = float(catalog.WEBHOOK_TIMEOUT)
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
@@ -123,18 +124,6 @@ class Config:
     @property
     def development(self) -> bool:
         return self.env == "development"
-
-    def require_root_key(self) -> None:
-        """Serving needs a root key from outside the database: raise ConfigError otherwise.
-
-        A key kept in the database it protects would let a copy of the database alone open
-        every sealed secret and forge session tokens; PostgreSQL has no file beside it.
-        """
-        if self.secret_key is None and self.secret_key_file is None:
-            raise ConfigError(
-                "LEDGERPORT_SECRET_KEY or LEDGERPORT_SECRET_KEY_FILE is required with PostgreSQL:"
-                " the root key must not be kept in the database it protects"
-            )
 
 
 def parse_database_url(value: str) -> DatabaseURL:
@@ -274,10 +263,10 @@ def _parse_proxies(
     return tuple(networks)
 
 
-def _parse_key_file(value: str | None, database: DatabaseURL) -> str | None:
-    """The root key file: the variable's path, else ``<database>.key`` beside a SQLite file."""
+def _parse_key_file(value: str | None, database: DatabaseURL, env: Mapping[str, str]) -> str:
+    """The root key file: the variable's path, else :func:`default_key_file`."""
     if value is None:
-        return f"{database.path}.key" if database.kind == "sqlite" else None
+        return default_key_file(database, env)
     path = value.strip()
     directory = os.path.dirname(os.path.abspath(path))
     if not path or not os.path.isdir(directory):
@@ -285,6 +274,41 @@ def _parse_key_file(value: str | None, database: DatabaseURL) -> str | None:
             f"LEDGERPORT_SECRET_KEY_FILE: directory {directory} does not exist; create it first"
         )
     return path
+
+
+def key_directory(env: Mapping[str, str]) -> str:
+    """Where root key files are kept when no variable names one: ``ledgerport/keys`` in the
+    user's configuration directory (``$XDG_CONFIG_HOME``, by default ``~/.config``)."""
+    base = env.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
+        home = env.get("HOME") or os.path.expanduser("~")
+        if not os.path.isabs(home):
+            raise ConfigError(
+                "LEDGERPORT_SECRET_KEY_FILE: no home directory to keep the root key in; set the"
+                " variable to a file in a directory of the service's own"
+            )
+        base = os.path.join(home, ".config")
+    return os.path.join(base, "ledgerport", "keys")
+
+
+def default_key_file(database: DatabaseURL, env: Mapping[str, str]) -> str:
+    """The root key file when LEDGERPORT_SECRET_KEY_FILE is not set: a file named for the
+    database in :func:`key_directory`, outside any checkout or data directory, so that neither
+    ``git add -A`` in a checkout nor a copy of the database's directory takes the key along. A
+    SQLite database that has ``<database>.key`` beside it, where earlier versions kept the key,
+    keeps using that file."""
+    if database.kind == "sqlite":
+        path = os.path.abspath(database.path)
+        beside = f"{database.path}.key"
+        if os.path.exists(beside):
+            return beside
+        digest = hashlib.sha256(path.encode()).hexdigest()[:12]
+        name = f"sqlite-{os.path.basename(path)}-{digest}"
+    else:
+        parts = urlsplit(database.url)
+        where = f"{parts.hostname or 'localhost'}-{parts.port or 5432}"
+        name = f"postgresql-{where}-{parts.path.lstrip('/') or 'postgres'}"
+    return os.path.join(key_directory(env), re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".key")
 
 
 def _parse_rate_limit_factor(value: str, *, development: bool) -> int:
@@ -344,7 +368,7 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
     secret_key = env.get("LEDGERPORT_SECRET_KEY") or None
     if secret_key is not None and len(secret_key) < 32:
         raise ConfigError("LEDGERPORT_SECRET_KEY: must be at least 32 characters")
-    secret_key_file = _parse_key_file(env.get("LEDGERPORT_SECRET_KEY_FILE") or None, database)
+    secret_key_file = _parse_key_file(env.get("LEDGERPORT_SECRET_KEY_FILE") or None, database, env)
     if secret_key is not None and env.get("LEDGERPORT_SECRET_KEY_FILE"):
         raise ConfigError(
             "LEDGERPORT_SECRET_KEY_FILE: set either it or LEDGERPORT_SECRET_KEY, not both"

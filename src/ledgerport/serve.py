@@ -1,11 +1,14 @@
 """The process's top: ``ledgerport serve`` wires the store, the engine, the hosted-function pool
 and HTTP under one nursery.
 
-Start order: the process's one asyncio loop (asyncpg runs on it), storage (migrated), bootstrap
-(the Platform), the engine's workers, the sandbox pool (its workers warm) and the function
-runner, then HTTP last, so no request arrives before the rest can
-take its work. SIGINT/SIGTERM stop intake (new connections, new claims), then give what is in
-flight (requests, webhook attempts, function runs) a bounded grace to end and be recorded before
+Start order: the listen addresses bound, the process's one asyncio loop (asyncpg and Redis run
+on it), Redis reached and the root key file checked, the SQLite file locked, storage (migrated),
+bootstrap (the Platform: the key file, the admin token), the engine's workers, the sandbox pool
+(its workers warm) and the function runner, then HTTP last, so no request arrives before the
+rest can take its work. What the start depends on is checked before anything is written, and
+what it cannot reach or use is a configuration error (exit code 2) naming the variable.
+SIGINT/SIGTERM stop intake (new connections, new claims), then give what is in flight
+(requests, webhook attempts, function runs) a bounded grace to end and be recorded before
 cancelling the rest, whose claims are given back. A crashing child cancels its siblings and the
 process exits non-zero.
 """
@@ -27,8 +30,9 @@ from hypercorn.trio.run import worker_serve
 from hypercorn.utils import wrap_app
 from quart_trio import QuartTrio
 
+from ledgerport.auth import RedisConnection, connect_redis
 from ledgerport.clock import Clock
-from ledgerport.config import AddressUnavailable, Config
+from ledgerport.config import AddressUnavailable, Config, ConfigError, mask_url_password
 from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
 from ledgerport.http import (
     AccessLog,
@@ -41,9 +45,9 @@ from ledgerport.http import (
     prepare_document,
 )
 from ledgerport.ops import MemoryTrimmer, supervise, timing_collections
-from ledgerport.platform import Platform, bootstrap
+from ledgerport.platform import Platform, bootstrap, check_root_key
 from ledgerport.runtime import RunLimits
-from ledgerport.storage import open_asyncio_loop, open_store, serving
+from ledgerport.storage import StorageUnavailable, open_asyncio_loop, open_store, serving
 
 log = logging.getLogger("ledgerport.supervisor")
 
@@ -91,15 +95,35 @@ async def serve(
     if stop is None:
         stop = trio.Event()
     with contextlib.ExitStack() as owned:
-        # The address first: a start that cannot listen creates nothing (no database, no
-        # admin token used up).
+        # Everything the start depends on is checked before anything is written: the listen
+        # addresses, Redis, the root key file, the database. A start that fails on the way
+        # creates nothing that would keep the next one from working (no admin token used up
+        # without being shown, no key file of a key the database was not set up with).
         sockets = owned.enter_context(_listening(config))
         management = None
         if config.management is not None:
             management = owned.enter_context(_listening(config, config.management))
-        if config.database.kind == "sqlite":
-            owned.enter_context(serving(config.database.path))
-        await _serve_store(config, clock, on_ready, stop, _Listeners(sockets, management))
+        async with open_asyncio_loop():
+            redis = await _reach_redis(config)
+            check_root_key(config)
+            if config.database.kind == "sqlite":
+                owned.enter_context(serving(config.database.path))
+            listeners = _Listeners(sockets, management)
+            await _serve_store(config, clock, on_ready, stop, listeners, redis)
+
+
+async def _reach_redis(config: Config) -> RedisConnection | None:
+    """The Redis the limits are counted in, when configured, checked to answer: one that does
+    not is the configuration's to fix (exit code 2, naming the variable)."""
+    if config.redis_url is None:
+        return None
+    try:
+        return await connect_redis(config.redis_url)
+    except StorageUnavailable as exc:
+        raise ConfigError(
+            f"LEDGERPORT_REDIS_URL: cannot reach {mask_url_password(config.redis_url)}: {exc};"
+            " the rate limits are counted there, so the service does not start without it"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -135,9 +159,10 @@ async def _serve_store(
     on_ready: Callable[[list[str]], None] | None,
     stop: trio.Event,
     listeners: _Listeners,
+    redis: RedisConnection | None,
 ) -> None:
-    async with open_asyncio_loop(), open_store(config.database) as store:
-        boot = await bootstrap(store, config, clock=clock)
+    async with open_store(config.database) as store:
+        boot = await bootstrap(store, config, clock=clock, redis=redis)
         if boot.new_admin_token is not None:
             print(  # noqa: T201 - shown once, on purpose, to the operator's terminal
                 f"ledgerport: generated admin token (shown once, store it now): "

@@ -9,6 +9,7 @@ Only the database's name is the test's own, so that runs never meet."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import shlex
 import shutil
@@ -85,7 +86,6 @@ def test_the_example_is_the_one_this_test_runs() -> None:
     assert createdb == ["createdb", "-h", "127.0.0.1", "-U", "postgres", README_DATABASE]
     assert env == {
         "LEDGERPORT_DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{README_DATABASE}",
-        "LEDGERPORT_SECRET_KEY_FILE": "./ledgerport.key",
     }
     assert command == [".venv/bin/ledgerport", "serve"]
 
@@ -131,7 +131,10 @@ def test_the_readme_postgresql_example_serves_the_quickstart(
     assert f"database: postgresql://postgres@127.0.0.1:5432/{fresh_database_name}" in (
         server.output()
     )
-    key_file = tmp_path / "ledgerport.key"
+    # The key was generated out of the checkout, in the configuration directory's keys.
+    assert not [path for path in tmp_path.iterdir() if path.suffix == ".key"]
+    keys = Path(os.environ["XDG_CONFIG_HOME"]) / "ledgerport" / "keys"
+    key_file = keys / f"postgresql-127.0.0.1-5432-{fresh_database_name}.key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert '{"data":[],"next":null}' in run.stdout  # the first API call
     assert len(first_steps) >= 10

@@ -293,11 +293,18 @@ def assert_no_traceback(text: str) -> None:
 def test_first_start_generates_admin_token_once_and_it_survives_restart(
     launch: Launch, tmp_path: Path
 ) -> None:
-    server = launch({"LEDGERPORT_ADMIN_TOKEN": None, "LEDGERPORT_DATABASE_URL": None})
+    config_home = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    server = launch(
+        {"LEDGERPORT_ADMIN_TOKEN": None, "LEDGERPORT_DATABASE_URL": None, **config_home}
+    )
 
     assert (tmp_path / "ledgerport.db").is_file()
-    # The generated root key lives beside the database, readable by its owner only.
-    key_file = tmp_path / "ledgerport.db.key"
+    # The generated root key lives in the user's configuration directory, out of the directory
+    # the service was started in (a checkout, where `git add -A` would take it along) and apart
+    # from the database, readable by its owner only.
+    assert sorted(p.name for p in tmp_path.iterdir() if "key" in p.name) == []
+    (key_file,) = (tmp_path / "config" / "ledgerport" / "keys").iterdir()
+    assert key_file.name.startswith("sqlite-ledgerport.db-")
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     key = key_file.read_text().strip()
     assert len(key) >= 32
@@ -314,7 +321,9 @@ def test_first_start_generates_admin_token_once_and_it_survives_restart(
     assert created.status_code == 201, created.text
     assert server.stop(signal.SIGTERM) == 0
 
-    restarted = launch({"LEDGERPORT_ADMIN_TOKEN": None, "LEDGERPORT_DATABASE_URL": None})
+    restarted = launch(
+        {"LEDGERPORT_ADMIN_TOKEN": None, "LEDGERPORT_DATABASE_URL": None, **config_home}
+    )
 
     assert restarted.generated_admin_tokens() == []
     assert "generated admin token" not in restarted.output()
@@ -673,13 +682,79 @@ def test_unreachable_postgres_exits_nonzero_without_hanging(run: Run) -> None:
     assert "generated admin token" not in result.stdout
 
 
-def test_unreachable_postgres_is_reported_in_one_line(run: Run) -> None:
-    result = run({"LEDGERPORT_DATABASE_URL": UNREACHABLE_POSTGRES}, timeout=60)
+@pytest.mark.parametrize("command", ["serve", "migrate"])
+def test_unreachable_postgres_exits_2_in_one_line_naming_the_variable(
+    run: Run, command: str
+) -> None:
+    result = run({"LEDGERPORT_DATABASE_URL": UNREACHABLE_POSTGRES}, args=(command,), timeout=60)
 
-    assert result.returncode == 1
-    assert "cannot connect" in result.stderr
-    assert "storage failure" in result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ledgerport: configuration error: LEDGERPORT_DATABASE_URL: cannot")
+    assert "postgresql://postgres@127.0.0.1:1/x" in lines[0]
     assert_no_traceback(result.stderr)
+
+
+@pytest.mark.postgres
+def test_a_refused_postgres_login_exits_2_in_one_line_naming_the_variable(run: Run) -> None:
+    parts = urlsplit(POSTGRES_ADMIN_URL)
+    url = urlunsplit(parts._replace(netloc=f"no_such_role:secret@{parts.hostname}:{parts.port}"))
+
+    result = run({"LEDGERPORT_DATABASE_URL": url, "LEDGERPORT_SECRET_KEY": "k" * 43}, timeout=60)
+
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "LEDGERPORT_DATABASE_URL: cannot use postgresql://no_such_role:***@" in lines[0]
+    assert "no_such_role" in lines[0]
+    assert "secret" not in lines[0]
+    assert_no_traceback(result.stderr)
+
+
+def test_a_second_serve_on_one_sqlite_file_exits_2_in_one_line(
+    launch: Launch, run: Run, tmp_path: Path
+) -> None:
+    server = launch({"LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN})
+
+    second = run({"LEDGERPORT_ADMIN_TOKEN": ADMIN_TOKEN}, timeout=30)
+
+    assert second.returncode == 2, second.stderr
+    lines = [line for line in second.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, second.stderr
+    assert "LEDGERPORT_DATABASE_URL: another process serves" in lines[0]
+    assert "ledgerport.db" in lines[0]
+    assert_no_traceback(second.stderr)
+    assert server.stop(signal.SIGTERM) == 0
+
+
+def test_an_unreachable_redis_stops_the_first_start_before_anything_is_written(
+    launch: Launch, run: Run, tmp_path: Path
+) -> None:
+    config_home = tmp_path / "config"
+    env = {
+        "LEDGERPORT_ADMIN_TOKEN": None,
+        "LEDGERPORT_DATABASE_URL": None,
+        "XDG_CONFIG_HOME": str(config_home),
+    }
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        port = closed.getsockname()[1]
+        result = run({**env, "LEDGERPORT_REDIS_URL": f"redis://127.0.0.1:{port}/0"}, timeout=60)
+
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert f"LEDGERPORT_REDIS_URL: cannot reach redis://127.0.0.1:{port}/0" in lines[0]
+    assert_no_traceback(result.stderr)
+    # Nothing written: no database, no key file, no admin token generated and lost.
+    assert "generated admin token" not in result.stdout
+    assert not (tmp_path / "ledgerport.db").exists()
+    assert not config_home.exists()
+    # So the next start, with Redis fixed, is a first start that shows its token.
+    server = launch(env)
+    assert len(server.generated_admin_tokens()) == 1, server.output()
+    assert server.stop(signal.SIGTERM) == 0
 
 
 def test_a_port_in_use_stops_the_start_in_one_line_before_anything_is_made(

@@ -91,7 +91,9 @@ from ._limits import Verdict as Verdict
 from ._passwords import PASSWORD_PROFILES as PASSWORD_PROFILES
 from ._passwords import PasswordProfile as PasswordProfile
 from ._passwords import Passwords as Passwords
+from ._redis_limits import RedisConnection as RedisConnection
 from ._redis_limits import RedisRateLimiter as RedisRateLimiter
+from ._redis_limits import connect_redis as connect_redis
 from ._redis_limits import connect_redis_limiter as connect_redis_limiter
 from ._registration import check_client_metadata as check_client_metadata
 from ._registration import register_client as register_client

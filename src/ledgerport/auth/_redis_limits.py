@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import trio_asyncio
@@ -211,11 +212,19 @@ class RedisRateLimiter(InTurn):
         return bool(locked)
 
 
-async def connect_redis_limiter(url: str, clock: Clock, keyring: Keyring) -> RedisRateLimiter:
-    """A limiter on the Redis at ``url``, checked to answer (StorageUnavailable otherwise).
+@dataclass(frozen=True)
+class RedisConnection:
+    """A client of the Redis the limits are counted in, on the process's asyncio loop, which
+    answered when it was made (:func:`connect_redis`)."""
 
-    Must run inside the process's trio_asyncio loop; the client is closed when that loop ends.
-    """
+    client: Redis
+    loop: Any
+
+
+async def connect_redis(url: str) -> RedisConnection:
+    """A client of the Redis at ``url``, checked to answer (StorageUnavailable otherwise): a
+    start reaches it before it writes anything. Must run inside the process's trio_asyncio
+    loop; the client is closed when that loop ends."""
     loop = trio_asyncio.current_loop.get()
     if loop is None:
         raise NoAsyncioLoop("Redis needs the process's trio_asyncio loop; enter it first")
@@ -233,6 +242,18 @@ async def connect_redis_limiter(url: str, clock: Clock, keyring: Keyring) -> Red
     closer = loop.create_task(_close_with_loop(client))
     _CLOSERS.add(closer)
     closer.add_done_callback(_CLOSERS.discard)
-    limiter = RedisRateLimiter(client, loop, clock, keyring)
-    await limiter.ping()
-    return limiter
+    try:
+        await trio_asyncio.aio_as_trio(client.ping, loop=loop)()
+    except (RedisError, OSError) as exc:
+        raise StorageUnavailable(f"redis: {type(exc).__name__}: {exc}") from exc
+    return RedisConnection(client, loop)
+
+
+async def connect_redis_limiter(
+    url: str, clock: Clock, keyring: Keyring, *, connection: RedisConnection | None = None
+) -> RedisRateLimiter:
+    """A limiter on the Redis at ``url`` (through ``connection`` when one was made already),
+    checked to answer (StorageUnavailable otherwise)."""
+    if connection is None:
+        connection = await connect_redis(url)
+    return RedisRateLimiter(connection.client, connection.loop, clock, keyring)

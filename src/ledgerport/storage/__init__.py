@@ -4,6 +4,7 @@ from ._interface import FIRST_PER_KEY_MAX as FIRST_PER_KEY_MAX
 from ._interface import BadValue as BadValue
 from ._interface import Conflict as Conflict
 from ._interface import DatabaseMissing as DatabaseMissing
+from ._interface import DatabaseUnreachable as DatabaseUnreachable
 from ._interface import Migration as Migration
 from ._interface import MigrationError as MigrationError
 from ._interface import Reader as Reader

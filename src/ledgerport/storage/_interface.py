@@ -13,6 +13,8 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
+from ledgerport.config import ConfigError
+
 Row = dict[str, Any]
 
 
@@ -36,6 +38,13 @@ class BadValue(StorageError):
 
 class StorageUnavailable(StorageError):
     """The database cannot be reached or refused to work."""
+
+
+class DatabaseUnreachable(StorageUnavailable, ConfigError):
+    """The configured database cannot be opened at start (no server answers there, the role or
+    its password is refused, the file cannot be opened or is served by another process): the
+    configuration's to fix, so its message names LEDGERPORT_DATABASE_URL, and the command exits
+    with the configuration's exit code (2) instead of being started again to fail the same way."""
 
 
 class DatabaseMissing(StorageUnavailable):

@@ -38,6 +38,7 @@ from ._interface import (
     BadValue,
     CommitQueues,
     Conflict,
+    DatabaseUnreachable,
     Flush,
     Listener,
     Listeners,
@@ -736,18 +737,21 @@ def serving(path: str) -> Iterator[None]:
     """This process serves the SQLite file at ``path`` for the context: an exclusive ``flock``
     on the file (SQLite's own locks are POSIX record locks, which it does not touch). One
     process serves a SQLite file (a starting node takes over every claim but its own); a second
-    one is refused with StorageUnavailable instead of sending deliveries twice."""
+    one is refused with :class:`DatabaseUnreachable` (a configuration error: exit code 2, so a
+    service manager does not start it again and again) instead of sending deliveries twice."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise StorageUnavailable(f"sqlite: cannot open {path}: {exc}") from exc
+        raise DatabaseUnreachable(
+            f"LEDGERPORT_DATABASE_URL: cannot open {path}: {exc.strerror or exc}"
+        ) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StorageUnavailable(
-                f"sqlite: another process serves {path} (a SQLite file has one serving process;"
-                " several need PostgreSQL)"
+            raise DatabaseUnreachable(
+                f"LEDGERPORT_DATABASE_URL: another process serves {path} (a SQLite file has one"
+                " serving process; stop it first, or serve several processes from PostgreSQL)"
             ) from None
         yield
     finally:
