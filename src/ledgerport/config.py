@@ -125,6 +125,26 @@ class Config:
     def development(self) -> bool:
         return self.env == "development"
 
+    @property
+    def loopback_webhooks(self) -> bool:
+        """Whether webhooks may be delivered to this machine (``http://`` on a loopback host,
+        and loopback addresses) in production: when the service is reached only on a loopback
+        address (its API host and its application host, LEDGERPORT_BASE_URL and
+        LEDGERPORT_AUTH_URL), every client of it is on this machine, so a webhook reaching the
+        machine reaches no one's services but theirs. Behind a proxy the public URLs are set,
+        and this does not hold."""
+        return _loopback_url(self.base_url) and _loopback_url(self.auth_url)
+
+
+def _loopback_url(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 def parse_database_url(value: str) -> DatabaseURL:
     value = value.strip()

@@ -248,6 +248,12 @@ async def _supervise(
         gc.freeze()
         nursery.start_soon(MemoryTrimmer(platform.metrics).run)
         log.info("serving on %s (database: %s)", ", ".join(binds), config.database.redacted())
+        if config.loopback_webhooks and not config.development:
+            log.info(
+                "webhooks may be delivered to this machine's loopback addresses: the service is"
+                " reached only on a loopback address (behind a proxy, set LEDGERPORT_BASE_URL"
+                " and LEDGERPORT_AUTH_URL to the public URLs)"
+            )
         if on_ready is not None:
             on_ready(binds)
         await stop.wait()

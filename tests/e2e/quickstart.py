@@ -8,21 +8,19 @@ The document's fenced blocks are read in order. A ```sh block preceded by an HTM
 - ``server``: the first start. The test starts the installed ``ledgerport serve`` itself (see
   :func:`launch`), in a temporary directory on a free loopback port, with the block's
   ``LEDGERPORT_*`` assignments; the admin token it prints is what the reader pastes.
-- ``restart``: the test stops that server and starts it again on the same port and database,
-  with the block's assignments added.
 - ``receiver``: the test runs the block in the background in the same directory, with a free
   port in place of the document's 9001.
 
 Every other ```sh block runs, in order, in one bash process under ``set -euo pipefail`` with
 ``BASE`` preset to the server's URL, so shell variables carry from one block to the next as they
 do for a reader typing them into one terminal; its standard input holds the admin token, for the
-block that asks for it. Where a restart or receiver block stands, the script waits until the
+block that asks for it. Where a receiver block stands, the script waits until the
 test has done that block's part (a request file and an answer file in a directory of their own).
 
 A ```text or ```json block is the output shown for the nearest ```sh block above it. The test
 compares it with what that block printed (with ``...`` matching anything, the document's
 ``http://127.0.0.1:8080`` standing for the server's URL and 9001 for the receiver's port); the
-lines shown under a server, restart or receiver block must appear in that process's output.
+lines shown under a server or receiver block must appear in that process's output.
 bash and its children run in a process group of their own, killed if the time runs out.
 """
 
@@ -55,16 +53,16 @@ DOC_RECEIVER_PORT = "9001"
 LEDGERPORT = Path(sys.executable).parent / "ledgerport"
 """The installed command, as the reader runs it (``.venv/bin/ledgerport``)."""
 RUN_TIMEOUT = 240.0
-"""Seconds the blocks may take in all: two starts, standard password hashing, sandbox workers."""
+"""Seconds the blocks may take in all: standard password hashing, sandbox workers."""
 RECEIVER_TIMEOUT = 15.0
 ROLE_MARKER = re.compile(
-    r"<!--\s*quickstart-test:\s*(server|restart|receiver)\b(?:(?!-->).)*-->\s*\Z", re.DOTALL
+    r"<!--\s*quickstart-test:\s*(server|receiver)\b(?:(?!-->).)*-->\s*\Z", re.DOTALL
 )
 FENCE = re.compile(r"^```(\S*)\s*$")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATOR = "@@quickstart-block-{}@@"
 OUTPUT_LANGS = ("text", "json")
-OTHER_TERMINALS = ("restart", "receiver")
+OTHER_TERMINALS = ("receiver",)
 PROXY_VARIABLES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 ADMIN_TOKEN_LINE = re.compile(r"generated admin token \(shown once, store it now\): (\S+)")
 
@@ -75,7 +73,7 @@ class Block:
     text: str
     line: int
     role: str | None = None
-    """server, restart or receiver: typed in another terminal (see the module's docstring)."""
+    """server or receiver: typed in another terminal (see the module's docstring)."""
     expected: Block | None = field(default=None, repr=False)
 
 
@@ -128,7 +126,7 @@ def command_of(text: str) -> tuple[dict[str, str], list[str]]:
 
 
 def serve_environment(block: Block) -> dict[str, str]:
-    """The variables a server or restart block starts ``ledgerport serve`` with."""
+    """The variables a server block starts ``ledgerport serve`` with."""
     env, command = command_of(block.text)
     assert len(command) == 2, f"the block on line {block.line} should run one command"
     assert Path(command[0]).name == "ledgerport", block.text
@@ -265,7 +263,7 @@ def run_blocks(
     other_terminal: Callable[[Block], None],
 ) -> Run:
     """Run ``blocks`` in one bash (see :func:`script_of`), the admin token on its standard
-    input; ``other_terminal(block)`` does the part of each restart or receiver block when the
+    input; ``other_terminal(block)`` does the part of each receiver block when the
     script reaches it."""
     control = workdir / "quickstart-control"
     control.mkdir()

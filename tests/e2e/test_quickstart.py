@@ -1,7 +1,7 @@
-"""docs/quickstart.md, executed: the whole walkthrough against a real ``ledgerport serve`` started
-as the README starts it (production mode, the admin token it generates and prints), through the
-restart in development mode, a receiver in the background, a webhook delivery, its signature, a
-hosted function's runs and a test run (see ``quickstart.py`` for how the blocks are run)."""
+"""docs/quickstart.md, executed: the whole walkthrough against one real ``ledgerport serve``
+started as the README starts it (production mode, the admin token it generates and prints) and
+never restarted, a receiver in the background, a webhook delivery, its signature, a hosted
+function's runs and a test run (see ``quickstart.py`` for how the blocks are run)."""
 
 from __future__ import annotations
 
@@ -49,19 +49,16 @@ def _readme_serve_command() -> str:
     return first.text.strip().split("&&")[-1].strip()
 
 
-def test_the_quickstart_starts_the_readmes_server_and_asks_for_development_mode_once() -> None:
+def test_the_quickstart_runs_start_to_end_on_the_readmes_one_server() -> None:
     blocks = quickstart()
     shell = _sh(blocks)
     roles = [block.role for block in shell]
-    assert roles.count("server") == 1, "exactly one first start"
-    assert shell[0].role == "server", "the first start comes first"
+    assert roles.count("server") == 1, "exactly one start"
+    assert shell[0].role == "server", "the start comes first"
     assert shell[0].text.strip() == _readme_serve_command() == ".venv/bin/ledgerport serve"
     assert serve_environment(shell[0]) == {}, "production mode, generated admin token"
-    restarts = [block for block in shell if block.role == "restart"]
-    assert len(restarts) == 1
-    assert serve_environment(restarts[0]) == {"LEDGERPORT_ENV": "development"}
+    assert "restart" not in roles, "nothing is restarted"
     assert roles.count("receiver") == 1
-    assert roles.index("restart") < roles.index("receiver")
     env, command = command_of(next(b for b in shell if b.role == "receiver").text)
     assert (env, command[:2]) == ({}, ["python3", "-c"])
     typed = [block for block in shell if block.role is None]
@@ -69,15 +66,13 @@ def test_the_quickstart_starts_the_readmes_server_and_asks_for_development_mode_
     assert "read -rsp" in typed[0].text, "the admin token is pasted, not written down"
     assert all("ledgerport serve" not in block.text for block in typed)
     assert all(block.lang in ("sh", *OUTPUT_LANGS) for block in blocks), "unknown block kinds"
-    # Development mode is asked for once, where the webhook's http:// receiver needs it, and
-    # the reason is given there.
+    # The loopback receiver works in production mode, and the page says why where it is made.
     document = DOC.read_text(encoding="utf-8")
-    assert document.count("LEDGERPORT_ENV=development") == 2  # the restart and its note
-    before_restart = document[: document.index("<!-- quickstart-test: restart")]
-    assert "LEDGERPORT_ENV=development" not in before_restart
-    reason = " ".join(before_restart[before_restart.rindex("## ") :].split())
-    assert "Production mode refuses such URLs" in reason
-    assert "loopback" in reason
+    before_receiver = document[: document.index("<!-- quickstart-test: receiver")]
+    reason = " ".join(before_receiver[before_receiver.rindex("## ") :].split())
+    assert "reached only on a loopback address" in reason
+    assert "nothing is restarted" in reason
+    assert "Ctrl-C" not in before_receiver[before_receiver.index("## 2.") :]
 
 
 def test_the_app_registers_the_scopes_its_examples_use() -> None:
@@ -102,12 +97,7 @@ def test_quickstart_walkthrough_runs(tmp_path: Path) -> None:
     receivers: list[Receiver] = []
 
     def other_terminal(block: Block) -> None:
-        if block.role == "restart":
-            stop(servers[-1].process)
-            restarted = launch(tmp_path, env | serve_environment(block), port, "restart.log")
-            servers.append(restarted)
-            wait_healthy(restarted)
-        elif block.role == "receiver":
+        if block.role == "receiver":
             shell_env = shell_environment(places.base, tmp_path, tmp_path)
             receivers.append(start_receiver(block, places, tmp_path, shell_env))
         else:
@@ -134,11 +124,10 @@ def test_quickstart_walkthrough_runs(tmp_path: Path) -> None:
         + "".join(f"--- {server.log.name}\n{server.output()}\n" for server in servers)
     )
     check_typed_blocks(steps, run, places, transcript)
-    assert len(servers) == 2, "the restart happened"
+    assert len(servers) == 1, "one server from start to end"
     assert len(receivers) == 1, "the receiver ran"
     for block, output in (
         (first_start, servers[0].output()),
-        *((b, servers[1].output()) for b in steps if b.role == "restart"),
         *((b, received) for b in steps if b.role == "receiver"),
     ):
         if block.expected is not None:
@@ -147,7 +136,6 @@ def test_quickstart_walkthrough_runs(tmp_path: Path) -> None:
     # What the walkthrough promises, beyond the shown outputs' shapes.
     assert admin_token.startswith("lp_admin_")
     assert admin_token not in run.stdout, "the pasted token is not echoed"
-    assert "generated admin token" not in servers[1].output(), "the restart keeps the token"
     assert '"access_token":"lp_at_' in run.stdout
     assert "signature verified" in run.stdout
     assert '"status":"delivered","attempts":1,"responseCode":200' in run.stdout

@@ -1,7 +1,8 @@
 """The README's PostgreSQL example, run as written on a fresh database: its ``createdb``, then its
-``ledgerport serve`` (the key file created beside, in the working directory), then the
-quickstart's first steps against that server, up to the restart for the webhook (see
-``quickstart.py``). And what the README says of a key file whose directory is missing.
+``ledgerport serve`` (the key file created out of the working directory, in the configuration
+directory's keys), then the quickstart's first steps against that server, up to the webhook's
+receiver, typed in another terminal (see ``quickstart.py``). And what the README says of a key
+file whose directory is missing.
 
 The README names the local server (``-h 127.0.0.1 -U postgres``); the test runs it against
 LEDGERPORT_TEST_POSTGRES only when that is the same server, and skips with the reason otherwise.

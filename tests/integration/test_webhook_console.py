@@ -203,6 +203,44 @@ async def test_production_refuses_private_targets(platform: Platform, store: Sto
     assert {url: a.status_code for url, a in answers.items()} == dict.fromkeys(answers, 400)
 
 
+async def test_production_on_a_loopback_service_delivers_to_this_machine_only(
+    platform: Platform, store: Store
+) -> None:
+    """A service whose API and application hosts are loopback addresses has every client on
+    this machine: its webhooks may reach the machine's loopback addresses (http included), and
+    nothing else of the network it sits on."""
+    from dataclasses import replace
+
+    from ledgerport.http import create_app
+
+    from ..conftest import ADMIN_TOKEN
+
+    local = replace(
+        platform.config,
+        env="production",
+        base_url="http://127.0.0.1:8080",
+        auth_url="http://127.0.0.1:8080",
+    )
+    client = create_app(replace(platform, config=local)).test_client()
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    urls = {
+        "http://127.0.0.1:9001/hook": 201,
+        "http://localhost:9001/hook": 201,
+        "https://[::1]/hook": 201,
+        "https://10.0.0.7/hook": 400,
+        "https://169.254.169.254/latest": 400,
+        "http://10.0.0.7/hook": 400,
+        "http://hooks.example.com/hook": 400,
+    }
+    with trio.fail_after(TIMEOUT):
+        api = await owner_api(client, headers)
+        console = await console_for(client, headers, api)
+        answers = {
+            url: await console.call("POST", "/webhooks", {"url": url, "events": []}) for url in urls
+        }
+    assert {url: a.status_code for url, a in answers.items()} == urls
+
+
 async def test_production_judges_the_ipv4_address_an_ipv6_target_carries(
     platform: Platform, store: Store
 ) -> None:

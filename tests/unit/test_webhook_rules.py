@@ -12,7 +12,7 @@ import stripe
 import trio
 import trio.testing
 
-from ledgerport import apps, catalog
+from ledgerport import apps, catalog, config
 from ledgerport.engine import next_attempt_at, signature, signature_header, verify_header
 
 SECRET = "whsec_" + "k" * 43
@@ -209,6 +209,86 @@ def test_webhook_url_rules(url: str, development: bool, problem: str | None) -> 
     else:
         assert found is not None
         assert problem in found
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://127.0.0.1:9001/in", None),
+        ("http://127.8.9.10:9001/in", None),
+        ("http://[::1]:9001/in", None),
+        ("http://localhost:9001/in", None),
+        ("https://127.0.0.1/in", None),
+        ("https://localhost/in", None),
+        ("https://hooks.example.com/in", None),
+        ("http://hooks.example.com/in", "must use https"),
+        ("http://10.0.0.8/in", "must use https"),
+        ("http://192.168.1.1/in", "must use https"),
+        ("https://10.0.0.8/in", "private, loopback"),
+        ("https://169.254.169.254/in", "private, loopback"),
+        ("https://[fe80::1]/in", "private, loopback"),
+        ("https://[2002:a9fe:a9fe::1]/in", "private, loopback"),
+        ("https://[::ffff:7f00:1]/in", None),
+    ],
+)
+def test_a_service_reached_on_a_loopback_address_may_deliver_to_this_machine_only(
+    url: str, problem: str | None
+) -> None:
+    found = apps.webhook_url_problem(url, development=False, loopback=True)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("2002:7f00:1::", False),
+        ("10.0.0.1", False),
+        ("169.254.169.254", False),
+        ("2002:a9fe:a9fe::1", False),
+        ("0.0.0.0", False),
+        ("93.184.216.34", True),
+    ],
+)
+def test_a_loopback_service_connects_to_this_machine_and_public_addresses_only(
+    address: str, allowed: bool
+) -> None:
+    assert apps.address_allowed(ipaddress.ip_address(address), loopback=True) is allowed
+
+
+async def test_a_loopback_service_refuses_a_name_that_resolves_to_a_private_address() -> None:
+    async def private(host: str, port: int) -> list[str]:
+        return ["127.0.0.1", "10.1.2.3"]
+
+    found = await apps.webhook_target_problem(
+        "https://hooks.example.com/in", development=False, loopback=True, resolver=private
+    )
+    assert found is not None
+    assert "10.1.2.3" in found
+
+
+@pytest.mark.parametrize(
+    ("env", "loopback"),
+    [
+        ({}, True),
+        ({"LEDGERPORT_BIND": "[::1]:8080"}, True),
+        ({"LEDGERPORT_BASE_URL": "http://localhost:8080"}, True),
+        ({"LEDGERPORT_BIND": "0.0.0.0:8080"}, False),
+        ({"LEDGERPORT_BASE_URL": "https://api.example.com"}, False),
+        ({"LEDGERPORT_AUTH_URL": "https://app.example.com"}, False),
+        ({"LEDGERPORT_BIND": "192.168.1.5:8080"}, False),
+    ],
+)
+def test_loopback_webhooks_only_when_both_hosts_are_loopback(
+    env: dict[str, str], loopback: bool
+) -> None:
+    assert config.load(env).loopback_webhooks is loopback
 
 
 async def test_a_name_that_resolves_to_a_private_address_is_refused() -> None:

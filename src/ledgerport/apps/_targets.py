@@ -5,7 +5,10 @@ private, loopback, link-local, multicast, reserved and unspecified addresses are
 when an IPv6 address carries one for a translator or tunnel to reach, at registration and again
 when an attempt connects (the engine checks the address it actually connects to, so a name that
 resolves elsewhere later gains nothing). With ``LEDGERPORT_ENV=development`` a webhook may also
-be ``http://`` on a loopback host, and no address is refused.
+be ``http://`` on a loopback host, and no address is refused. A service reached only on a
+loopback address (``loopback``: its API and application hosts are loopback addresses, so every
+client of it is on this machine) may deliver to this machine too: ``http://`` on a loopback host,
+and loopback addresses, while private and other non-public addresses stay refused.
 """
 
 from __future__ import annotations
@@ -75,13 +78,23 @@ def _public(address: IPAddress) -> bool:
     )
 
 
-def address_allowed(address: IPAddress) -> bool:
+def address_allowed(address: IPAddress, *, loopback: bool = False) -> bool:
     """Whether a production webhook may connect to ``address``: a public unicast address, and
     every IPv4 address it embeds for a translator or tunnel (6to4, Teredo, NAT64, IPv4-mapped)
-    public too."""
+    public too; with ``loopback``, a loopback address as well."""
     if isinstance(address, ipaddress.IPv6Address) and address in _LOCAL_NAT64_PREFIX:
         return False
+    if loopback and _loopback(address):
+        return True
     return all(_public(destination) for destination in _destinations(address))
+
+
+def _loopback(address: IPAddress) -> bool:
+    """This machine: a loopback address, or IPv4's written as an IPv6 address (a tunnel's or a
+    translator's, 6to4 or NAT64, leads elsewhere)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
 async def resolve(host: str, port: int) -> list[str]:
@@ -90,7 +103,7 @@ async def resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-def webhook_url_problem(url: object, *, development: bool) -> str | None:
+def webhook_url_problem(url: object, *, development: bool, loopback: bool = False) -> str | None:
     """What is wrong with a webhook URL as written (no name is resolved), or None."""
     problem = web_url_problem(url)
     if problem is not None:
@@ -98,22 +111,38 @@ def webhook_url_problem(url: object, *, development: bool) -> str | None:
     assert isinstance(url, str)
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.scheme == "http" and not development:
-        return "must use https (http only on a loopback address with LEDGERPORT_ENV=development)"
+    if parts.scheme == "http" and not development and not (loopback and _on_this_host(host)):
+        return (
+            "must use https (http only on a loopback address, with LEDGERPORT_ENV=development"
+            " or on a service reached on a loopback address)"
+        )
     if development:
         return None
     try:
         literal = ipaddress.ip_address(host)
     except ValueError:
-        return "must not point at this machine" if is_loopback_host(host) else None
-    if not address_allowed(literal):
+        if is_loopback_host(host) and not loopback:
+            return "must not point at this machine"
+        return None
+    if not address_allowed(literal, loopback=loopback):
         return "must not point at a private, loopback, link-local, multicast or reserved address"
     return None
 
 
-def _host_to_resolve(url: object, *, development: bool) -> tuple[str, int] | None:
+def _on_this_host(host: str) -> bool:
+    """Whether ``host`` names this machine: a loopback name or address."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return is_loopback_host(host)
+
+
+def _host_to_resolve(
+    url: object, *, development: bool, loopback: bool = False
+) -> tuple[str, int] | None:
     """The host name (and port) that saving a webhook at ``url`` resolves, if any."""
-    if development or webhook_url_problem(url, development=development) is not None:
+    problem = webhook_url_problem(url, development=development, loopback=loopback)
+    if development or problem is not None:
         return None
     assert isinstance(url, str)
     parts = urlsplit(url)
@@ -126,13 +155,13 @@ def _host_to_resolve(url: object, *, development: bool) -> tuple[str, int] | Non
 
 
 async def resolve_ahead(
-    url: object, *, development: bool, resolver: Resolver = resolve
+    url: object, *, development: bool, loopback: bool = False, resolver: Resolver = resolve
 ) -> Resolver:
     """Resolve the host a webhook at ``url`` will be checked against now, before a
     transaction begins, and answer a resolver that replays the outcome (addresses, failure or
     timeout) to :func:`webhook_target_problem` inside it. A slow name then holds no transaction
     (on SQLite one transaction holds the whole store). Other names go to ``resolver``."""
-    target = _host_to_resolve(url, development=development)
+    target = _host_to_resolve(url, development=development, loopback=loopback)
     if target is None:
         return resolver
     outcome: list[str] | BaseException
@@ -153,13 +182,13 @@ async def resolve_ahead(
 
 
 async def webhook_target_problem(
-    url: object, *, development: bool, resolver: Resolver = resolve
+    url: object, *, development: bool, loopback: bool = False, resolver: Resolver = resolve
 ) -> str | None:
     """:func:`webhook_url_problem`, and in production the addresses its host resolves to."""
-    problem = webhook_url_problem(url, development=development)
+    problem = webhook_url_problem(url, development=development, loopback=loopback)
     if problem is not None:
         return problem
-    target = _host_to_resolve(url, development=development)
+    target = _host_to_resolve(url, development=development, loopback=loopback)
     if target is None:
         return None
     host, port = target
@@ -173,7 +202,7 @@ async def webhook_target_problem(
     if not addresses:
         return f"host {host} does not resolve"
     for address in addresses:
-        if not address_allowed(ipaddress.ip_address(address.split("%", 1)[0])):
+        if not address_allowed(ipaddress.ip_address(address.split("%", 1)[0]), loopback=loopback):
             return (
                 "resolves to a private, loopback, link-local, multicast or reserved address"
                 f" ({address})"

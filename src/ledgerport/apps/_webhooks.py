@@ -125,13 +125,16 @@ async def _check(
     events: object,
     *,
     development: bool,
+    loopback: bool,
     resolver: Resolver,
 ) -> None:
     problems = (
         _event_problems(events, await _registered_scopes(tx, app_id)) if events is not None else []
     )
     if url is not None:
-        problem = await webhook_target_problem(url, development=development, resolver=resolver)
+        problem = await webhook_target_problem(
+            url, development=development, loopback=loopback, resolver=resolver
+        )
         if problem is not None:
             problems.insert(0, f"url {problem}")
     if problems:
@@ -148,10 +151,13 @@ async def create_webhook(
     events: Sequence[str],
     enabled: bool = True,
     development: bool = False,
+    loopback: bool = False,
     resolver: Resolver = resolve,
 ) -> tuple[Webhook, str]:
     """A new webhook of the app; answers it and its signing secret (shown only now)."""
-    await _check(tx, app_id, url, events, development=development, resolver=resolver)
+    await _check(
+        tx, app_id, url, events, development=development, loopback=loopback, resolver=resolver
+    )
     count = await tx.fetchval(
         "SELECT COUNT(*) FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL", app_id
     )
@@ -214,6 +220,7 @@ async def update_webhook(
     webhook_id: str,
     changes: Mapping[str, Any],
     development: bool = False,
+    loopback: bool = False,
     resolver: Resolver = resolve,
 ) -> Webhook:
     """Change any of ``url``, ``events``, ``enabled``; the others stay."""
@@ -224,6 +231,7 @@ async def update_webhook(
         changes.get("url"),
         changes.get("events"),
         development=development,
+        loopback=loopback,
         resolver=resolver,
     )
     columns = {

@@ -32,6 +32,7 @@ engine that stops gives its claims back at once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import ssl
@@ -777,7 +778,11 @@ class DeliveryEngine:
             config = self._platform.config
             actor.client = DeliveryClient(
                 max_connections=self._in_flight,
-                allow=(lambda _address: True) if config.development else apps.address_allowed,
+                allow=(
+                    (lambda _address: True)
+                    if config.development
+                    else functools.partial(apps.address_allowed, loopback=config.loopback_webhooks)
+                ),
                 resolver=self._resolver,
                 ssl_context=self._ssl_context(),
             )

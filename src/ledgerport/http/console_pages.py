@@ -600,7 +600,10 @@ _FORM_AGAIN = page(
 async def _resolved(url: str) -> apps.Resolver:
     """The endpoint's host resolved before the transaction that saves it (as the JSON API
     does: no transaction waits for a name)."""
-    return await apps.resolve_ahead(url, development=platform().config.development)
+    config = platform().config
+    return await apps.resolve_ahead(
+        url, development=config.development, loopback=config.loopback_webhooks
+    )
 
 
 @blueprint.post("/console/apps/<app_id>/webhooks/new")
@@ -653,6 +656,7 @@ async def add_webhook(app_id: str) -> ResponseReturnValue:
             events=events,
             enabled=enabled,
             development=p.config.development,
+            loopback=p.config.loopback_webhooks,
             resolver=resolver,
         )
     return with_notice(
@@ -733,6 +737,7 @@ async def edit_webhook(app_id: str, webhook_id: str) -> ResponseReturnValue:
             webhook_id=webhook_id,
             changes={"url": url, "events": kept_order(events, before.events)},
             development=p.config.development,
+            loopback=p.config.loopback_webhooks,
             resolver=resolver,
         )
     return with_notice(_webhooks_path(app_id), "webhook-saved", webhook.url)

@@ -53,9 +53,11 @@ AFTER = Param(
     DELIVERY.schema,
 )
 URL_DESCRIPTION = (
-    "Where deliveries are POSTed: https (http only on a loopback host with"
-    " LEDGERPORT_ENV=development); in production a host that resolves to a private, loopback,"
-    " link-local, multicast or reserved address is refused"
+    "Where deliveries are POSTed: https (http only on a loopback host, with"
+    " LEDGERPORT_ENV=development or on a service whose API and application hosts are loopback"
+    " addresses); in production a host that resolves to a private, loopback, link-local,"
+    " multicast or reserved address is refused (a loopback one is allowed on a service reached"
+    " only on a loopback address)"
 )
 EVENTS_DESCRIPTION = (
     "The event types delivered, in order (the first is the type of a test delivery); each at"
@@ -279,8 +281,8 @@ WEBHOOK_RAISES = (*JSON_BODY_ERRORS, InvalidInput, storage.BadValue)
 async def create_webhook(app_id: str, data: WebhookIn) -> tuple[CreatedWebhook, int]:
     """Create a webhook. Its signing secret (``whsec_``...) is in this answer only."""
     p = platform()
-    development = p.config.development
-    resolver = await apps.resolve_ahead(data.url, development=development)
+    development, loopback = p.config.development, p.config.loopback_webhooks
+    resolver = await apps.resolve_ahead(data.url, development=development, loopback=loopback)
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         webhook, secret = await apps.create_webhook(
@@ -292,6 +294,7 @@ async def create_webhook(app_id: str, data: WebhookIn) -> tuple[CreatedWebhook, 
             events=data.events,
             enabled=data.enabled,
             development=development,
+            loopback=loopback,
             resolver=resolver,
         )
     return {**_webhook(webhook), "secret": secret}, 201
@@ -319,8 +322,10 @@ async def change_webhook(app_id: str, webhook_id: str, data: WebhookChanges) -> 
     deliveries and those waiting fail unsent."""
     p = platform()
     changes = data.model_dump(include=data.model_fields_set)
-    development = p.config.development
-    resolver = await apps.resolve_ahead(changes.get("url"), development=development)
+    development, loopback = p.config.development, p.config.loopback_webhooks
+    resolver = await apps.resolve_ahead(
+        changes.get("url"), development=development, loopback=loopback
+    )
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         webhook = await apps.update_webhook(
@@ -330,6 +335,7 @@ async def change_webhook(app_id: str, webhook_id: str, data: WebhookChanges) -> 
             webhook_id=webhook_id,
             changes=changes,
             development=development,
+            loopback=loopback,
             resolver=resolver,
         )
     return _webhook(webhook)
