@@ -4,17 +4,27 @@ caller gives up."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import trio
 
+from ledgerport import apps, catalog
 from ledgerport.apps import FunctionSourceNoHandler, compile_module, compile_upload
 from ledgerport.errors import InvalidInput
 
 from .workers import HANDLER, child_processes, heavy_module
 
 TIMEOUT = 30
+WORKER = Path(apps.__file__).with_name("_module_source.py")
+"""The compile worker, run as ``compile_upload`` runs it."""
 TINY = 0.01
-"""Seconds: too short for a worker even to start, let alone parse the heavy module."""
+"""Seconds of CPU: far too few for the worker to parse the heavy module."""
 
 ACCEPTED = {
     "plain": HANDLER,
@@ -54,14 +64,41 @@ async def test_a_worker_refuses_what_this_thread_refuses(name: str) -> None:
     assert str(there.value) == str(here.value)
 
 
-async def test_past_the_time_limit_the_worker_is_killed_and_the_upload_refused() -> None:
+async def test_past_the_cpu_limit_the_worker_is_ended_and_the_upload_refused() -> None:
     before = child_processes()
     with trio.fail_after(TIMEOUT), pytest.raises(InvalidInput) as refused:
-        await compile_upload(heavy_module(), time_limit=TINY)
+        await compile_upload(heavy_module(), cpu_limit=TINY)
     assert refused.value.messages == [
-        f"source must compile within {TINY:g} seconds: split or simplify the module"
+        f"source must compile within {TINY:g} seconds of CPU time: split or simplify the module"
     ]
     assert child_processes() == before
+
+
+def test_the_limit_counts_cpu_time_not_the_time_spent_waiting_for_a_core() -> None:
+    """A compile worker held back (stopped) for longer than its whole CPU limit, as a loaded
+    machine keeps it waiting for a core, still compiles: it spent little CPU. The same worker
+    given less CPU than the parse needs is ended by SIGPROF."""
+    limit = 1.0
+
+    def compile_held_back(cpu: float, held: float) -> subprocess.CompletedProcess[bytes]:
+        worker = subprocess.Popen(
+            [sys.executable, "-P", str(WORKER), str(catalog.FUNCTION_SOURCE_MAX_DEPTH), str(cpu)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        worker.send_signal(signal.SIGSTOP)
+        time.sleep(held)
+        worker.send_signal(signal.SIGCONT)
+        out, err = worker.communicate(heavy_module().encode(), timeout=TIMEOUT)
+        return subprocess.CompletedProcess(worker.args, worker.returncode, out, err)
+
+    held_back = compile_held_back(limit, held=limit + 0.5)
+    starved = compile_held_back(TINY, held=0)
+
+    assert held_back.returncode == 0, held_back.stderr
+    assert json.loads(held_back.stdout)["exports"] == ["handler"]
+    assert starved.returncode == -signal.SIGPROF
 
 
 async def test_a_caller_that_gives_up_leaves_no_worker_behind() -> None:

@@ -408,7 +408,7 @@ async def test_a_module_past_the_time_bound_is_refused_and_its_worker_killed(
 ) -> None:
     tiny = 0.01
     monkeypatch.setattr(
-        apps, "prepare_function", functools.partial(apps.prepare_function, time_limit=tiny)
+        apps, "prepare_function", functools.partial(apps.prepare_function, cpu_limit=tiny)
     )
     with trio.fail_after(TIMEOUT):
         console = await _console(client, admin_headers)
@@ -420,7 +420,7 @@ async def test_a_module_past_the_time_bound_is_refused_and_its_worker_killed(
         stored = await _stored_versions(store, console.app_id)
     assert "code" not in error
     assert error["message"] == [
-        f"source must compile within {tiny:g} seconds: split or simplify the module"
+        f"source must compile within {tiny:g} seconds of CPU time: split or simplify the module"
     ]
     assert left == set()
     assert stored == 0

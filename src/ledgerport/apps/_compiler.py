@@ -1,18 +1,23 @@
 """Where a hosted function's module is compiled: in the caller's thread, or, for an upload, in a
-worker process, bounded in time.
+worker process, bounded in CPU time.
 
 Parsing holds the interpreter: tree-sitter's parser does not release the GIL (measured: a thread
 parsing a 260 KB source held a ticking thread for 180 ms, as long as the parse itself), and the
 walks over a tree of half a million nodes are Python. So an upload is compiled in a fresh
 process (``python -P`` running ``_module_source.py``, which loads tree-sitter only: about 40 ms to
-start), never on the event loop nor on a thread of it. Past the time limit the process is killed
-and the upload refused; at most ``COMPILES_AT_ONCE`` run at once in a process of the service, so a
-burst of uploads cannot take every core.
+start), never on the event loop nor on a thread of it. The limit counts the worker's own CPU
+time (the kernel's profiling timer, set by the worker as it starts), not the time it waits for a
+core: on a loaded machine a legal upload takes longer but is not refused. Past the limit the
+kernel ends the process and the upload is refused; a worker that outlasts ``WALL_LIMIT`` seconds
+all the same (it could only be waiting) is killed, and the upload fails as the service's
+failure, not the module's. At most ``COMPILES_AT_ONCE`` run at once in a process of the service,
+so a burst of uploads cannot take every core.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +32,8 @@ from ._module_source import CompiledModule, Refused, transform
 
 COMPILES_AT_ONCE = 2
 """Uploads compiled at the same moment in one process of the service; the next ones wait."""
+WALL_LIMIT = 120.0
+"""Seconds a compile worker may last, waiting included, before it is killed as stuck."""
 STDERR_KEPT = 2048
 """Bytes of a failed worker's standard error kept in the exception."""
 _WORKER = Path(__file__).with_name("_module_source.py")
@@ -71,34 +78,44 @@ async def _kill(process: trio.Process) -> None:
 
 
 async def compile_upload(
-    source: str, *, time_limit: float = catalog.FUNCTION_COMPILE_SECONDS
+    source: str, *, cpu_limit: float = catalog.FUNCTION_COMPILE_SECONDS
 ) -> CompiledModule:
-    """:func:`compile_module` in a worker process, off the event loop, within ``time_limit``
-    seconds counted from the worker's start (waiting for a slot does not count).
+    """:func:`compile_module` in a worker process, off the event loop, within ``cpu_limit``
+    seconds of the worker's own CPU time (neither waiting for a slot nor for a core counts).
 
-    Past the limit the worker is killed, and waited for, before InvalidInput is raised; a
-    cancelled caller kills it likewise. A worker that fails without an outcome is the service's
-    failure (RuntimeError).
+    Past the limit the kernel ends the worker, and InvalidInput is raised once it is gone; a
+    cancelled caller kills it. A worker that fails without an outcome, or that is still there
+    after WALL_LIMIT seconds, is the service's failure (RuntimeError).
     """
     async with _slots():
-        with trio.move_on_after(time_limit):
+        with trio.move_on_after(WALL_LIMIT):
             done = await trio.run_process(
                 # -P: the worker's folder stays off sys.path, its siblings are no modules of it.
-                [sys.executable, "-P", str(_WORKER), str(catalog.FUNCTION_SOURCE_MAX_DEPTH)],
+                [
+                    sys.executable,
+                    "-P",
+                    str(_WORKER),
+                    str(catalog.FUNCTION_SOURCE_MAX_DEPTH),
+                    repr(float(cpu_limit)),
+                ],
                 stdin=source.encode(),
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
                 deliver_cancel=_kill,
             )
-            return _outcome(done)
-    # Only a bound that ran out gets here.
-    raise InvalidInput(
-        [f"source must compile within {time_limit:g} seconds: split or simplify the module"]
-    )
+            return _outcome(done, cpu_limit)
+    raise RuntimeError(f"the module compiler did not end within {WALL_LIMIT:g} seconds")
 
 
-def _outcome(done: subprocess.CompletedProcess[bytes]) -> CompiledModule:
+def _outcome(done: subprocess.CompletedProcess[bytes], cpu_limit: float) -> CompiledModule:
+    if done.returncode == -signal.SIGPROF:
+        raise InvalidInput(
+            [
+                f"source must compile within {cpu_limit:g} seconds of CPU time: split or"
+                " simplify the module"
+            ]
+        )
     if done.returncode != 0:
         tail = done.stderr[-STDERR_KEPT:].decode(errors="replace").strip()
         raise RuntimeError(f"the module compiler exited with {done.returncode}: {tail}")

@@ -117,11 +117,11 @@ async def prepare_function(
     name: str,
     source: str,
     events: Sequence[str],
-    time_limit: float = catalog.FUNCTION_COMPILE_SECONDS,
+    cpu_limit: float = catalog.FUNCTION_COMPILE_SECONDS,
 ) -> FunctionUpload:
     """Check an upload of ``app``'s function ``name`` and compile its module in a worker process
-    (:func:`compile_upload`), within ``time_limit`` seconds. Call it before the transaction that
-    stores the upload: a transaction must never wait for a parse.
+    (:func:`compile_upload`), within ``cpu_limit`` seconds of CPU time. Call it before the
+    transaction that stores the upload: a transaction must never wait for a parse.
 
     Raises InvalidInput (name, size, events, bracket depth, imports, time) or
     FunctionSourceNoHandler.
@@ -129,7 +129,7 @@ async def prepare_function(
     problems = _problems(app, name, source, events)
     if problems:
         raise InvalidInput(problems)
-    module = await compile_upload(source, time_limit=time_limit)
+    module = await compile_upload(source, cpu_limit=cpu_limit)
     return FunctionUpload(name, source, tuple(events), module)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -326,7 +327,11 @@ def _declared(declaration: Node) -> Iterator[str]:
 
 def _serve_one() -> None:
     """The compile worker: one source in (UTF-8 on standard input), one outcome out (JSON on
-    standard output): ``{"script", "exports"}`` or ``{"refused", "messages"}``."""
+    standard output): ``{"script", "exports"}`` or ``{"refused", "messages"}``. Its arguments
+    are the deepest nesting allowed and the seconds of CPU it may spend: past them the kernel
+    ends it with SIGPROF (the profiling timer counts this process's own CPU time, user and
+    system, so a loaded machine's waits are not counted)."""
+    signal.setitimer(signal.ITIMER_PROF, float(sys.argv[2]))
     source = sys.stdin.buffer.read().decode()
     try:
         compiled = transform(source, max_depth=int(sys.argv[1]))

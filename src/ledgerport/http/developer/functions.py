@@ -45,7 +45,7 @@ SOURCE_DESCRIPTION = (
     "An ES module exporting `handler(event, context)`, sync or async; it may import nothing."
     f" At most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8, brackets nested at most"
     f" {catalog.FUNCTION_SOURCE_MAX_DEPTH} deep, compiled within"
-    f" {catalog.FUNCTION_COMPILE_SECONDS} seconds"
+    f" {catalog.FUNCTION_COMPILE_SECONDS} seconds of CPU time"
 )
 EVENTS_DESCRIPTION = (
     "The event types the function runs on, each at most once; a business or privacy event"
