@@ -45,6 +45,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LEDGERPORT_PASSWORD_HASHING", "standard", "standard, or fast for test suites"),
     ("LEDGERPORT_REDIS_URL", "unset", "count rate limits in Redis"),
     ("LEDGERPORT_RATE_LIMIT_FACTOR", "1", "multiplies every limit (development only)"),
+    ("LEDGERPORT_METRICS_TOKEN", "unset", "bearer token /metrics asks scrapes for"),
 )
 """Every variable the configuration reads: (name, default, meaning), for ``--help``; README.md
 says more of each."""
@@ -117,6 +118,9 @@ class Config:
     redis_url: str | None = None
     rate_limit_factor: int = 1
     """Every rate limit's allowance is multiplied by it (1, the spec's limits, in production)."""
+    metrics_token: str | None = None
+    """LEDGERPORT_METRICS_TOKEN: the bearer token a scrape of /metrics presents wherever it is
+    answered; in production, unset, /metrics is answered on the management listener only."""
     """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else
     through the PostgreSQL database (the large budgets in each process, settled there), or in
     the process on SQLite."""
@@ -343,6 +347,17 @@ def _parse_rate_limit_factor(value: str, *, development: bool) -> int:
     return factor
 
 
+def _parse_metrics_token(value: str | None) -> str | None:
+    """A scrape's bearer token: at least 16 visible ASCII characters (it goes in a header)."""
+    if value is None:
+        return None
+    if len(value) < 16 or not all("!" <= c <= "~" for c in value):
+        raise ConfigError(
+            "LEDGERPORT_METRICS_TOKEN: must be at least 16 visible ASCII characters, no spaces"
+        )
+    return value
+
+
 def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Config:
     """Read and validate the configuration; ``bind`` (from --bind) overrides LEDGERPORT_BIND."""
     env = os.environ if env is None else env
@@ -421,6 +436,7 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         ),
         password_hashing="fast" if password_hashing == "fast" else "standard",
         redis_url=parse_redis_url(env.get("LEDGERPORT_REDIS_URL", "")),
+        metrics_token=_parse_metrics_token(env.get("LEDGERPORT_METRICS_TOKEN") or None),
         rate_limit_factor=_parse_rate_limit_factor(
             env.get("LEDGERPORT_RATE_LIMIT_FACTOR", "1"), development=environment == "development"
         ),

@@ -1,5 +1,7 @@
-"""A real Prometheus (Debian's ``prometheus`` binary) scrapes a served ledgerport with the rules of
-``ops/prometheus`` loaded, and the dashboard's key queries answer data through its HTTP API.
+"""A real Prometheus (Debian's ``prometheus`` binary) scrapes a served ledgerport in production
+mode, with the metrics token as docs/operations.md's sample configuration presents it, with the
+rules of ``ops/prometheus`` loaded, and the dashboard's key queries answer data through its HTTP
+API.
 
 Without the binary the test skips with the reason, and fails when LEDGERPORT_REQUIRE_PROMETHEUS
 is set (``.ci/run`` installs it).
@@ -15,12 +17,15 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from ..prometheus import prometheus_command
 from .served import free_port, served
 
 ADMIN_TOKEN = "lp_admin_prometheus-scrape-0123456789"
+METRICS_TOKEN = "metrics-scrape-token-0123456789abcdef"
 OPS = Path(__file__).resolve().parents[2] / "ops"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 STARTUP = 60.0
 SCRAPES = 3
 """Samples of each series wanted before the queries: a rate needs two."""
@@ -62,20 +67,47 @@ def _wait(condition: Any, what: str, process: subprocess.Popen[bytes], log: Path
     pytest.fail(f"{what} within {STARTUP} s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
+def _documented_scrape_config(target: str, token_file: Path) -> dict[str, Any]:
+    """The scrape of docs/operations.md's marked block, its target and token file replaced (and
+    plain http: the test's server has no TLS)."""
+    text = DOCS.read_text(encoding="utf-8")
+    marked = text[text.index("<!-- scrape-config:") :]
+    start = marked.index("```yaml\n") + len("```yaml\n")
+    block = marked[start : marked.index("\n```", start)]
+    scrape = yaml.safe_load(block)["scrape_configs"][0]
+    assert scrape["authorization"]["type"] == "Bearer"
+    scrape["scheme"] = "http"
+    scrape["authorization"]["credentials_file"] = str(token_file)
+    scrape["static_configs"] = [{"targets": [target]}]
+    return dict(scrape)
+
+
 def test_prometheus_scrapes_ledgerport_and_the_dashboards_key_queries_answer(
     tmp_path: Path,
 ) -> None:
+    """Production's main listener, scraped as docs/operations.md says, with the metrics token."""
     binary = prometheus_command("prometheus")
     (tmp_path / "server").mkdir()
-    env = {"LEDGERPORT_DATABASE_URL": f"sqlite:///{tmp_path}/server/served.db"}
+    token_file = tmp_path / "metrics-token"
+    token_file.write_text(METRICS_TOKEN + "\n")
+    env = {
+        "LEDGERPORT_DATABASE_URL": f"sqlite:///{tmp_path}/server/served.db",
+        "LEDGERPORT_ENV": "production",
+        "LEDGERPORT_METRICS_TOKEN": METRICS_TOKEN,
+    }
     with served(tmp_path / "server", ADMIN_TOKEN, env) as server:
         target = server.base.removeprefix("http://")
+        with httpx.Client(base_url=server.base, timeout=10, trust_env=False) as anonymous:
+            assert anonymous.get("/metrics").status_code == 401
         config = tmp_path / "prometheus.yml"
         config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"rule_files:\n  - {OPS / 'prometheus' / 'ledgerport.rules.yml'}\n"
-            "scrape_configs:\n  - job_name: ledgerport\n"
-            f"    static_configs:\n      - targets: ['{target}']\n"
+            yaml.safe_dump(
+                {
+                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(OPS / "prometheus" / "ledgerport.rules.yml")],
+                    "scrape_configs": [_documented_scrape_config(target, token_file)],
+                }
+            )
         )
         port = free_port()
         log = tmp_path / "prometheus.log"

@@ -39,6 +39,7 @@ from ._errors import InvalidAdminToken as InvalidAdminToken
 from ._errors import InvalidClient as InvalidClient
 from ._errors import InvalidClientMetadata as InvalidClientMetadata
 from ._errors import InvalidGrant as InvalidGrant
+from ._errors import InvalidMetricsToken as InvalidMetricsToken
 from ._errors import InvalidRedirectUri as InvalidRedirectUri
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidScope as InvalidScope

@@ -25,6 +25,15 @@ class InvalidAdminToken(AuthError):
         super().__init__("A valid admin token is required")
 
 
+class InvalidMetricsToken(AuthError):
+    """A scrape of /metrics without LEDGERPORT_METRICS_TOKEN as its bearer token."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The metrics token (LEDGERPORT_METRICS_TOKEN) is required as a bearer token"
+        )
+
+
 class InvalidAccessToken(AuthError):
     """No bearer token, or one that is expired, revoked, malformed or of a stopped app."""
 

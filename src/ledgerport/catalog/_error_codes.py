@@ -114,6 +114,7 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("NO_ACTIVE_INSTALLATION", 409, "the app has no ACTIVE installation there"),
         ErrorCode("INVALID_ADMIN_TOKEN", 401, "missing or wrong operator token"),
         ErrorCode("INVALID_TOKEN", 401, "access token missing, expired, revoked or malformed"),
+        ErrorCode("INVALID_METRICS_TOKEN", 401, "a /metrics scrape without the metrics token"),
         ErrorCode("NOT_SIGNED_IN", 401, "the browser has no session on the application host"),
         ErrorCode(
             "CROSS_SITE_REQUEST",

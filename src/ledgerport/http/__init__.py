@@ -3,6 +3,7 @@
 from ._app import create_app as create_app
 from ._app import prepare_document as prepare_document
 from ._app import use_platform as use_platform
+from ._asgi import MANAGEMENT as MANAGEMENT
 from ._asgi import ManagementListener as ManagementListener
 from ._console_forms import EventChoice as EventChoice
 from ._console_forms import EventGroup as EventGroup

@@ -321,6 +321,10 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "INVALID_ADMIN_TOKEN",
         headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport admin"'},
     ),
+    auth.InvalidMetricsToken: _coded(
+        "INVALID_METRICS_TOKEN",
+        headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport metrics"'},
+    ),
     auth.InvalidAccessToken: _coded(
         "INVALID_TOKEN", headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport"'}
     ),

@@ -155,6 +155,7 @@ _RAISED_HEADERS: Mapping[type[BaseException], tuple[Header, ...]] = {
     storage.StorageUnavailable: (RETRY_AFTER,),
     ops.NotReady: (RETRY_AFTER,),
     auth.InvalidAdminToken: (WWW_AUTHENTICATE,),
+    auth.InvalidMetricsToken: (WWW_AUTHENTICATE,),
     auth.InvalidAccessToken: (WWW_AUTHENTICATE,),
     auth.InvalidClient: (WWW_AUTHENTICATE.optional(),),
 }

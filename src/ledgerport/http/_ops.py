@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import Literal
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ConfigDict, with_config
-from quart import Blueprint, Response
+from quart import Blueprint, Response, request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
+from werkzeug.exceptions import NotFound
 
-from ledgerport import storage
+from ledgerport import auth, storage
 from ledgerport.ops import NotReady
 
+from ._asgi import MANAGEMENT
 from ._context import platform
 from ._failing import refresh_failing_gauges
 from ._openapi import TEXT, Reply, json_reply, operation
@@ -57,10 +60,37 @@ async def readyz() -> Readiness:
 
 
 @blueprint.get("/metrics")
-@operation(Reply(200, "Prometheus text exposition format", TEXT))
+@operation(
+    Reply(200, "Prometheus text exposition format", TEXT), raises=(auth.InvalidMetricsToken,)
+)
 async def metrics() -> Response:
     """Prometheus text: this process's metrics and the database-wide gauges (see
-    docs/operations.md)."""
+    docs/operations.md). With LEDGERPORT_METRICS_TOKEN set, a scrape presents it as a bearer
+    token (401 otherwise); in production without it, /metrics is answered on the management
+    listener only (404 here)."""
+    _check_scrape()
     p = platform()
     await refresh_failing_gauges(p)
     return Response(p.metrics.render(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _check_scrape() -> None:
+    """Who may read the metrics: they tell an outsider the service's traffic, its apps' failing
+    webhooks and its versions. With a metrics token, only a scrape presenting it, wherever
+    /metrics is answered. Without one, the management listener (an operator's network), or the
+    main listener in development; production's main listener answers 404, as if there were
+    no such path."""
+    config = platform().config
+    if config.metrics_token is not None:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        given = given.strip()
+        if not (
+            scheme.lower() == "bearer"
+            and given.isascii()
+            and hmac.compare_digest(given, config.metrics_token)
+        ):
+            raise auth.InvalidMetricsToken()
+        return
+    if config.development or request.scope.get(MANAGEMENT, False):
+        return
+    raise NotFound()
