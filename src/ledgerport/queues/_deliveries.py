@@ -287,11 +287,19 @@ async def renew_claims(tx: Transaction, *, lease: str, until: float, limit: int)
     """Extend to ``until`` at most ``limit`` claims of ``lease`` still waiting for their
     outcome and ending before it; answers how many (the caller calls again, in a transaction
     of its own, while that is ``limit``: no transaction holds the store for all of them)."""
-    return await tx.execute(
-        "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id IN"
-        " (SELECT id FROM webhook_deliveries WHERE lease = $2"
+    picked = (
+        "SELECT id FROM webhook_deliveries WHERE lease = $2"
         " AND status IN ('queued', 'retrying') AND next_attempt_at < $1"
-        f" ORDER BY id LIMIT $3{tx.row_lock})",
+        f" ORDER BY id LIMIT $3{tx.row_lock}"
+    )
+    if tx.kind == "postgresql":
+        # The ids are picked once, as an array: as ``id IN (SELECT ... LIMIT .. FOR UPDATE)``
+        # PostgreSQL may run the subquery again for each row it updates, and the locking step
+        # then passes over the rows the statement itself just changed, so the LIMIT reaches
+        # further each time and the batch is no longer bounded.
+        picked = f"SELECT unnest(ARRAY({picked}))"
+    return await tx.execute(
+        f"UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id IN ({picked})",
         until,
         lease,
         limit,
