@@ -3,18 +3,25 @@ Chromium (Debian's ``chromium`` package, driven by Playwright; nothing downloads
 
 Without /usr/bin/chromium the tests skip with the reason, and fail when LEDGERPORT_REQUIRE_BROWSER
 is 1 (``.ci/run`` installs the package and sets it). The accessibility check injects axe-core from
-``tests/browser/node_modules`` (``package.json`` pins it; ``.ci/run`` runs ``npm ci`` there, and
-nothing fetches it at test time): without it that check skips with the reason, or fails when
-LEDGERPORT_REQUIRE_BROWSER is 1. Each test keeps a screenshot of every page it visits in
-``artifacts/browser/<test>/`` (or under LEDGERPORT_BROWSER_ARTIFACTS).
+``tests/browser/node_modules``, at the version and with the integrity ``package-lock.json`` pins:
+when it is not there at that version, the first test that needs it runs ``npm ci`` in
+tests/browser, once for all the session's workers (:func:`install_axe`), so the README's test
+command is the whole suite. Without npm, or when ``npm ci`` fails, the tests that need axe-core
+skip with the reason, or fail when LEDGERPORT_REQUIRE_BROWSER is 1. Each test keeps a screenshot
+of every page it visits in ``artifacts/browser/<test>/`` (or under LEDGERPORT_BROWSER_ARTIFACTS).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +43,11 @@ from .operator import Operator
 from .partner_app import PartnerApp, partner_app
 
 CHROMIUM = Path("/usr/bin/chromium")
-AXE = Path(__file__).resolve().parent / "node_modules" / "axe-core" / "axe.min.js"
+HERE = Path(__file__).resolve().parent
+AXE_PACKAGE = HERE / "node_modules" / "axe-core"
+AXE = AXE_PACKAGE / "axe.min.js"
+NPM_CI_TIMEOUT = 300
+"""Seconds ``npm ci`` may take to fetch and install axe-core (one package of about 3 MB)."""
 SIZES = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1280, "height": 900}}
 """The widths every page is checked at: a phone's, and a laptop's."""
 REQUIRE_BROWSER = os.environ.get("LEDGERPORT_REQUIRE_BROWSER") == "1"
@@ -78,11 +89,7 @@ def partner(server: Server) -> Iterator[PartnerApp]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing: apt-get install -y chromium"
-        if REQUIRE_BROWSER:
-            pytest.fail(f"{reason} (LEDGERPORT_REQUIRE_BROWSER=1)", pytrace=False)
-        pytest.skip(reason)
+    _require_chromium()
     # Playwright's sync API runs its own asyncio loop, which must be a plain one: the suite's
     # trio_asyncio installs a policy whose loops need a trio run.
     policy = asyncio.get_event_loop_policy()
@@ -118,11 +125,69 @@ def _required(reason: str) -> None:
     pytest.skip(reason)
 
 
+def _require_chromium() -> None:
+    if not CHROMIUM.exists():
+        _required(f"{CHROMIUM} is missing: apt-get install -y chromium")
+
+
+def _axe_installed() -> bool:
+    """Whether tests/browser/node_modules has axe-core at the version package-lock.json pins."""
+    locked = json.loads((HERE / "package-lock.json").read_text())
+    try:
+        installed = json.loads((AXE_PACKAGE / "package.json").read_text())
+    except (OSError, ValueError):
+        return False
+    version = locked["packages"]["node_modules/axe-core"]["version"]
+    return bool(installed.get("version") == version and AXE.exists())
+
+
+def install_axe() -> str | None:
+    """Install axe-core with ``npm ci`` in tests/browser unless it is there at the locked
+    version; None once it is, else why it is not. The test run's workers (pytest-xdist) take
+    turns through a lock file of this checkout, so one installs while the others wait for it
+    and then find it installed (``npm ci`` empties node_modules first: no two may run it)."""
+    if _axe_installed():
+        return None
+    npm = shutil.which("npm")
+    if npm is None:
+        return (
+            "npm is missing (apt-get install -y npm): the accessibility check installs"
+            " axe-core with npm ci from tests/browser/package-lock.json"
+        )
+    checkout = hashlib.sha256(str(HERE).encode()).hexdigest()[:16]
+    lock = Path(tempfile.gettempdir()) / f"ledgerport-axe-{checkout}.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        if _axe_installed():
+            return None
+        command = [npm, "ci", "--prefix", str(HERE), "--no-audit", "--no-fund", "--loglevel=error"]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=NPM_CI_TIMEOUT, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return f"npm ci --prefix tests/browser did not finish in {NPM_CI_TIMEOUT} s"
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-600:]
+            return f"npm ci --prefix tests/browser failed (exit {done.returncode}): {said}"
+    if not _axe_installed():
+        return f"npm ci --prefix tests/browser left no {AXE}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def axe_installation() -> str | None:
+    """:func:`install_axe`, once a session (a worker's, under pytest-xdist)."""
+    return install_axe()
+
+
 @pytest.fixture
-def axe_source() -> str:
-    """axe-core's script, as installed from the npm registry by ``npm ci`` in tests/browser."""
-    if not AXE.exists():
-        _required(f"{AXE} is missing: npm ci --prefix tests/browser")
+def axe_source(request: pytest.FixtureRequest) -> str:
+    """axe-core's script, installed from the npm registry by ``npm ci`` in tests/browser."""
+    _require_chromium()  # without a browser to check pages with, nothing is installed
+    not_installed: str | None = request.getfixturevalue("axe_installation")
+    if not_installed is not None:
+        _required(not_installed)
     return AXE.read_text()
 
 

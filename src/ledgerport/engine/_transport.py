@@ -11,6 +11,11 @@ connected to, so the address actually used is the one checked: a name that resol
 address at registration and resolves to a private one now (DNS rebinding) is refused. TLS still
 verifies the certificate against the URL's host name (httpcore starts TLS with the origin's
 host as the server name).
+
+The client uses httpcore's connections without its pool, through methods the pool uses and
+httpcore does not document: tests/unit/test_dependency_contracts.py pins what it relies on,
+pyproject.toml bounds the release, and docs/upstream/httpcore.md is the report to its
+maintainers.
 """
 
 from __future__ import annotations

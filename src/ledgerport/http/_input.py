@@ -10,6 +10,10 @@ and :func:`parse_json`, which the routes that read their own body use). A NUL is
 failure (:class:`NulInText`), answered in the shape of the route: the envelope's array message,
 the OAuth endpoints' ``invalid_request``, or the page's 400. Uploaded files are bytes, not text,
 and are not looked at.
+
+:class:`CheckedRequest` overrides private parts of Quart's request (its form loading and
+blueprint chain): tests/unit/test_dependency_contracts.py pins what it relies on, pyproject.toml
+bounds the release, and docs/upstream/quart.md is the report to Quart's maintainers.
 """
 
 from __future__ import annotations

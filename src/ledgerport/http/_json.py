@@ -5,6 +5,11 @@ not plain JSON: dates, dataclasses and anything else orjson would write its own 
 its ``default``, so an answer reads the same as before, only sooner. What orjson refuses (an
 integer past 64 bits, text with a lone surrogate) is written by the provider as before.
 Stored JSON can be answered as it is, without parsing it first: :func:`stored`.
+
+Both functions lean on private parts: Flask's JSON provider (Quart's) and Quart-Schema's
+conversion of answers. tests/unit/test_dependency_contracts.py pins what they rely on,
+pyproject.toml bounds the releases, and docs/upstream/flask.md and docs/upstream/quart-schema.md
+are the reports to their maintainers.
 """
 
 from __future__ import annotations

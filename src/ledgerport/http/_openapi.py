@@ -379,7 +379,9 @@ def _schema(
 
 class DocumentProvider(OpenAPIProvider):
     """quart-schema's document, each operation's answers, bodies and parameters written from its
-    :func:`operation` declaration and the error shape of its blueprint."""
+    :func:`operation` declaration and the error shape of its blueprint. It reads the routes
+    through quart-schema's private ``_app``: tests/unit/test_dependency_contracts.py pins what it
+    relies on, and docs/upstream/quart-schema.md is the report to quart-schema's maintainers."""
 
     error_shapes: Mapping[str, ErrorShape] = {}
     _built: tuple[int, bytes] | None = None

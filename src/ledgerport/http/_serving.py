@@ -3,7 +3,8 @@
 ``ConnectionGuard`` lets hypercorn finish its work on a connection at the end of a response
 (recycle it for the next request, or close it), which quart-trio otherwise cancels half-way.
 ``AccessLog`` writes the access log, one line per request, in place of hypercorn's, which
-writes some requests twice.
+writes some requests twice. Both work around faults reported in docs/upstream/quart-trio.md and
+docs/upstream/hypercorn.md.
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ Together they were nearly a fifth of the instructions of a ``GET /healthz`` (doc
 
 And in Quart, :class:`OneTaskHTTPConnection` answers each request in the task hypercorn gave it,
 where quart-trio started a task for it beside the one that listens for the client's disconnect.
+
+These subclass private parts of hypercorn and quart-trio: tests/unit/test_wire.py and
+tests/unit/test_dependency_contracts.py pin what they rely on, pyproject.toml bounds the
+releases, and docs/upstream/hypercorn.md and docs/upstream/quart-trio.md are the reports to their
+maintainers.
 """
 
 from __future__ import annotations

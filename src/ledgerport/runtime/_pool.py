@@ -64,6 +64,9 @@ WORKER_NICENESS = 10
 """How much lower than the service's a worker's CPU priority is (a nice(2) increment), set
 as soon as it is spawned: guest code, and a worker's start, yield the CPU to the service, so a
 tenant's busy runs slow other runs, not the requests every tenant sends."""
+LOWEST_PRIORITY = 19
+"""The highest niceness there is: a service started under ``nice`` above 9 gets workers here,
+fewer than WORKER_NICENESS levels below it (at 19, none), and the pool says so as it starts."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,16 @@ class SandboxPool:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start the workers, report started when all are warm, and supervise them until
         cancelled (then every worker is killed)."""
+        service = os.getpriority(os.PRIO_PROCESS, 0)
+        if self.size and service + WORKER_NICENESS > LOWEST_PRIORITY:
+            log.warning(
+                "sandbox pool: the service runs at nice %d, so its workers run at %d, %d levels"
+                " below it instead of %d: busy runs take more of the CPU from requests",
+                service,
+                LOWEST_PRIORITY,
+                LOWEST_PRIORITY - service,
+                WORKER_NICENESS,
+            )
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -218,10 +231,9 @@ class SandboxPool:
             stderr=subprocess.PIPE,
         )
         assert process.stdout is not None
+        niceness = min(os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS, LOWEST_PRIORITY)
         with contextlib.suppress(ProcessLookupError):
-            os.setpriority(
-                os.PRIO_PROCESS, process.pid, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS
-            )
+            os.setpriority(os.PRIO_PROCESS, process.pid, niceness)
         worker = _Worker(process, FrameReader(process.stdout))
         self._alive.add(worker)
         self._gauge()

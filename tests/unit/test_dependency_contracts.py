@@ -1,0 +1,738 @@
+"""What ledgerport relies on in its dependencies' private parts, one test per behaviour.
+
+A few modules replace or reach into code that their libraries do not promise to keep:
+
+- ``storage/_loop.py``: trio_asyncio's loop (``_main_loop_one``, ``_timer_handle_cancelled``,
+  its ``_timers`` heap) and asyncio's ``TimerHandle._cancelled``;
+- ``http/_input.py``: Quart's form loading (``_load_form_data``, ``_form``, ``_files``) and
+  blueprint chain (``quart.helpers._split_blueprint_path``), quart-trio's form parser;
+- ``http/_json.py``: Quart's JSON provider, which is Flask's (``_app``,
+  ``_prepare_response_obj``), and Quart-Schema's conversion of answers (``app.make_response``);
+- ``http/_openapi.py``: Quart-Schema's OpenAPI provider (``build_paths``, ``_app``);
+- ``http/_wire.py``: quart-trio's ASGI connection (``__call__`` copied with one change) and
+  hypercorn's connection classes (``tests/unit/test_wire.py`` holds hypercorn's, with the lean
+  classes driven by hypercorn's own), ``serve.py`` hypercorn's worker on sockets of its own;
+- ``engine/_transport.py``: httpcore's connection without its pool (``has_expired``,
+  ``is_idle``, ``can_handle_request``, the ``is_readable`` answer it asks the stream for).
+
+Each test is named for the behaviour relied on and asserts it on the library alone, so a release
+that changes it fails here, naming the module that relies on it, before a user's install does.
+pyproject.toml bounds each of these libraries; a release is admitted once these tests pass on it.
+What we asked the maintainers for is in docs/upstream/.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import inspect
+import json
+import textwrap
+import time
+import typing
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import flask.json.provider
+import httpcore
+import hypercorn.config
+import hypercorn.trio.run
+import pydantic
+import pytest
+import quart.helpers
+import trio
+import trio_asyncio
+import trio_asyncio._base as trio_asyncio_base
+from quart import Blueprint, Response, request
+from quart_schema import QuartSchema
+from quart_schema.openapi import OpenAPIProvider
+from quart_trio import QuartTrio
+from quart_trio.asgi import TrioASGIHTTPConnection
+from quart_trio.formparser import TrioFormDataParser
+from quart_trio.wrappers import TrioRequest
+from werkzeug.datastructures import MultiDict
+from werkzeug.routing.rules import Rule
+
+TIMEOUT = 10.0
+
+
+def _relied_on(module: str, what: str) -> str:
+    return (
+        f"{module} relies on {what}: read the module and its docs/upstream/ report"
+        " before admitting this release"
+    )
+
+
+# trio_asyncio: storage/_loop.py ------------------------------------------------------------------
+
+LOOP = "storage/_loop.py"
+Step = Callable[[Any, bool], Awaitable[None]]
+
+
+def _trio_asyncio_class(name: str) -> ast.ClassDef:
+    """trio_asyncio's own source of ``name`` in ``trio_asyncio/_base.py``, as released (the
+    class itself may have been patched by the time this runs)."""
+    tree = ast.parse(Path(inspect.getfile(trio_asyncio_base)).read_text(encoding="utf-8"))
+    (found,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    return found
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    found = [
+        n
+        for n in cls.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name
+    ]
+    assert len(found) == 1, _relied_on(LOOP, f"trio_asyncio's {cls.name}.{name}")
+    return found[0]
+
+
+async def _in_the_loops_task(
+    monkeypatch: pytest.MonkeyPatch, experiment: Callable[[Any, Step], Awaitable[Any]]
+) -> tuple[Any, list[bool]]:
+    """``experiment(loop, step)`` run inside a trio_asyncio loop's own task at its first turn,
+    where nothing else takes its callbacks; ``step`` is the ``_main_loop_one`` found on the
+    loop's class (trio_asyncio's, or storage's wrapper of it, which answers ``no_wait`` alike).
+    Answers what it returned, and the ``no_wait`` of every step the loop took."""
+    base = trio_asyncio_base.BaseTrioEventLoop
+    step: Step = base._main_loop_one
+    taken: list[bool] = []
+    outcome: dict[str, Any] = {}
+    done = trio.Event()
+
+    async def probe(self: Any, no_wait: bool = False) -> None:
+        taken.append(no_wait)
+        if not done.is_set():
+            try:
+                outcome["value"] = await experiment(self, step)
+            except Exception as exc:
+                outcome["error"] = exc
+            done.set()
+        await step(self, no_wait)
+
+    monkeypatch.setattr(base, "_main_loop_one", probe)
+    with trio.fail_after(TIMEOUT):
+        async with trio_asyncio.open_loop() as loop:
+            assert isinstance(loop, base)
+            await trio_asyncio.aio_as_trio(asyncio.sleep)(0)  # the loop has run a callback
+            assert done.is_set(), _relied_on(LOOP, "the loop calling _main_loop_one on its class")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value"), taken
+
+
+async def test_trio_asyncio_runs_every_callback_through_main_loop_one_on_its_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """storage/_loop.py replaces ``BaseTrioEventLoop._main_loop_one`` on the class: the loop
+    must look it up there for each callback, waiting (``no_wait`` false) while it runs and
+    without waiting as it drains at its end."""
+    cls = _trio_asyncio_class("BaseTrioEventLoop")
+    arguments = _method(cls, "_main_loop_one").args
+    assert [a.arg for a in arguments.args] == ["self", "no_wait"], _relied_on(
+        LOOP, "_main_loop_one(self, no_wait=False)"
+    )
+
+    async def nothing(loop: Any, step: Step) -> None:
+        return None
+
+    _, taken = await _in_the_loops_task(monkeypatch, nothing)
+    assert taken[0] is False, _relied_on(LOOP, "the loop's run waiting in _main_loop_one")
+    assert taken[-1] is True, _relied_on(LOOP, "the loop's end draining with no_wait=True")
+
+
+async def test_trio_asyncio_main_loop_one_without_waiting_runs_one_ready_callback_or_would_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """storage/_loop.py calls ``_main_loop_one(loop, True)`` after each callback the loop waited
+    for, until ``trio.WouldBlock``: each such call runs one ready callback, in order."""
+
+    async def run_ready(loop: Any, step: Step) -> list[object]:
+        ran: list[str] = []
+        loop.call_soon(ran.append, "first")
+        loop.call_soon(ran.append, "second")
+        seen: list[object] = []
+        for _ in range(3):
+            try:
+                await step(loop, True)
+            except trio.WouldBlock:
+                seen.append("would block")
+                break
+            seen.append(list(ran))
+        return seen
+
+    seen, _ = await _in_the_loops_task(monkeypatch, run_ready)
+    assert seen == [["first"], ["first", "second"], "would block"], _relied_on(
+        LOOP, "_main_loop_one(no_wait=True) running one ready callback, else raising WouldBlock"
+    )
+
+
+async def test_trio_asyncio_timers_wait_in_a_heap_list_and_a_cancelled_one_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """storage/_loop.py drops cancelled timers from ``loop._timers`` before their deadline and
+    heapifies the rest: that heap must be a ``heapq`` list of asyncio's ``TimerHandle``, earliest
+    first, from which a cancelled timer (``_cancelled``) is skipped, not run, when it comes due,
+    so dropping it early changes nothing."""
+
+    async def timers(loop: Any, step: Step) -> dict[str, Any]:
+        ran: list[str] = []
+        later = loop.call_later(3600, ran.append, "later")
+        cancelled = loop.call_later(0, ran.append, "cancelled")
+        cancelled.cancel()
+        await step(loop, True)  # each turn takes one queued timer into the heap
+        await step(loop, True)
+        heap = loop._timers
+        seen: dict[str, Any] = {
+            "heap": (type(heap), [h is cancelled for h in heap], {id(h) for h in heap}),
+            "flag": cancelled._cancelled,
+        }
+        await step(loop, True)  # the cancelled one is due: popped, not run
+        seen["after"] = (list(ran), [h is later for h in loop._timers])
+        due = loop.call_later(0, ran.append, "due")
+        await step(loop, True)
+        await step(loop, True)
+        seen["due"] = (list(ran), due in loop._timers)
+        later.cancel()
+        return seen
+
+    seen, _ = await _in_the_loops_task(monkeypatch, timers)
+    kind, earliest_first, _ = seen["heap"]
+    assert kind is list, _relied_on(LOOP, "loop._timers being a list kept with heapq")
+    assert earliest_first == [True, False], _relied_on(LOOP, "loop._timers, earliest first")
+    assert seen["flag"] is True, _relied_on(LOOP, "asyncio's TimerHandle._cancelled")
+    assert seen["after"] == ([], [True]), _relied_on(
+        LOOP, "a cancelled timer popped from loop._timers and not run"
+    )
+    assert seen["due"] == (["due"], False), _relied_on(LOOP, "a due timer popped and run")
+
+
+async def test_trio_asyncio_timer_handle_cancelled_is_a_no_op_that_asyncio_calls_on_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """storage/_loop.py replaces ``_timer_handle_cancelled`` to count cancellations: trio_asyncio's
+    own must do nothing (so nothing is lost), and asyncio's ``TimerHandle.cancel`` must call it
+    with the handle."""
+    cls = _trio_asyncio_class("BaseTrioEventLoop")
+    own = _method(cls, "_timer_handle_cancelled")
+    body = [
+        n for n in own.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+    ]
+    assert [a.arg for a in own.args.args] == ["self", "handle"], _relied_on(
+        LOOP, "_timer_handle_cancelled(self, handle)"
+    )
+    assert [type(n) for n in body] == [ast.Pass], _relied_on(
+        LOOP, "trio_asyncio's _timer_handle_cancelled doing nothing"
+    )
+
+    told: list[tuple[Any, Any]] = []
+
+    def record(self: Any, handle: Any) -> None:
+        told.append((self, handle))
+
+    monkeypatch.setattr(trio_asyncio_base.BaseTrioEventLoop, "_timer_handle_cancelled", record)
+
+    async def cancel_one(loop: Any, step: Step) -> tuple[Any, Any]:
+        handle = loop.call_later(3600, lambda: None)
+        handle.cancel()
+        return loop, handle
+
+    (loop, handle), _ = await _in_the_loops_task(monkeypatch, cancel_one)
+    assert isinstance(handle, asyncio.TimerHandle)
+    assert told == [(loop, handle)], _relied_on(
+        LOOP, "asyncio's TimerHandle.cancel calling loop._timer_handle_cancelled(handle)"
+    )
+
+
+# Quart and quart-trio: http/_input.py ------------------------------------------------------------
+
+INPUT = "http/_input.py"
+URL_ENCODED = "application/x-www-form-urlencoded"
+
+
+class _FormLoadsRecorded(TrioRequest):
+    """A request whose form loading is replaced, as http/_input.py's ``CheckedRequest`` does."""
+
+    loads = 0
+    before: tuple[object, object] = (False, False)
+
+    async def _load_form_data(self) -> None:
+        type(self).loads += 1
+        type(self).before = (self._form, self._files)
+        if self._form is None:
+            self._form = self.parameter_storage_class([("from", "override")])
+            self._files = self.parameter_storage_class()
+
+
+async def test_quart_request_reads_form_files_and_values_through_load_form_data() -> None:
+    """http/_input.py's ``CheckedRequest._load_form_data`` parses a URL-encoded form itself: Quart
+    must reach the form through that method for ``form``, ``files``, ``values`` and
+    ``get_data(parse_form_data=True)``, start with ``_form`` None, and answer ``_form`` and
+    ``_files`` as the method left them."""
+    app = QuartTrio("contracts")
+    app.request_class = _FormLoadsRecorded
+    _FormLoadsRecorded.loads = 0
+    with trio.fail_after(TIMEOUT):
+        async with app.test_request_context(
+            "/", method="POST", data=b"a=1", headers={"Content-Type": URL_ENCODED}
+        ):
+            assert _FormLoadsRecorded.loads == 0
+            form = await request.form
+            assert _FormLoadsRecorded.before == (None, None), _relied_on(
+                INPUT, "Request._form and _files being None until the form is loaded"
+            )
+            files = await request.files
+            values = await request.values
+            await request.get_data(parse_form_data=True)
+    assert list(form.items(multi=True)) == [("from", "override")], _relied_on(
+        INPUT, "Request.form answering the _form that _load_form_data set"
+    )
+    assert isinstance(files, MultiDict), _relied_on(
+        INPUT, "Request.files answering the _files that _load_form_data set"
+    )
+    assert not files
+    assert values.get("from") == "override"
+    assert _FormLoadsRecorded.loads == 4, _relied_on(
+        INPUT, "form, files, values and get_data(parse_form_data=True) calling _load_form_data"
+    )
+
+
+async def test_quart_trio_parses_other_forms_with_its_parser_class_positionally() -> None:
+    """http/_input.py's ``_CheckedFormDataParser`` overrides ``TrioFormDataParser.parse(body,
+    mimetype, content_length, options)`` to check multipart fields: quart-trio's own form
+    loading (``super()._load_form_data()``) must make its parser from
+    ``form_data_parser_class`` and call ``parse`` with those four, keeping what it returns."""
+    calls: list[tuple[object, ...]] = []
+
+    class Recording(TrioFormDataParser):
+        async def parse(
+            self,
+            body: Any,
+            mimetype: str,
+            content_length: int | None,
+            options: dict[str, str] | None = None,
+        ) -> tuple[MultiDict[str, Any], MultiDict[str, Any]]:
+            calls.append((mimetype, content_length, options))
+            return await super().parse(body, mimetype, content_length, options)
+
+    class Parsed(TrioRequest):
+        form_data_parser_class = Recording
+
+    own = inspect.signature(TrioFormDataParser.parse)
+    assert list(own.parameters) == ["self", "body", "mimetype", "content_length", "options"], (
+        _relied_on(INPUT, "FormDataParser.parse(body, mimetype, content_length, options)")
+    )
+    app = QuartTrio("contracts")
+    app.request_class = Parsed
+    body = b'--b\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--b--\r\n'
+    with trio.fail_after(TIMEOUT):
+        async with app.test_request_context(
+            "/",
+            method="POST",
+            data=body,
+            headers={
+                "Content-Type": "multipart/form-data; boundary=b",
+                "Content-Length": str(len(body)),
+            },
+        ):
+            form = await request.form
+    assert calls == [("multipart/form-data", len(body), {"boundary": "b"})], _relied_on(
+        INPUT, "quart-trio's _load_form_data calling form_data_parser_class(...).parse"
+    )
+    assert list(form.items(multi=True)) == [("a", "1")]
+
+
+async def test_quart_request_splits_its_blueprint_chain_with_split_blueprint_path() -> None:
+    """http/_input.py's ``CheckedRequest.blueprints`` answers ``_split_blueprint_path(name)``
+    (kept per name) where Quart's property computes it each time: the helper must be there,
+    take the name and answer nearest first, as ``Request.blueprints`` does."""
+    split = quart.helpers._split_blueprint_path
+    assert list(inspect.signature(split).parameters) == ["name"], _relied_on(
+        INPUT, "quart.helpers._split_blueprint_path(name)"
+    )
+    outer, inner = Blueprint("outer", __name__), Blueprint("inner", __name__)
+
+    @inner.route("/nested")
+    async def nested() -> str:
+        return ""
+
+    outer.register_blueprint(inner, url_prefix="/inner")
+    app = QuartTrio("contracts")
+    app.register_blueprint(outer, url_prefix="/outer")
+    with trio.fail_after(TIMEOUT):
+        async with app.test_request_context("/outer/inner/nested"):
+            assert request.blueprint == "outer.inner"
+            quarts = request.blueprints
+    assert split("outer.inner") == quarts == ["outer.inner", "outer"], _relied_on(
+        INPUT, "Request.blueprints being _split_blueprint_path(request.blueprint)"
+    )
+
+
+async def test_quart_request_reads_json_through_get_json() -> None:
+    """http/_input.py refuses NUL in JSON bodies by overriding ``get_json``: ``request.json``
+    (which Quart-Schema's validation also reads through ``get_json``) must call it."""
+    asked: list[bool] = []
+
+    class Recorded(TrioRequest):
+        async def get_json(
+            self, force: bool = False, silent: bool = False, cache: bool = True
+        ) -> Any:
+            asked.append(force)
+            return await super().get_json(force=force, silent=silent, cache=cache)
+
+    app = QuartTrio("contracts")
+    app.request_class = Recorded
+    with trio.fail_after(TIMEOUT):
+        async with app.test_request_context("/", method="POST", json={"a": 1}):
+            assert await request.json == {"a": 1}
+    assert asked == [False], _relied_on(INPUT, "Request.json calling get_json()")
+
+
+# quart-trio: http/_wire.py -----------------------------------------------------------------------
+
+WIRE = "http/_wire.py"
+QUART_TRIO_CALL = """
+async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    request = self._create_request_from_scope(send)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(self.handle_messages, nursery, request, receive)
+        nursery.start_soon(self.handle_request, nursery, request, send)
+"""
+"""quart-trio's ``TrioASGIHTTPConnection.__call__``, which ``OneTaskHTTPConnection`` copies
+with its last line awaited instead of started."""
+
+
+def test_quart_trio_http_connection_is_the_one_http_wire_copies() -> None:
+    """http/_wire.py's ``OneTaskHTTPConnection.__call__`` is quart-trio's with the answer awaited
+    in the calling task: quart-trio's must still be that (any change is one to carry over), and
+    ``handle_messages`` and ``handle_request`` take the nursery they cancel. The behaviour is
+    tests/unit/test_wire.py's ``test_one_task_*``."""
+    own = textwrap.dedent(inspect.getsource(TrioASGIHTTPConnection.__call__))
+    assert own.strip() == QUART_TRIO_CALL.strip(), _relied_on(
+        WIRE, "TrioASGIHTTPConnection.__call__ as OneTaskHTTPConnection copied it"
+    )
+    for name, last in (("handle_messages", "receive"), ("handle_request", "send")):
+        parameters = list(inspect.signature(getattr(TrioASGIHTTPConnection, name)).parameters)
+        assert parameters == ["self", "nursery", "request", last], _relied_on(
+            WIRE, f"TrioASGIHTTPConnection.{name}(nursery, request, {last})"
+        )
+    creates = list(inspect.signature(TrioASGIHTTPConnection._create_request_from_scope).parameters)
+    assert creates == ["self", "send"], _relied_on(WIRE, "_create_request_from_scope(send)")
+
+
+# Flask's JSON provider, as Quart's: http/_json.py ------------------------------------------------
+
+JSON_MODULE = "http/_json.py"
+
+
+async def test_flask_json_provider_prepares_an_answer_and_knows_its_app() -> None:
+    """http/_json.py's provider overrides ``response`` and, as Flask's does, takes what to write
+    from ``_prepare_response_obj(args, kwargs)`` and the response class and debug flag from
+    ``self._app``. Quart's ``make_response`` must answer a dict through ``app.json.response``."""
+    app = QuartTrio("contracts")
+    provider = app.json
+    assert isinstance(provider, flask.json.provider.DefaultJSONProvider)
+    prepare = provider._prepare_response_obj
+    prepared = (prepare(({"a": 1},), {}), prepare((1, 2), {}), prepare((), {"a": 1}))
+    assert prepared == ({"a": 1}, (1, 2), {"a": 1}), _relied_on(
+        JSON_MODULE, "_prepare_response_obj(args, kwargs): one argument, several, or keywords"
+    )
+    assert provider._app.response_class is app.response_class, _relied_on(
+        JSON_MODULE, "JSONProvider._app being the application"
+    )
+    assert provider._app.debug is app.debug
+    assert (provider.compact, provider.mimetype) == (None, "application/json")
+
+    answered: list[object] = []
+    base: Any = type(provider)
+
+    class Recording(base):  # type: ignore[misc]
+        def response(self, *args: Any, **kwargs: Any) -> Response:
+            answered.append(self._prepare_response_obj(args, kwargs))
+            return super().response(*args, **kwargs)  # type: ignore[no-any-return]
+
+    app.json = Recording(app)
+    with trio.fail_after(TIMEOUT):
+        async with app.app_context():
+            made = await app.make_response({"b": 2})
+    assert answered == [{"b": 2}], _relied_on(
+        JSON_MODULE, "make_response(dict) calling json.response"
+    )
+    assert json.loads(await made.get_data()) == {"b": 2}
+
+
+# Quart-Schema: http/_json.py and http/_openapi.py ------------------------------------------------
+
+OPENAPI = "http/_openapi.py"
+
+
+class _Model(pydantic.BaseModel):
+    name: str
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+
+
+def _schema_app(**options: Any) -> tuple[QuartTrio, QuartSchema]:
+    app = QuartTrio("contracts")
+    extension = QuartSchema(app, **options)
+
+    @app.route("/things/<int:thing>")
+    async def thing(thing: int) -> dict[str, int]:
+        return {"thing": thing}
+
+    return app, extension
+
+
+async def test_quart_schema_converts_answers_in_the_apps_make_response_and_not_plain_ones() -> None:
+    """http/_json.py's ``skip_conversion_of_plain_answers`` sends a plain answer (a dict, a list,
+    text, bytes, a response, with plain status and headers) to Quart's own ``make_response`` and
+    anything else to Quart-Schema's: Quart-Schema must convert in the ``make_response`` it sets
+    on the application, and its conversion must make no other answer of a plain one."""
+    app, _ = _schema_app()
+    assert "make_response" in vars(app), _relied_on(
+        JSON_MODULE, "QuartSchema setting app.make_response on the application"
+    )
+    converting = app.make_response
+    plain = type(app).make_response.__get__(app)
+    answers: list[Any] = [
+        {"name": "a", "snake_case": {"model": _Model(name="b"), "point": _Point(1)}},
+        [1, "two", {"three_and": 3.0}],
+        "text",
+        b"bytes",
+        ({"a": 1}, 201),
+        ({"a": 1}, 202, {"X-Extra": "yes"}),
+        ({"a": 1}, {"X-Extra": "yes"}),
+    ]
+    with trio.fail_after(TIMEOUT):
+        async with app.app_context():
+            answers.append(Response("made", status=418))
+            for answer in answers:
+                one, other = await converting(answer), await plain(answer)
+                assert (one.status_code, list(one.headers.items()), await one.get_data()) == (
+                    other.status_code,
+                    list(other.headers.items()),
+                    await other.get_data(),
+                ), _relied_on(JSON_MODULE, f"Quart-Schema leaving {answer!r} as Quart makes it")
+            converted = await converting(_Model(name="c"))
+            assert json.loads(await converted.get_data()) == {"name": "c"}, _relied_on(
+                JSON_MODULE, "Quart-Schema converting a model in app.make_response"
+            )
+            with pytest.raises(TypeError):
+                await plain(_Model(name="c"))
+
+
+async def test_quart_schema_json_provider_is_flasks_with_a_default_for_models() -> None:
+    """http/_json.py subclasses the provider Quart-Schema installs (``type(app.json)``), made as
+    ``cls(app)``, and hands orjson its ``default`` for what is not plain JSON."""
+    app, _ = _schema_app()
+    provider_class = type(app.json)
+    assert issubclass(provider_class, flask.json.provider.DefaultJSONProvider), _relied_on(
+        JSON_MODULE, "Quart-Schema's JSON provider being a DefaultJSONProvider"
+    )
+    again = provider_class(app)
+    assert again.default(_Model(name="d")) == {"name": "d"}, _relied_on(
+        JSON_MODULE, "the provider's default writing a pydantic model"
+    )
+    assert again.default(_Point(2)) == {"x": 2}
+
+
+async def test_quart_schema_openapi_document_is_built_rule_by_rule_with_build_paths() -> None:
+    """http/_openapi.py's ``DocumentProvider`` (``openapi_provider_class``) rewrites each route's
+    part of the document in ``build_paths(rule)`` and reads the routes from ``self._app``:
+    Quart-Schema must make it as ``cls(app, extension)`` and build ``schema()`` from what
+    ``build_paths`` answers for each route."""
+    seen: list[str] = []
+
+    class Recording(OpenAPIProvider):
+        def build_paths(self, rule: Rule) -> tuple[dict[str, Any], dict[str, Any]]:
+            seen.append(rule.rule)
+            assert self._app.view_functions[rule.endpoint] is not None
+            paths, components = super().build_paths(rule)
+            for item in paths.values():
+                for operation in item.values():
+                    operation["x-seen"] = True
+            return paths, components
+
+    parameters = list(inspect.signature(OpenAPIProvider.__init__).parameters)
+    assert parameters == ["self", "app", "extension"], _relied_on(
+        OPENAPI, "OpenAPIProvider(app, extension)"
+    )
+    app, extension = _schema_app(openapi_provider_class=Recording)
+    assert isinstance(extension.openapi_provider, Recording)
+    assert extension.openapi_provider._app.url_map is app.url_map, _relied_on(
+        OPENAPI, "OpenAPIProvider._app being the application"
+    )
+    with trio.fail_after(TIMEOUT):
+        async with app.app_context():
+            document = extension.openapi_provider.schema()
+    assert "/things/<int:thing>" in seen, _relied_on(OPENAPI, "schema() calling build_paths(rule)")
+    assert document["paths"]["/things/{thing}"]["get"]["x-seen"] is True, _relied_on(
+        OPENAPI, "schema() keeping what build_paths answered"
+    )
+
+
+# httpcore: engine/_transport.py ------------------------------------------------------------------
+
+TRANSPORT = "engine/_transport.py"
+ORIGIN = httpcore.Origin(b"http", b"receiver.example", 80)
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello, there"
+
+
+class _Stream(httpcore.AsyncNetworkStream):
+    """A receiver's connection: each request written is answered with ``ANSWER``, read a few
+    bytes at a time; ``readable`` is what it reports as ``is_readable`` (a peer that closed, or
+    a delivery client's connection cut by ``stop_reading``)."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.readable = False
+        self.fail_reads = False
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if self.fail_reads:
+            raise httpcore.ReadError("cut")
+        taken, self.pending = self.pending[:8], self.pending[8:]
+        return taken
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        self.pending += ANSWER
+
+    async def aclose(self) -> None:
+        return None
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        return self.readable if info == "is_readable" else None
+
+
+class _Backend(httpcore.AsyncNetworkBackend):
+    def __init__(self, stream: _Stream) -> None:
+        self.stream = stream
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109
+        local_address: str | None = None,
+        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return self.stream
+
+
+def _connection(stream: _Stream, keepalive_expiry: float = 30.0) -> httpcore.AsyncHTTPConnection:
+    """A connection made as ``DeliveryClient`` makes one."""
+    return httpcore.AsyncHTTPConnection(
+        origin=ORIGIN,
+        ssl_context=None,
+        keepalive_expiry=keepalive_expiry,
+        http1=True,
+        http2=False,
+        network_backend=_Backend(stream),
+    )
+
+
+async def _post(connection: httpcore.AsyncHTTPConnection) -> httpcore.Response:
+    request = httpcore.Request(
+        "POST",
+        httpcore.URL("http://receiver.example/hook"),
+        headers=[(b"host", b"receiver.example"), (b"content-length", b"2")],
+        content=b"{}",
+    )
+    return await connection.handle_async_request(request)
+
+
+async def test_httpcore_an_idle_connection_has_expired_once_its_stream_reads_as_readable() -> None:
+    """engine/_transport.py reuses the idle connection used last unless ``has_expired()``, and
+    its cut connections answer ``is_readable`` so that they are never reused: an idle HTTP/1.1
+    connection must ask its stream, and expire when the stream says it is readable."""
+    stream = _Stream()
+    connection = _connection(stream)
+    assert connection.can_handle_request(ORIGIN), _relied_on(TRANSPORT, "can_handle_request")
+    assert not connection.can_handle_request(httpcore.Origin(b"http", b"other.example", 80))
+    with trio.fail_after(TIMEOUT):
+        response = await _post(connection)
+        assert await response.aread() == b"hello, there"
+        await response.aclose()
+    assert connection.is_idle(), _relied_on(TRANSPORT, "is_idle() after an answer read whole")
+    assert not connection.has_expired()
+    stream.readable = True
+    assert connection.has_expired(), _relied_on(
+        TRANSPORT, "has_expired() of an idle connection asking its stream for is_readable"
+    )
+
+
+async def test_httpcore_an_idle_connection_has_expired_after_its_keepalive_expiry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """engine/_transport.py gives its connections ``keepalive_expiry`` (KEEPALIVE_EXPIRY) and
+    relies on ``has_expired()`` for it, with no timer of its own."""
+    now = 1_000.0
+    monkeypatch.setattr(time, "monotonic", lambda: now)
+    connection = _connection(_Stream(), keepalive_expiry=30.0)
+    with trio.fail_after(TIMEOUT):
+        response = await _post(connection)
+        await response.aread()
+        await response.aclose()
+    now += 29.0
+    assert not connection.has_expired()
+    now += 2.0
+    assert connection.has_expired(), _relied_on(TRANSPORT, "keepalive_expiry in has_expired()")
+
+
+async def test_httpcore_an_answer_carries_its_stream_and_a_failed_read_closes_the_connection() -> (
+    None
+):
+    """engine/_transport.py's ``stop_reading`` finds the answer's connection in
+    ``response.extensions["network_stream"]`` and makes its reads fail: the read must fail with
+    ``httpcore.ReadError`` and leave the connection not idle, so the client closes it."""
+    stream = _Stream()
+    connection = _connection(stream)
+    with trio.fail_after(TIMEOUT):
+        response = await _post(connection)
+        assert response.extensions["network_stream"] is stream, _relied_on(
+            TRANSPORT, "the network_stream extension being the backend's stream"
+        )
+        parts = response.aiter_stream()
+        assert isinstance(parts, typing.AsyncIterator)
+        first = await parts.__anext__()
+        stream.fail_reads = True
+        with pytest.raises(httpcore.ReadError):
+            async for _ in parts:
+                pass
+        await response.aclose()
+    assert first
+    assert not connection.is_idle(), _relied_on(TRANSPORT, "a failed read closing the connection")
+
+
+# hypercorn: serve.py (http/_wire.py's classes are tests/unit/test_wire.py's) ---------------------
+
+SERVE = "serve.py"
+
+
+def test_hypercorn_worker_serves_sockets_bound_beforehand() -> None:
+    """serve.py binds its sockets before it opens the store (``Config.create_sockets``) and
+    hands them to ``hypercorn.trio.run.worker_serve`` with its own shutdown trigger and task
+    status, where hypercorn's public ``serve`` binds them itself."""
+    parameters = inspect.signature(hypercorn.trio.run.worker_serve).parameters
+    assert list(parameters)[:2] == ["app", "config"]
+    for name in ("sockets", "shutdown_trigger", "task_status"):
+        assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, _relied_on(
+            SERVE, f"worker_serve(..., {name}=...)"
+        )
+    config = hypercorn.config.Config()
+    config.bind = ["127.0.0.1:0"]
+    sockets = config.create_sockets()
+    try:
+        assert [s.getsockname()[0] for s in sockets.insecure_sockets] == ["127.0.0.1"], _relied_on(
+            SERVE, "Config.create_sockets() binding without listening"
+        )
+        assert sockets.secure_sockets == []
+        assert sockets.quic_sockets == []
+    finally:
+        for sock in sockets.insecure_sockets:
+            sock.close()
