@@ -121,3 +121,31 @@ async def test_a_developer_token_is_unaffected_by_origin(
         )
 
     assert response.status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("configured", "origin", "status"),
+    [
+        ("https://API.Ledgerport.test:443/base", "https://api.ledgerport.test", 201),
+        ("https://api.ledgerport.test:8443", "https://api.ledgerport.test:8443", 201),
+        ("https://api.ledgerport.test:8443", "https://api.ledgerport.test", 403),
+        ("https://api.ledgerport.test", "http://api.ledgerport.test", 403),
+        ("http://[::1]:8080", "http://[::1]:8080", 201),
+    ],
+)
+async def test_the_services_origin_is_compared_as_a_browser_writes_it(
+    platform: Any, admin_headers: dict[str, str], configured: str, origin: str, status: int
+) -> None:
+    from dataclasses import replace
+
+    from ledgerport.http import create_app
+
+    config = replace(platform.config, base_url=configured, auth_url=configured)
+    client = create_app(replace(platform, config=config)).test_client()
+    with trio.fail_after(TIMEOUT):
+        app_id, _ = await _signed_in(client, admin_headers)
+        response = await client.post(
+            f"/developer/apps/{app_id}/app-data-fields", json=FIELD, headers={"Origin": origin}
+        )
+
+    assert response.status_code == status

@@ -78,8 +78,13 @@ def _service_origins() -> frozenset[str]:
 
 
 def _origin(url: str) -> str:
+    """``url``'s origin as a browser writes it: lower-case, no default port."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = "" if parts.port in (None, default) else f":{parts.port}"
+    return f"{parts.scheme.lower()}://{host}{port}"
 
 
 def developer_id() -> str:
