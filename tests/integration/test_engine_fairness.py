@@ -397,3 +397,31 @@ async def test_a_developers_apps_together_hold_one_apps_share_of_the_engine(
             nursery.cancel_scope.cancel()
     assert held <= 2 * 16 + 1
     assert took < 5
+
+
+async def test_a_developers_apps_together_keep_one_apps_attempts_in_flight(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    """Twenty dead webhooks shared out among four apps of one developer, and a backlog: the
+    developer has its cap of attempts hanging at once, what one app with the twenty would have
+    (with a cap per app, each app had its own: all 60 hung)."""
+    flood = await owner_api(client, admin_headers)
+    with trio.fail_after(TIMEOUT):
+        siblings = await _apps_of(
+            client, admin_headers, flood, await console_for(client, admin_headers, flood), 4
+        )
+        async with receiving() as dead, trio.open_nursery() as nursery:
+            dead.default = NEVER
+            for sibling in siblings:
+                for _ in range(5):
+                    await sibling.console.webhook(dead.url, ["customer.created"])
+            engine = DeliveryEngine(platform, in_flight_per_developer=24)
+            await nursery.start(engine.run)
+            for sibling in siblings:
+                for index in range(3):
+                    await sibling.api.customer(f"Flood {index}")  # 60 deliveries in all
+            await dead.wait_for(24, within=30)
+            await trio.sleep(0.5)  # room for any more to (wrongly) arrive
+            hanging = len(dead.received)
+            nursery.cancel_scope.cancel()
+    assert hanging == 24
