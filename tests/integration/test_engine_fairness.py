@@ -7,6 +7,10 @@
 - An app whose runs each hold a worker (waiting on a call that does not answer) keeps at most
   its share of the workers: another app's run starts at once, and with two runners (two
   processes) on one store as well.
+- The shares are the developer's: a developer with 1, 4 or 16 apps, each flooding runs or
+  deliveries, holds what one app would, and another developer's run starts (or its delivery
+  arrives) at once whatever the number of apps, where with shares per app four apps took every
+  worker (or the whole engine) and the victim waited for the flood's work to end.
 
 Every wait is bounded; the bounds sit far below what the flood's work takes (a 10 s attempt
 timeout, a 30 s call), so they fail on starvation and not on a slow machine."""
@@ -15,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
+import pytest
 import trio
 
 from ledgerport.engine import DeliveryEngine, FunctionRunner
@@ -26,7 +32,8 @@ from ledgerport.runtime import ApiAnswer, ApiCall, RunLimits
 from ledgerport.storage import Store
 
 from ..receiver import Answer, receiving
-from .data_api import Api, owner_api
+from .data_api import ALL_SCOPES, Api, owner_api
+from .oauth_helpers import REDIRECT_URI, exchange, install, session_token
 from .webhook_world import Console, console_for
 
 TIMEOUT = 90
@@ -47,7 +54,9 @@ async def test_an_apps_dead_endpoints_leave_the_engine_room_for_another_app(
             for _ in range(20):
                 await flood_console.webhook(dead.url, ["customer.created"])
             await victim_console.webhook(fast.url, ["customer.created"])
-            engine = DeliveryEngine(platform, held_total=48, held_per_app=16, held_per_webhook=8)
+            engine = DeliveryEngine(
+                platform, held_total=48, held_per_developer=16, held_per_webhook=8
+            )
             await nursery.start(engine.run)
             for index in range(6):
                 await flood.customer(f"Flood {index}")  # 120 deliveries to a dead endpoint
@@ -221,7 +230,7 @@ async def test_an_apps_attempts_in_flight_keep_to_their_cap_and_their_send_slots
             dead.default = NEVER
             for _ in range(20):
                 await flood_console.webhook(dead.url, ["customer.created"])
-            engine = DeliveryEngine(platform, in_flight_per_app=24)
+            engine = DeliveryEngine(platform, in_flight_per_developer=24)
             await nursery.start(engine.run)
             for index in range(3):
                 await flood.customer(f"Flood {index}")  # 60 deliveries
@@ -250,3 +259,169 @@ async def test_a_backlog_passed_over_at_a_full_webhook_is_claimed_as_its_room_fr
                 await api.customer(f"Backlog {index}")
             await slow.wait_for(8, within=20)
             nursery.cancel_scope.cancel()
+
+
+@dataclass
+class Sibling:
+    """An app of the flood's developer: its console, and the data API of a business of the
+    developer's own that only this app is installed in."""
+
+    console: Console
+    api: Api
+
+
+async def _apps_of(
+    client: Any, admin_headers: dict[str, str], owner: Api, console: Console, count: int
+) -> list[Sibling]:
+    """The owner's app and ``count - 1`` more apps of its developer, each installed with every
+    area scope in a business of its own (a business keeps at most half the workers, whatever
+    apps its events run: a developer's apps in one business would be held by that)."""
+    siblings = [Sibling(console, owner)]
+    admin = {"headers": admin_headers}
+    for index in range(1, count):
+        business = await (
+            await client.post("/admin/businesses", json={"name": f"Sibling {index}"}, **admin)
+        ).get_json()
+        user_id = owner.world.user_id
+        member = await client.put(
+            f"/admin/businesses/{business['id']}/members/{user_id}", json={"role": "owner"}, **admin
+        )
+        assert member.status_code == 200
+        made = await client.post(
+            "/admin/apps",
+            json={
+                "name": f"Sibling {index}",
+                "type": "CONFIDENTIAL",
+                "redirectUris": [REDIRECT_URI],
+                "scopes": list(ALL_SCOPES),
+                "developerUserId": user_id,
+                "reviewed": True,
+            },
+            **admin,
+        )
+        assert made.status_code == 201
+        app = await made.get_json()
+        world = replace(
+            owner.world,
+            business_id=business["id"],
+            app_id=app["id"],
+            client_id=app["clientId"],
+            client_secret=app["clientSecret"],
+        )
+        await install(client, admin_headers, world, ALL_SCOPES)
+        answer = await exchange(client, world, await session_token(client, admin_headers, world))
+        assert answer.status_code == 200
+        token = (await answer.get_json())["access_token"]
+        siblings.append(
+            Sibling(Console(client, console.token, app["id"]), Api(client, token, world))
+        )
+    return siblings
+
+
+@pytest.mark.parametrize("apps", [1, 4, 16])
+async def test_a_developers_apps_together_keep_one_apps_share_of_the_workers(
+    platform: Platform, client: Any, admin_headers: dict[str, str], app: Any, apps: int
+) -> None:
+    """Every app of the flood's developer has a run waiting 30 s on a call: together they hold
+    one of the two workers (what one app would), and the victim's run starts at once."""
+    with trio.fail_after(TIMEOUT):
+        flood = await owner_api(client, admin_headers)
+        siblings = await _apps_of(
+            client, admin_headers, flood, await console_for(client, admin_headers, flood), apps
+        )
+        for sibling in siblings:
+            await _function(sibling.console, "waits", WAITS)
+        victim = await owner_api(client, admin_headers)
+        victim_console = await console_for(client, admin_headers, victim)
+        await _function(victim_console, "quick", QUICK)
+        for sibling in siblings:
+            for index in range(2):
+                await sibling.api.customer(f"Flood {index}")  # two runs of each app
+        async with runners(platform, app, count=1, workers=2) as running:
+            await _dispatch(platform)
+            (runner,) = running
+
+            async def a_flood_run_holds_a_worker() -> bool:
+                return runner.busy >= 1
+
+            await _until(a_flood_run_holds_a_worker, within=30)
+            await victim.customer("Victim")
+            await _dispatch(platform)
+            started = trio.current_time()
+
+            async def victim_ran() -> bool:
+                return [r["status"] for r in await _runs(victim_console, "quick")] == ["succeeded"]
+
+            await _until(victim_ran, within=10)  # a flood run waits 30 s on its call
+            took = trio.current_time() - started
+            flood_busy = runner.busy
+    assert took < 10
+    assert flood_busy == 1, "the developer's apps together hold one worker"
+
+
+@pytest.mark.parametrize("apps", [1, 4, 16])
+async def test_a_developers_apps_together_hold_one_apps_share_of_the_engine(
+    platform: Platform, client: Any, admin_headers: dict[str, str], apps: int
+) -> None:
+    """Every app of the flood's developer has two webhooks at an endpoint that never answers
+    and a backlog for them: together they hold one app's share of the engine (16 of 48, and
+    one more for each of their webhooks with none, never twice the share), and the victim's
+    delivery arrives while the flood's attempts still hang. With shares per app, four apps
+    filled the engine and the victim waited for the first attempt to time out (10 s)."""
+    flood = await owner_api(client, admin_headers)
+    victim = await owner_api(client, admin_headers)
+    victim_console = await console_for(client, admin_headers, victim)
+    with trio.fail_after(TIMEOUT):
+        siblings = await _apps_of(
+            client, admin_headers, flood, await console_for(client, admin_headers, flood), apps
+        )
+        async with receiving() as dead, receiving() as fast, trio.open_nursery() as nursery:
+            dead.default = NEVER
+            for sibling in siblings:
+                for _ in range(2):
+                    await sibling.console.webhook(dead.url, ["customer.created"])
+            await victim_console.webhook(fast.url, ["customer.created"])
+            engine = DeliveryEngine(
+                platform, held_total=48, held_per_developer=16, held_per_webhook=8
+            )
+            await nursery.start(engine.run)
+            for sibling in siblings:
+                for index in range(8):
+                    await sibling.api.customer(f"Flood {index}")  # 8 to each dead webhook
+            await dead.wait_for(16, within=30)
+            started = trio.current_time()
+            await victim.customer("Victim")
+            await fast.wait_for(1, within=5)  # the flood's attempts hang for 10 s
+            took = trio.current_time() - started
+            held = engine.held
+            nursery.cancel_scope.cancel()
+    assert held <= 2 * 16 + 1
+    assert took < 5
+
+
+async def test_a_developers_apps_together_keep_one_apps_attempts_in_flight(
+    platform: Platform, client: Any, admin_headers: dict[str, str]
+) -> None:
+    """Twenty dead webhooks shared out among four apps of one developer, and a backlog: the
+    developer has its cap of attempts hanging at once, what one app with the twenty would have
+    (with a cap per app, each app had its own: all 60 hung)."""
+    flood = await owner_api(client, admin_headers)
+    with trio.fail_after(TIMEOUT):
+        siblings = await _apps_of(
+            client, admin_headers, flood, await console_for(client, admin_headers, flood), 4
+        )
+        async with receiving() as dead, trio.open_nursery() as nursery:
+            dead.default = NEVER
+            for sibling in siblings:
+                for _ in range(5):
+                    await sibling.console.webhook(dead.url, ["customer.created"])
+            engine = DeliveryEngine(platform, in_flight_per_developer=24)
+            await nursery.start(engine.run)
+            for sibling in siblings:
+                for index in range(3):
+                    await sibling.api.customer(f"Flood {index}")  # 60 deliveries in all
+            await dead.wait_for(24, within=30)
+            await trio.sleep(0.5)  # room for any more to (wrongly) arrive
+            hanging = len(dead.received)
+            nursery.cancel_scope.cancel()
+    assert hanging == 24

@@ -2,14 +2,18 @@
 invariants under any sequence of operations (hypothesis state machines).
 
 Invariants of the delivery book: held counts never go negative and always add up; no webhook,
-app or engine holds past its cap; no app gains room while another waits for it; an outcome of a
-fan-out that did not commit is never written; whatever happened, once every attempt has ended,
-every fan-out has ended and every write succeeded, the book has settled. Of the run book: no app
-or business runs past its share, no more runs than workers, and a worker that frees goes to the
-tenant running least."""
+developer (whatever its number of apps) or engine holds past its cap; no developer gains room
+while another waits for it; a claim goes to the developers holding least, and among those holding
+as much to the longest waiting; an outcome of a fan-out that did not commit is never written;
+whatever happened, once every attempt has ended, every fan-out has ended and every write
+succeeded, the book has settled. Of the run book: no developer, app or business runs past its
+share, no more runs than workers, no worker is left free while a tenant with due runs could have
+it, and each worker goes to the developer running least, within it to the app running least,
+within that to the business running least, ties to the longest waiting."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -70,20 +74,56 @@ def test_letting_go_of_a_unit_not_held_is_an_error() -> None:
 # --- The delivery book, by example ---------------------------------------------------------------
 
 
+def _book(
+    total: int,
+    per_developer: int,
+    per_webhook: int,
+    free: int = 1,
+    developers: dict[str, str] | None = None,
+) -> DeliveryBook[str, str]:
+    """A delivery book knowing the developer of each app of ``developers`` (app to developer);
+    the apps named nowhere are their own developers, as the store answers for an app with none."""
+    book: DeliveryBook[str, str] = DeliveryBook(
+        total=total, per_developer=per_developer, per_webhook=per_webhook, per_webhook_free=free
+    )
+    named = developers or {}
+    apps = {"flood", "victim", "app", "wide", "big", "small", "late", "a", "b", "c", *named}
+    book.note_developers((app, named.get(app, app)) for app in apps)
+    return book
+
+
 def test_an_apps_webhooks_fill_its_share_and_leave_the_rest_to_others() -> None:
-    book: DeliveryBook[str, str] = DeliveryBook(total=40, per_app=4, per_webhook=3)
+    book = _book(total=40, per_developer=4, per_webhook=3)
     taken = [book.take("flood", f"hook_{i % 2}") for i in range(100)]
     assert taken.count(None) == 4
     assert book.take("victim", "its_hook") is None
     assert book.held_back[Refusal.OWN_CAP] == 96
 
 
+@pytest.mark.parametrize("apps", [1, 4, 16])
+def test_a_developers_apps_together_hold_what_one_app_would(apps: int) -> None:
+    """The share is the developer's: more apps buy no more of the engine."""
+    flood = {f"flood_{i}": "dev_flood" for i in range(apps)}
+    book = _book(total=40, per_developer=4, per_webhook=40, free=0, developers=flood)
+    taken = [book.take(f"flood_{i % apps}", f"hook_{i % apps}") for i in range(100)]
+    assert taken.count(None) == 4
+    assert book.developers.held("dev_flood") == 4
+    assert book.take("victim", "its_hook") is None
+
+
+def test_a_developers_apps_get_no_free_deliveries_past_twice_its_share() -> None:
+    """One quiet webhook's free delivery each, until the developer holds twice its share."""
+    flood = {f"flood_{i}": "dev_flood" for i in range(16)}
+    book = _book(total=100, per_developer=4, per_webhook=8, developers=flood)
+    taken = [book.take(f"flood_{i}", f"hook_{i}") for i in range(16)]
+    assert taken.count(None) == 8
+    assert book.developers.held("dev_flood") == 8
+
+
 def test_a_webhook_with_no_backlog_gets_its_free_deliveries_past_its_apps_share() -> None:
     """So a webhook with no backlog is not held up by its app's other webhooks: the app is
     past its share by at most the free deliveries of each webhook."""
-    book: DeliveryBook[str, str] = DeliveryBook(
-        total=40, per_app=4, per_webhook=8, per_webhook_free=2
-    )
+    book = _book(total=40, per_developer=4, per_webhook=8, free=2)
     assert [book.take("app", "busy") for _ in range(8)].count(None) == 4
     assert book.take("app", "quiet") is None
     assert book.take("app", "quiet") is None
@@ -92,34 +132,74 @@ def test_a_webhook_with_no_backlog_gets_its_free_deliveries_past_its_apps_share(
 
 
 def test_an_app_with_many_quiet_webhooks_holds_at_most_twice_its_share() -> None:
-    book: DeliveryBook[str, str] = DeliveryBook(total=100, per_app=4, per_webhook=8)
+    book = _book(total=100, per_developer=4, per_webhook=8)
     taken = [book.take("wide", f"hook_{i}") for i in range(50)]
     assert taken.count(None) == 8
     assert book.apps.held("wide") == 8
     assert book.take("victim", "its_hook") is None
 
 
-def test_claim_order_puts_waiting_apps_first_then_those_holding_least() -> None:
-    book: DeliveryBook[str, str] = DeliveryBook(total=4, per_app=4, per_webhook=4)
+def test_room_is_taken_only_for_an_app_whose_developer_is_known() -> None:
+    book: DeliveryBook[str, str] = DeliveryBook(total=4, per_developer=4, per_webhook=4)
+    with pytest.raises(KeyError, match="developer of 'stranger'"):
+        book.take("stranger", "h")
+
+
+def test_claim_order_puts_waiting_developers_first_then_those_holding_least() -> None:
+    book = _book(total=4, per_developer=4, per_webhook=4)
     for _ in range(4):
         book.take("big", "h1")
     assert book.take("late", "h2") is Refusal.TOTAL  # "late" waits now
     book.let_go("big", "h1")
-    order = book.claim_order(["big", "small", "late"], budget=200)
+    order = book.claim_order({"big": 1.0, "small": 1.0, "late": 1.0}, budget=200)
     assert order == [("late", 1)]
     assert book.held_back[Refusal.FAIRNESS] >= 2
 
 
-def test_claim_order_shares_the_batch_and_no_app_gets_past_its_room() -> None:
-    book: DeliveryBook[str, str] = DeliveryBook(total=100, per_app=10, per_webhook=10)
+def test_a_developer_waiting_for_room_is_owed_it_whichever_of_its_apps_asks() -> None:
+    book = _book(total=4, per_developer=4, per_webhook=4, developers={"a": "dev", "b": "dev"})
+    for _ in range(4):
+        book.take("big", "h1")
+    assert book.take("a", "ha") is Refusal.TOTAL
+    assert book.developers.waiting == ("dev",)
+    book.let_go("big", "h1")
+    assert book.take("big", "h1") is Refusal.FAIRNESS
+    assert book.take("b", "hb") is None
+    assert book.developers.waiting == ()
+
+
+def test_claim_order_shares_the_batch_and_no_developer_gets_past_its_room() -> None:
+    book = _book(total=100, per_developer=10, per_webhook=10)
     for _ in range(8):
         book.take("a", "h")
-    order = book.claim_order(["a", "b", "c"], budget=30)
+    order = book.claim_order({"a": 1.0, "b": 1.0, "c": 1.0}, budget=30)
     assert order == [("b", 10), ("c", 10), ("a", 2)]
 
 
+def test_claim_order_between_developers_holding_as_much_goes_to_the_longest_waiting() -> None:
+    book = _book(total=100, per_developer=10, per_webhook=10)
+    order = book.claim_order({"a": 30.0, "b": 10.0, "c": 20.0}, budget=3)
+    assert order == [("b", 1), ("c", 1), ("a", 1)]
+
+
+@pytest.mark.parametrize("apps", [1, 4, 16])
+def test_claim_order_gives_a_developers_apps_together_one_part(apps: int) -> None:
+    """Sixteen apps of one developer get the part one app of it would, shared among them,
+    those holding least and then waiting longest first."""
+    flood = {f"flood_{i}": "dev_flood" for i in range(apps)}
+    book = _book(total=100, per_developer=8, per_webhook=100, developers=flood)
+    book.take("flood_0", "h")
+    due = {f"flood_{i}": float(i) for i in range(apps)} | {"victim": 50.0}
+    order = dict(book.claim_order(due, budget=100))
+    assert order.pop("victim") == 8
+    assert sum(order.values()) == 7
+    if apps > 1:
+        assert order.get("flood_0", 0) <= min(order.get(f"flood_{i}", 0) for i in range(1, apps))
+        assert order["flood_1"] >= order.get(f"flood_{apps - 1}", 0)
+
+
 def test_an_outcome_waits_for_its_fan_out_and_is_dropped_when_it_did_not_commit() -> None:
-    book: DeliveryBook[str, str] = DeliveryBook(total=8, per_app=8, per_webhook=8)
+    book = _book(total=8, per_developer=8, per_webhook=8)
     fan_out = book.fan_out_began()
     book.awaits_commit("dlv_1", fan_out)
     book.awaits_commit("dlv_2", fan_out)
@@ -130,7 +210,7 @@ def test_an_outcome_waits_for_its_fan_out_and_is_dropped_when_it_did_not_commit(
 
 
 def test_the_outcomes_of_a_failed_write_are_written_again_first() -> None:
-    book: DeliveryBook[str, str] = DeliveryBook(total=8, per_app=8, per_webhook=8)
+    book = _book(total=8, per_developer=8, per_webhook=8)
     for index in range(5):
         book.add_outcome("a", "h", f"o{index}")
     first = book.take_outcomes(3)
@@ -141,8 +221,11 @@ def test_the_outcomes_of_a_failed_write_are_written_again_first() -> None:
 
 # --- The delivery book, any sequence -------------------------------------------------------------
 
-APPS = st.sampled_from(["app_a", "app_b", "app_c", "app_d"])
+APP_IDS = ("app_a", "app_b", "app_c", "app_d")
+APPS = st.sampled_from(APP_IDS)
 HOOKS = st.sampled_from(["h1", "h2", "h3"])
+DEVELOPERS = st.lists(st.sampled_from(["dev_1", "dev_2", None]), min_size=4, max_size=4)
+"""The developer of each app of APP_IDS (None: it has none, and is its own developer)."""
 
 
 class DeliveryBookMachine(RuleBasedStateMachine):
@@ -155,14 +238,24 @@ class DeliveryBookMachine(RuleBasedStateMachine):
 
     @initialize(
         total=st.integers(1, 12),
-        per_app=st.integers(1, 6),
+        per_developer=st.integers(1, 6),
         per_webhook=st.integers(1, 4),
         free=st.integers(0, 2),
+        developers=DEVELOPERS,
     )
-    def start(self, total: int, per_app: int, per_webhook: int, free: int) -> None:
+    def start(
+        self,
+        total: int,
+        per_developer: int,
+        per_webhook: int,
+        free: int,
+        developers: list[str | None],
+    ) -> None:
         self.book: DeliveryBook[tuple[str, str, str], tuple[str, str]] = DeliveryBook(
-            total=total, per_app=per_app, per_webhook=per_webhook, per_webhook_free=free
+            total=total, per_developer=per_developer, per_webhook=per_webhook, per_webhook_free=free
         )
+        self.developer = {app: dev or app for app, dev in zip(APP_IDS, developers, strict=True)}
+        self.book.note_developers(self.developer.items())
         self.serial = 0
         self.held: Counter[tuple[str, str]] = Counter()
         self.uncommitted: set[str] = set()
@@ -178,11 +271,11 @@ class DeliveryBookMachine(RuleBasedStateMachine):
         return f"dlv_{self.serial}"
 
     def _take(self, app: str, hook: str) -> bool:
-        waiting_before = self.book.apps.waiting
+        waiting_before = self.book.developers.waiting
         refusal = self.book.take(app, hook)
         if refusal is None:
-            # No app gains room while another waits for it.
-            assert not waiting_before or app in waiting_before
+            # No developer gains room while another waits for it.
+            assert not waiting_before or self.developer[app] in waiting_before
             self.held[app, hook] += 1
             return True
         return False
@@ -272,31 +365,58 @@ class DeliveryBookMachine(RuleBasedStateMachine):
         else:
             self.book.outcomes_not_written(batch)
 
-    @rule(due=st.lists(APPS, unique=True), budget=st.integers(1, 20))
-    def claim_orders(self, due: list[str], budget: int) -> None:
+    @rule(
+        due=st.dictionaries(APPS, st.integers(0, 3).map(float)),
+        budget=st.integers(1, 20),
+    )
+    def claim_orders(self, due: dict[str, float], budget: int) -> None:
+        shares = self.book.developers
+        held = {developer: shares.held(developer) for developer in self.developer.values()}
         order = self.book.claim_order(due, budget)
+        parts: Counter[str] = Counter()
         for app, count in order:
             assert app in due
-            assert 1 <= count <= self.book.apps.per_tenant - self.book.apps.held(app)
-        if self.book.apps.waiting and order:
-            assert order[0][0] in self.book.apps.waiting
+            assert count >= 1
+            parts[self.developer[app]] += count
+        for developer, part in parts.items():
+            # No developer's part past its room, however many of its apps have work due.
+            assert part <= shares.per_tenant - held[developer]
+        if shares.waiting and order:
+            assert self.developer[order[0][0]] in shares.waiting
+        first = [self.developer[app] for app, _ in order]
+        ranked = [
+            developer for developer in dict.fromkeys(first) if developer not in shares.waiting
+        ]
+        oldest = {
+            developer: min(at for app, at in due.items() if self.developer[app] == developer)
+            for developer in ranked
+        }
+        for before, after in itertools.pairwise(ranked):
+            # Holding least first; holding as much, the longest waiting first.
+            assert (held[before], oldest[before]) <= (held[after], oldest[after])
 
     @invariant()
     def counts_add_up_and_stay_within_their_caps(self) -> None:
         book = self.book
         assert all(count >= 0 for count in self.held.values())
         assert book.held == sum(self.held.values())
-        for app in ("app_a", "app_b", "app_c", "app_d"):
+        shares = book.developers
+        for app in APP_IDS:
             expected = sum(count for (a, _), count in self.held.items() if a == app)
-            holding = sum(1 for (a, _), count in self.held.items() if a == app and count)
             assert book.apps.held(app) == expected
-            # Past its share by at most the free deliveries of each of its webhooks.
-            assert expected <= book.apps.per_tenant + holding * book.per_webhook_free
-            assert expected <= 2 * book.apps.per_tenant
+        for developer in set(self.developer.values()):
+            mine = {key: n for key, n in self.held.items() if self.developer[key[0]] == developer}
+            expected = sum(mine.values())
+            hooks = {hook for (_, hook), count in mine.items() if count}
+            assert shares.held(developer) == expected
+            # No developer past its share (however many apps it has), but for the free
+            # deliveries of each of its webhooks, and never twice its share.
+            assert expected <= shares.per_tenant + len(hooks) * book.per_webhook_free
+            assert expected <= 2 * shares.per_tenant
         for hook in ("h1", "h2", "h3"):
             expected = sum(count for (_, h), count in self.held.items() if h == hook)
             assert book.webhooks.held(hook) == expected <= book.webhooks.cap
-        assert book.held <= book.apps.total
+        assert book.held <= shares.total
 
     @invariant()
     def no_outcome_of_an_uncommitted_fan_out_is_written(self) -> None:
@@ -335,30 +455,82 @@ def test_an_app_and_a_business_keep_at_most_half_the_workers_busy(workers: int, 
     assert half_share(workers) == share
 
 
+def _own(app_id: str, business: str) -> DueRuns:
+    """Due runs of an app that is its own developer (one app per developer)."""
+    return DueRuns(app_id, app_id, business)
+
+
 def test_a_floods_runs_leave_a_worker_for_another_tenant_at_once() -> None:
     book = RunBook(2)
-    flood = DueRuns("app_flood", "bus_flood")
-    assert book.choose([flood]) == [(flood, 1)]
-    victim = DueRuns("app_victim", "bus_victim")
-    assert book.choose([flood, victim]) == [(victim, 1)]
+    flood = _own("app_flood", "bus_flood")
+    assert book.choose({flood: 0.0}) == [(flood, 1)]
+    victim = _own("app_victim", "bus_victim")
+    assert book.choose({flood: 0.0, victim: 1.0}) == [(victim, 1)]
     assert book.held_back[Refusal.OWN_CAP] >= 1
 
 
-def test_the_worker_that_frees_goes_to_the_tenant_running_least() -> None:
+@pytest.mark.parametrize("apps", [1, 4, 16])
+def test_a_developers_apps_together_keep_what_one_app_would(apps: int) -> None:
+    """Sixteen apps of one developer, each with a backlog waiting longer than the victim's
+    run: they keep the share one app would (half the workers), and the victim's run gets a
+    worker at once."""
     book = RunBook(4)
-    a1, a2, b = DueRuns("app_a", "bus_1"), DueRuns("app_a", "bus_2"), DueRuns("app_b", "bus_3")
-    first = dict(book.choose([a1, a2]))
-    assert sum(first.values()) == 2  # app_a's share of four workers
-    assert dict(book.choose([a1, a2, b])) == {b: 2}
+    flood = {DueRuns("dev_flood", f"app_{i}", "bus_flood"): float(i) for i in range(apps)}
+    chosen = dict(book.choose(flood))
+    assert sum(chosen.values()) == 2
+    victim = DueRuns("dev_victim", "app_victim", "bus_victim")
+    assert book.choose({**flood, victim: 100.0}) == [(victim, 2)]
+    assert book.developers.held("dev_flood") == 2
+
+
+def test_the_worker_that_frees_goes_to_the_developer_running_least() -> None:
+    book = RunBook(4)
+    a1, a2 = DueRuns("dev_a", "app_a", "bus_1"), DueRuns("dev_a", "app_a", "bus_2")
+    b = DueRuns("dev_b", "app_b", "bus_3")
+    first = dict(book.choose({a1: 0.0, a2: 0.0}))
+    assert sum(first.values()) == 2  # dev_a's share of four workers
+    assert dict(book.choose({a1: 0.0, a2: 0.0, b: 5.0})) == {b: 2}
     book.ended(a1)
-    assert book.choose([a1, a2, b]) == [(a1, 1)] or book.choose([a1, a2, b]) == []
+    assert book.choose({a1: 0.0, a2: 0.0, b: 5.0}) == [(a1, 1)]
+
+
+def test_between_developers_running_as_much_the_longest_waiting_goes_first() -> None:
+    book = RunBook(8)
+    late, early, middle = (DueRuns(f"dev_{n}", f"app_{n}", "") for n in ("l", "e", "m"))
+    assert book.choose({late: 30.0, early: 10.0, middle: 20.0}) == [
+        (early, 3),
+        (middle, 3),
+        (late, 2),
+    ]
+    book = RunBook(2)
+    assert book.choose({late: 30.0, early: 10.0, middle: 20.0}) == [(early, 1), (middle, 1)]
+
+
+def test_within_a_developer_the_app_running_least_goes_first() -> None:
+    book = RunBook(8)
+    busy, quiet = DueRuns("dev", "app_busy", "bus_1"), DueRuns("dev", "app_quiet", "bus_2")
+    assert book.choose({busy: 0.0}) == [(busy, 4)]
+    book.ended(busy)
+    # The busy app's run waited longer, but the app runs more.
+    assert book.choose({busy: 0.0, quiet: 9.0}) == [(quiet, 1)]
+    assert book.developers.held("dev") == 4
 
 
 def test_within_an_app_the_businesses_take_turns() -> None:
     book = RunBook(8)
-    backlog, single = DueRuns("app_a", "bus_big"), DueRuns("app_a", "bus_small")
-    chosen = dict(book.choose([backlog, single]))
-    assert chosen[single] >= 1
+    backlog, single = DueRuns("dev", "app_a", "bus_big"), DueRuns("dev", "app_a", "bus_small")
+    chosen = dict(book.choose({backlog: 0.0, single: 5.0}))
+    assert chosen == {backlog: 2, single: 2}
+
+
+def test_within_an_app_the_longest_waiting_business_goes_first() -> None:
+    book = RunBook(2)
+    newer, older = DueRuns("dev", "app_a", "bus_new"), DueRuns("dev", "app_a", "bus_old")
+    assert book.choose({newer: 5.0, older: 1.0}) == [(older, 1)]
+
+
+APP_DEVELOPERS = {"a1": "d1", "a2": "d1", "a3": "d2", "a4": "a4"}
+"""The developer of each app of the run book machine (a4 has none: it is its own)."""
 
 
 class RunBookMachine(RuleBasedStateMachine):
@@ -368,31 +540,49 @@ class RunBookMachine(RuleBasedStateMachine):
         self.running: list[DueRuns] = []
 
     @rule(
-        due=st.lists(
-            st.builds(
-                DueRuns,
-                st.sampled_from(["a1", "a2", "a3"]),
-                st.sampled_from(["", "b1", "b2", "b3"]),
-            ),
-            unique=True,
+        due=st.dictionaries(
+            st.tuples(st.sampled_from(sorted(APP_DEVELOPERS)), st.sampled_from(["", "b1", "b2"])),
+            st.integers(0, 3).map(float),
         )
     )
-    def choose(self, due: list[DueRuns]) -> None:
-        before = {pair.app_id: self.book.apps.held(pair.app_id) for pair in due}
-        room = self.book.room
-        chosen = self.book.choose(due)
+    def choose(self, due: dict[tuple[str, str], float]) -> None:
+        book = self.book
+        tenants = {DueRuns(APP_DEVELOPERS[app], app, bus): at for (app, bus), at in due.items()}
+        room = book.room
+        chosen = book.choose(tenants)
         for pair, count in chosen:
-            assert pair in due
+            assert pair in tenants
             self.running += [pair] * count
         assert sum(count for _, count in chosen) <= room
-        got = {pair.app_id for pair, _ in chosen}
-        for pair in due:
-            passed_over = before[pair.app_id] == 0 and pair.app_id not in got
-            if passed_over and not self.book.capped(pair):
-                # A tenant running nothing is passed over only when every free worker went
-                # to tenants that were running nothing either.
-                assert sum(count for _, count in chosen) == room
-                assert all(before[chosen_pair.app_id] == 0 for chosen_pair, _ in chosen)
+        gained = {pair for pair, _ in chosen}
+        open_ = [pair for pair in tenants if not book.capped(pair)]
+        if book.room > 0:
+            assert not open_, "a free worker was left while a tenant could have had it"
+        # Each level in turn: the developers; the apps of one developer; the businesses of one
+        # app. What gained a worker held, when it got its last one, no more than anything left
+        # open held then (no more than now); holding as much, it waited longer.
+        levels = [
+            (lambda pair: (pair.developer,), lambda pair: ()),
+            (lambda pair: (pair.developer, pair.app_id), lambda pair: (pair.developer,)),
+            (lambda pair: (pair.app_id, pair.business), lambda pair: (pair.app_id,)),
+        ]
+        counts = [
+            lambda key: book.developers.held(key[0]),
+            lambda key: book.apps.held(key[1]),
+            lambda key: book.tenants.held(DueRuns(APP_DEVELOPERS[key[0]], key[0], key[1])),
+        ]
+        for (key_of, parent_of), held in zip(levels, counts, strict=True):
+            oldest: dict[tuple[str, ...], float] = {}
+            for pair, at in tenants.items():
+                oldest[key_of(pair)] = min(oldest.get(key_of(pair), at), at)
+            for winner in {key_of(pair) for pair in gained}:
+                parent = parent_of(next(p for p in gained if key_of(p) == winner))
+                for left in {key_of(pair) for pair in open_ if parent_of(pair) == parent}:
+                    if left == winner:
+                        continue
+                    assert held(winner) - 1 <= held(left)
+                    if held(winner) - 1 == held(left):
+                        assert oldest[winner] <= oldest[left]
 
     @precondition(lambda self: self.running)
     @rule(index=st.integers(0, 100))
@@ -405,6 +595,9 @@ class RunBookMachine(RuleBasedStateMachine):
         if not hasattr(self, "running"):
             return
         assert book.busy == len(self.running) <= book.workers
+        for developer, count in Counter(pair.developer for pair in self.running).items():
+            # However many apps the developer has.
+            assert book.developers.held(developer) == count <= book.developers.cap
         for app, count in Counter(pair.app_id for pair in self.running).items():
             assert book.apps.held(app) == count <= book.apps.cap
         for business, count in Counter(p.business for p in self.running if p.business).items():

@@ -706,6 +706,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "DELIVERY_STATUSES",
         "Delivery",
         "DeliveryStatus",
+        "DueTenant",
         "FUNCTION_RUNS_CHANNEL",
         "FanOut",
         "FunctionRun",

@@ -8,21 +8,28 @@ I/O fails (httpcore's ``connection_pool.py`` habit). Because nothing here awaits
 cancellation can never land between a check and the change it allows, and the invariants are
 tested without a store (``tests/unit/test_engine_core.py``, with hypothesis).
 
+Tenants nest: a developer, its apps, and for runs each app's businesses. The shares are the
+developer's first (what one app may hold, all of its developer's apps together hold: creating
+apps buys no share; an app with no developer, a client registered dynamically, is its own
+developer), then the app's within its developer, then the business's within its app. Among
+tenants holding as much, the one whose oldest due work has waited longest goes first.
+
 - :class:`Shares`: units of a budget (deliveries held, workers busy) held by tenants, each
   tenant within its cap and the whole within the total. When the total is full, tenants that
   found no room wait, and until each has had a unit nobody else gets one: one tenant's backlog
   delays another's work by at most one unit of work (one attempt, one run).
-- :class:`DeliveryBook`: the delivery engine's holds (per webhook, per app, in all), the
-  reservations of a claiming transaction, the fan-outs whose first attempts started before
-  their transaction committed, and the outcomes waiting to be written.
-- :class:`RunBook`: the runner's busy workers per app and per business, and the fair choice of
-  which due runs to claim.
+- :class:`DeliveryBook`: the delivery engine's holds (per developer, app and webhook, and in
+  all), the reservations of a claiming transaction, the fan-outs whose first attempts started
+  before their transaction committed, and the outcomes waiting to be written.
+- :class:`RunBook` (``_run_book.py``, on the same terms): the runner's busy workers per
+  developer, app and business, and the fair choice of which due runs to claim.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -165,6 +172,21 @@ class Shares(Generic[Tenant]):
         self._waiting.clear()
 
 
+def level(units: int, tenants: Mapping[str, tuple[int, float]]) -> list[tuple[str, int]]:
+    """``units`` handed out one at a time among ``tenants`` (each with what it holds and when
+    its oldest due work was due), each to the tenant holding least counting what it was handed,
+    then to the one waiting longest: (tenant, units handed), in the order first handed, those
+    handed none left out."""
+    heap = [(held, since, tenant) for tenant, (held, since) in tenants.items()]
+    heapq.heapify(heap)
+    handed: dict[str, int] = {}
+    for _ in range(units if heap else 0):
+        held, since, tenant = heap[0]
+        handed[tenant] = handed.get(tenant, 0) + 1
+        heapq.heapreplace(heap, (held + 1, since, tenant))
+    return list(handed.items())
+
+
 # --- Deliveries ------------------------------------------------------------------------------
 
 
@@ -209,20 +231,32 @@ class Reservation:
 
 
 class DeliveryBook(Generic[Ended, Outcome]):
-    """The delivery engine's bookkeeping (see the module docstring)."""
+    """The delivery engine's bookkeeping (see the module docstring).
+
+    A developer's apps together hold at most ``per_developer`` deliveries (past it only by the
+    free deliveries of quiet webhooks, below), what one app of its own would: the share is the
+    developer's, so more apps buy no more of the engine. The engine learns each app's developer
+    (:meth:`note_developers`) from what it reads before it takes room for the app; a developer
+    never changes, so what was learned stays true."""
 
     def __init__(
-        self, *, total: int, per_app: int, per_webhook: int, per_webhook_free: int = 1
+        self, *, total: int, per_developer: int, per_webhook: int, per_webhook_free: int = 1
     ) -> None:
-        self.apps: Shares[str] = Shares(total=total, per_tenant=per_app)
+        self.developers: Shares[str] = Shares(total=total, per_tenant=per_developer)
+        """Deliveries held per developer, within its share, and the developers waiting."""
+        self.apps: Capped[str] = Capped(per_developer)
+        """Deliveries held per app: the order of a developer's apps in a claim (its share
+        bounds them)."""
         self.webhooks: Capped[str] = Capped(per_webhook)
         self.per_webhook_free = per_webhook_free
-        """Deliveries a webhook holds past its app's share (up to twice the share)."""
+        """Deliveries a webhook holds past its developer's share (up to twice the share)."""
         self.held_back: Counter[Refusal] = Counter()
         """Deliveries refused room so far, by why (a webhook at its own cap counts as
         OWN_CAP too: its own backlog)."""
         self.starved = False
         """Some delivery found no room: the claimer looks again when room is let go."""
+        self._developer_of: dict[str, str] = {}
+        """Each app's developer, as learned (:meth:`note_developers`)."""
         self._fan_outs: dict[str, FanOut[Ended]] = {}
         """The fan-out of each delivery handed over before that fan-out ended."""
         self._outcomes: list[tuple[str, str, Outcome]] = []
@@ -234,49 +268,68 @@ class DeliveryBook(Generic[Ended, Outcome]):
 
     @property
     def held(self) -> int:
-        return self.apps.in_use
+        return self.developers.in_use
+
+    def note_developers(self, developers: Iterable[tuple[str, str]]) -> None:
+        """(app id, developer) pairs read from the store: the developer is the app's
+        ``developer_user_id``, or the app's own id when it has none."""
+        self._developer_of.update(developers)
+
+    def developer(self, app_id: str) -> str:
+        """The developer of ``app_id``, which must have been noted (room is never taken for an
+        app whose developer is not known: its share would not be its developer's)."""
+        try:
+            return self._developer_of[app_id]
+        except KeyError:
+            raise KeyError(f"the developer of {app_id!r} was not noted") from None
 
     def take(self, app_id: str, webhook_id: str) -> Refusal | None:
-        """Hold one more delivery of ``webhook_id`` (an app's) when its webhook, its app and
-        the engine have room, no other app waits for room first, and the outcomes waiting to
-        be written are not too many (they hold claims back); else why not.
+        """Hold one more delivery of ``webhook_id`` (an app's) when its webhook, its app's
+        developer and the engine have room, no other developer waits for room first, and the
+        outcomes waiting to be written are not too many (they hold claims back); else why not.
 
         A webhook holding fewer than ``per_webhook_free`` deliveries gets one more past its
-        app's cap, while the app holds less than twice its share (never past the engine's
-        total, nor ahead of waiting apps): a webhook with no backlog is not held up by its
-        app's other webhooks' backlog, and an app with many webhooks still leaves the engine
+        developer's share, while the developer holds less than twice its share (never past the
+        engine's total, nor ahead of waiting developers): a webhook with no backlog is not held
+        up by its siblings' backlog, and a developer with many webhooks still leaves the engine
         room for others."""
+        developer = self.developer(app_id)
+        shares = self.developers
         refusal: Refusal | None = None
         if self.webhooks.full(webhook_id):
             refusal = Refusal.OWN_CAP
-        elif self.unwritten >= self.apps.total:
+        elif self.unwritten >= shares.total:
             refusal = Refusal.TOTAL
         else:
             free = (
                 self.webhooks.held(webhook_id) < self.per_webhook_free
-                and self.apps.held(app_id) < 2 * self.apps.per_tenant
+                and shares.held(developer) < 2 * shares.per_tenant
             )
-            refusal = self.apps.take(app_id, beyond_cap=free)
+            refusal = shares.take(developer, beyond_cap=free)
         if refusal is not None:
             self.starved = True
             self.held_back[refusal] += 1
             return refusal
+        self.apps.add(app_id)
         self.webhooks.add(webhook_id)
         return None
 
     def let_go(self, app_id: str, webhook_id: str) -> bool:
         """Give back a delivery's room; answers whether the claimer should look for work (it
         was starved and enough is free again: refilled in batches, not a claim per delivery,
-        or at once when an app waits for room)."""
-        self.apps.let_go(app_id)
+        or at once when a developer waits for room)."""
+        developer = self.developer(app_id)
+        shares = self.developers
+        shares.let_go(developer)
+        self.apps.remove(app_id)
         self.webhooks.remove(webhook_id)
         if not self.starved:
             return False
         return (
             self.webhooks.held(webhook_id) <= self.webhooks.cap // 2
-            or self.apps.held(app_id) <= self.apps.per_tenant // 2
-            or self.held <= self.apps.total // 2
-            or bool(self.apps.waiting)
+            or shares.held(developer) <= shares.per_tenant // 2
+            or self.held <= shares.total // 2
+            or bool(shares.waiting)
         )
 
     @contextmanager
@@ -295,34 +348,47 @@ class DeliveryBook(Generic[Ended, Outcome]):
         """Webhooks holding their cap: a claim passes over them."""
         return sorted(self.webhooks.full_tenants())
 
-    def claim_order(self, due_apps: Sequence[str], budget: int) -> list[tuple[str, int]]:
-        """Which of the apps with due deliveries a claim takes from, and at most how many of
-        each: apps waiting for room first, then those holding least. An app at its share, or
-        that must let waiting apps go first, is held back (counted), as is every app when the
-        engine is full (they wait from now on). The claim's ``budget`` is shared out evenly
-        among the rest; no app's part exceeds its room."""
-        wanted = set(due_apps)
-        self.apps.forget([app for app in self.apps.waiting if app not in wanted])
-        waiting = [app for app in self.apps.waiting if app in wanted]
+    def claim_order(self, due: Mapping[str, float], budget: int) -> list[tuple[str, int]]:
+        """Which of the apps with due deliveries (each with when its oldest was due; their
+        developers noted) a claim takes from, and at most how many of each.
+
+        Developers first: those waiting for room, then those holding least, then the one whose
+        oldest due delivery has waited longest. A developer at its share, or that must let
+        waiting developers go first, is held back (each of its apps counted), as is every
+        developer when the engine is full (they wait from now on). The claim's ``budget`` is
+        shared out evenly among the rest, no developer's part past its room; a developer's part
+        goes to its apps one at a time, each to the app holding least (then the longest
+        waiting), so its apps end up holding alike."""
+        by_developer: dict[str, list[str]] = {}
+        for app_id in due:
+            by_developer.setdefault(self.developer(app_id), []).append(app_id)
+        shares = self.developers
+        shares.forget([developer for developer in shares.waiting if developer not in by_developer])
+        oldest = {developer: min(due[a] for a in apps) for developer, apps in by_developer.items()}
+        waiting = [developer for developer in shares.waiting if developer in by_developer]
         order = waiting + sorted(
-            (app for app in wanted if app not in waiting),
-            key=lambda app: (self.apps.held(app), app),
+            (developer for developer in by_developer if developer not in waiting),
+            key=lambda developer: (shares.held(developer), oldest[developer], developer),
         )
         chosen: list[tuple[str, int]] = []
-        for app in order:
-            refusal = self.apps.refusal(app)
+        for developer in order:
+            refusal = shares.refusal(developer)
             if refusal is not None:
-                self.held_back[refusal] += 1
+                self.held_back[refusal] += len(by_developer[developer])
                 self.starved = True
                 if refusal is Refusal.TOTAL:
-                    self.apps.wait(app)
+                    shares.wait(developer)
                 continue
-            chosen.append((app, self.apps.per_tenant - self.apps.held(app)))
+            chosen.append((developer, shares.per_tenant - shares.held(developer)))
         if not chosen:
             return []
-        free = self.apps.total - self.apps.in_use
+        free = shares.total - shares.in_use
         part = max(1, min(budget, free) // len(chosen))
-        return [(app, min(room, part)) for app, room in chosen]
+        quotas: list[tuple[str, int]] = []
+        for developer, room in chosen:
+            apps = by_developer[developer]
+            quotas += level(min(room, part), {app: (self.apps.held(app), due[app]) for app in apps})
+        return quotas
 
     # --- fan-outs awaiting commit --------------------------------------------------------------
 
@@ -400,98 +466,9 @@ class DeliveryBook(Generic[Ended, Outcome]):
         return not self.held and not self.unwritten
 
     def clear(self) -> None:
-        """The engine stopped: its claims were given back."""
+        """The engine stopped: its claims were given back (the developers learned stay: they
+        never change)."""
+        self.developers.clear()
         self.apps.clear()
         self.webhooks.clear()
         self.starved = False
-
-
-# --- Function runs ---------------------------------------------------------------------------
-
-
-def half_share(workers: int) -> int:
-    """The workers one app (or one business) may keep busy at once: half, rounded up, so one
-    tenant's flood always leaves the rest to others (all of one worker when there is one)."""
-    return max(1, (workers + 1) // 2)
-
-
-@dataclass(frozen=True)
-class DueRuns:
-    """Due runs of one app for one business (``business`` '' when the event has none)."""
-
-    app_id: str
-    business: str
-
-
-class RunBook:
-    """The runner's busy workers per app and per business, and the fair choice of due runs.
-
-    A worker counts against its run's app and business from the run's claim to its end,
-    whether the run computes or waits. Every worker that ends is handed out again by
-    :meth:`choose`, among everything due at that moment, to the app running least: the
-    runner takes no run outside it, so no tenant's backlog gets ahead of another's."""
-
-    def __init__(self, workers: int, *, share: int | None = None) -> None:
-        cap = share if share is not None else half_share(workers)
-        self.workers = workers
-        self.apps: Capped[str] = Capped(cap)
-        self.businesses: Capped[str] = Capped(cap)
-        self.busy = 0
-        self.held_back: Counter[Refusal] = Counter()
-        self._turn = 0
-
-    @property
-    def room(self) -> int:
-        return self.workers - self.busy
-
-    def choose(self, due: Sequence[DueRuns]) -> list[tuple[DueRuns, int]]:
-        """How many runs of each (app, business) to claim now, taking a worker for each: one
-        per pair and round, the app running least first (then the business running least,
-        then in turns), each app and business within its share, at most the free workers.
-        Pairs a share leaves out are counted as held back. :meth:`ended` gives back a worker,
-        also one whose claim found no run."""
-        self._turn += 1
-        chosen: Counter[DueRuns] = Counter()
-        remaining = list(due)
-        while remaining and self.room > 0:
-            remaining.sort(key=self._rank)
-            kept: list[DueRuns] = []
-            for pair in remaining:
-                if self.room <= 0:
-                    break
-                if not self.capped(pair):
-                    self._start(pair)
-                    chosen[pair] += 1
-                    kept.append(pair)
-            remaining = kept
-        for pair in due:
-            if pair not in chosen:
-                self.held_back[Refusal.OWN_CAP if self.capped(pair) else Refusal.TOTAL] += 1
-        return list(chosen.items())
-
-    def capped(self, pair: DueRuns) -> bool:
-        return self.apps.full(pair.app_id) or bool(
-            pair.business and self.businesses.full(pair.business)
-        )
-
-    def _rank(self, pair: DueRuns) -> tuple[int, int, int]:
-        turn = hash((pair.app_id, pair.business, self._turn)) & 0xFFFF
-        return (self.apps.held(pair.app_id), self.businesses.held(pair.business), turn)
-
-    def _start(self, pair: DueRuns) -> None:
-        self.apps.add(pair.app_id)
-        if pair.business:
-            self.businesses.add(pair.business)
-        self.busy += 1
-
-    def ended(self, pair: DueRuns) -> None:
-        """A run of ``pair`` ended (or its claim did not get it): its worker is free."""
-        self.apps.remove(pair.app_id)
-        if pair.business:
-            self.businesses.remove(pair.business)
-        self.busy -= 1
-
-    def clear(self) -> None:
-        self.apps.clear()
-        self.businesses.clear()
-        self.busy = 0

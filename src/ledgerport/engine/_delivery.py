@@ -16,12 +16,15 @@ Four kinds of task under one nursery:
   transaction took them along first.
 
 Every app's webhooks share the engine, so what it holds is shared fairly (``_core.py``, whose
-:class:`DeliveryBook` keeps all of the engine's bookkeeping and never awaits): each webhook
-holds at most HELD_PER_WEBHOOK deliveries, each app HELD_PER_APP, the engine HELD_TOTAL; a
-claim goes round the apps with due deliveries, those waiting for room first and then those
-holding least, each app's oldest due read through its own index range; and when the engine is
-full, an app that found no room gets the next delivery let go before anyone else. One app's
-slow or dead endpoints fill its own share and nothing more.
+:class:`DeliveryBook` keeps all of the engine's bookkeeping and never awaits). The shares are
+the developer's: all of one developer's apps together (an app with no developer is its own)
+hold what one app would, so more apps buy no more of the engine. Each webhook holds at most
+HELD_PER_WEBHOOK deliveries, each developer HELD_PER_DEVELOPER, the engine HELD_TOTAL; a claim
+goes round the developers with due deliveries, those waiting for room first, then those holding
+least, then the longest waiting, and within a developer round its apps the same way, each
+app's oldest due read through its own index range; and when the engine is full, a developer
+that found no room gets the next delivery let go before anyone else. One developer's slow or
+dead endpoints fill its own share and nothing more.
 
 A delivery is claimed before it is attempted: the claim's lease (this engine's id) keeps other
 processes off it and is renewed while the engine holds it. A process that dies holding claims
@@ -86,17 +89,19 @@ a database slower than the receivers slows the sending instead of piling answers
 memory."""
 HELD_PER_WEBHOOK = 256
 """Deliveries of one webhook held by this engine at once (in its actor's inbox or in flight)."""
-HELD_PER_APP = 1024
-"""Deliveries of one app's webhooks held by this engine at once: an app's share, a quarter of
-the whole, so that one app's backlog always leaves room for others (four apps must fill the
-engine before a fifth waits for room, and then for one attempt to end)."""
+HELD_PER_DEVELOPER = 1024
+"""Deliveries of one developer's webhooks, all its apps together, held by this engine at once:
+a developer's share, a quarter of the whole, so that one developer's backlog always leaves room
+for others (four developers must fill the engine before a fifth waits for room, and then for
+one attempt to end), however many apps it creates."""
 HELD_TOTAL = 4096
-"""Deliveries held by this engine at once, across apps."""
+"""Deliveries held by this engine at once, across developers."""
 IN_FLIGHT_PER_WEBHOOK = 8
 """Attempts of one webhook in flight at once."""
-IN_FLIGHT_PER_APP = 32
-"""Attempts of one app's webhooks in flight at once in a process: an app whose endpoints hang
-ties up this many connections and their timeouts' work, and no more."""
+IN_FLIGHT_PER_DEVELOPER = 32
+"""Attempts of one developer's webhooks, all its apps together, in flight at once in a
+process: a developer whose endpoints hang ties up this many connections and their timeouts'
+work, and no more, however many apps it creates."""
 SENDING_AT_ONCE = 16
 """Attempts connecting and writing their request at once, across webhooks; an attempt waiting
 for its answer holds no slot. Started all at once, hundreds of attempts (a flood's timeouts
@@ -191,20 +196,20 @@ def publish_fairness(
     kind: Literal["delivery", "run"],
     held_back: Counter[Refusal],
     published: dict[Refusal, int],
-    apps: Capped[str],
+    developers: Capped[str],
     *,
     waiting: int | None = None,
 ) -> None:
     """An engine's fairness figures to the metrics: what its book held back since ``published``
-    (updated), the busiest app's share, the apps holding some and, for the delivery engine,
-    the apps waiting for room."""
+    (updated), the busiest developer's share, the developers holding some and, for the
+    delivery engine, the developers waiting for room."""
     for refusal, count in held_back.items():
         added = count - published.get(refusal, 0)
         if added:
             metrics.fairness_held_back.labels(kind, refusal.value).inc(added)
             published[refusal] = count
-    metrics.fairness_busiest_share.labels(kind).set(apps.busiest() / apps.cap)
-    metrics.fairness_tenants_holding.labels(kind).set(apps.holders())
+    metrics.fairness_busiest_share.labels(kind).set(developers.busiest() / developers.cap)
+    metrics.fairness_tenants_holding.labels(kind).set(developers.holders())
     if waiting is not None:
         metrics.fairness_tenants_waiting.labels(kind).set(waiting)
 
@@ -292,9 +297,9 @@ class DeliveryEngine:
         poll: float = POLL,
         actor_idle: float = ACTOR_IDLE,
         in_flight: int = IN_FLIGHT_PER_WEBHOOK,
-        in_flight_per_app: int = IN_FLIGHT_PER_APP,
+        in_flight_per_developer: int = IN_FLIGHT_PER_DEVELOPER,
         held_per_webhook: int = HELD_PER_WEBHOOK,
-        held_per_app: int = HELD_PER_APP,
+        held_per_developer: int = HELD_PER_DEVELOPER,
         held_total: int = HELD_TOTAL,
         record_linger: float = RECORD_LINGER,
         holder: str | None = None,
@@ -314,12 +319,12 @@ class DeliveryEngine:
         """What this engine's claims hold their lease by: its node's id (``Node``)."""
         self._actors: dict[str, _Actor] = {}
         self._sending = trio.Semaphore(SENDING_AT_ONCE)
-        self._in_flight_per_app = in_flight_per_app
-        self._app_in_flight: dict[str, trio.Semaphore] = {}
-        """Each app's attempts in flight, while it has some."""
+        self._in_flight_per_developer = in_flight_per_developer
+        self._developer_in_flight: dict[str, trio.Semaphore] = {}
+        """Each developer's attempts in flight, while it has some."""
         self._book: DeliveryBook[_Ended, queues.AttemptOutcome] = DeliveryBook(
             total=held_total,
-            per_app=held_per_app,
+            per_developer=held_per_developer,
             per_webhook=held_per_webhook,
             per_webhook_free=1,
         )
@@ -362,14 +367,14 @@ class DeliveryEngine:
 
     def _publish_fairness(self) -> None:
         """The book's counts of deliveries held back, and its shares in use, to the metrics."""
-        apps_share = self._book.apps
+        shares = self._book.developers
         publish_fairness(
             self._platform.metrics,
             "delivery",
             self._book.held_back,
             self._published,
-            apps_share.tenants,
-            waiting=len(apps_share.waiting),
+            shares.tenants,
+            waiting=len(shares.waiting),
         )
 
     # --- the loops -----------------------------------------------------------------------------
@@ -507,6 +512,9 @@ class DeliveryEngine:
                 async with p.store.transaction(background=True) as tx:
                     checked_at, generation = trio.current_time(), self._generation
                     pending = await queues.pending_events(tx, DISPATCH_BATCH)
+                    book.note_developers(
+                        (hook["app_id"], hook["developer"]) for hook in pending.webhooks
+                    )
                     now = p.now()
                     fanned = queues.plan_fan_out(
                         pending,
@@ -554,8 +562,9 @@ class DeliveryEngine:
     async def claim_once(self) -> int:
         """Claim one batch of due deliveries and hand them to their actors; answers how many.
 
-        The claim goes round the apps with due deliveries (``DeliveryBook.claim_order``): each
-        app's oldest due, at most its part of the batch and of its room."""
+        The claim goes round the developers with due deliveries, and their apps
+        (``DeliveryBook.claim_order``): each app's oldest due, at most its part of the batch
+        and of its developer's room."""
         p = self._platform
         book = self._book
         book.starved = False
@@ -563,7 +572,8 @@ class DeliveryEngine:
             async with p.store.transaction(background=True) as tx:
                 now = p.now()
                 due = await queues.delivery_due_times(tx)
-                due_now = [app for app, at in due if at <= now]
+                book.note_developers((tenant.app_id, tenant.developer) for tenant in due)
+                due_now = {tenant.app_id: tenant.due for tenant in due if tenant.due <= now}
                 quotas = book.claim_order(due_now, CLAIM_BATCH)[:FIRST_PER_KEY_MAX]
                 full = book.full_webhooks()
                 if full and quotas:
@@ -584,7 +594,8 @@ class DeliveryEngine:
         # the next delivery falls due (apps held back now are woken by room let go).
         got = Counter(delivery.app_id for delivery in claimed)
         more_now = any(got[app] >= n for app, n in quotas)
-        self._next_due = now if more_now else min((at for _, at in due if at > now), default=None)
+        later = (tenant.due for tenant in due if tenant.due > now)
+        self._next_due = now if more_now else min(later, default=None)
         for delivery in claimed:
             self._hand_over(delivery, plans[delivery.webhook_id], None)
         self._publish_fairness()
@@ -799,30 +810,31 @@ class DeliveryEngine:
             log.warning("delivery engine: attempt of %s: %s", delivery.id, exc)
             self._finish(actor, delivery, self._retry_later(delivery, "storage unavailable"))
             return
-        app_slots = self._app_in_flight.get(delivery.app_id)
-        if app_slots is None:
-            app_slots = self._app_in_flight[delivery.app_id] = trio.Semaphore(
-                self._in_flight_per_app
+        developer = self._book.developer(delivery.app_id)
+        slots = self._developer_in_flight.get(developer)
+        if slots is None:
+            slots = self._developer_in_flight[developer] = trio.Semaphore(
+                self._in_flight_per_developer
             )
         try:
-            await _take_slot(app_slots)
+            await _take_slot(slots)
             try:
                 while self._book.unwritten >= UNRECORDED_MAX:
                     self._record_now.set()
                     await self._recorded.wait()
                 outcome = await self._send(actor, plan, delivery)
             finally:
-                app_slots.release()
+                slots.release()
         except Exception:
             # A fault here must not take the engine down: the delivery is given back.
             log.exception("delivery engine: attempt of %s", delivery.id)
             outcome = self._retry_later(delivery, "attempt failed on the service side")
         finally:
             if (
-                app_slots.value == self._in_flight_per_app
-                and not app_slots.statistics().tasks_waiting
+                slots.value == self._in_flight_per_developer
+                and not slots.statistics().tasks_waiting
             ):
-                self._app_in_flight.pop(delivery.app_id, None)
+                self._developer_in_flight.pop(developer, None)
         self._finish(actor, delivery, outcome)
 
     async def _send(

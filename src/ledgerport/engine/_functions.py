@@ -38,9 +38,10 @@ from ledgerport.runtime import (
 )
 from ledgerport.storage import StorageError
 
-from ._core import DueRuns, Refusal, RunBook
+from ._core import Refusal
 from ._delivery import POLL, _Wakeup, publish_fairness
 from ._retry import next_attempt_at
+from ._run_book import DueRuns, RunBook
 
 log = logging.getLogger("ledgerport.engine.functions")
 
@@ -243,8 +244,9 @@ class FunctionRunner:
         return min(self._poll, max(self._next_due - self._platform.now(), 0.0) + 0.001)
 
     def _publish_fairness(self) -> None:
+        book = self._book
         publish_fairness(
-            self._platform.metrics, "run", self._book.held_back, self._published, self._book.apps
+            self._platform.metrics, "run", book.held_back, self._published, book.developers
         )
 
     async def _gauge_loop(self) -> None:
@@ -261,9 +263,11 @@ class FunctionRunner:
     async def claim_once(self) -> int:
         """Claim due runs for the pool's free workers and start them; answers how many.
 
-        The workers go round the tenants with due runs (``RunBook.choose``): the app running
-        least first, then the business running least, each within its share. Each run is
-        checked, and gets its token, in the transaction that claims it."""
+        The workers go round the tenants with due runs (``RunBook.choose``): the developer
+        running least first, then its app running least, then that app's business running
+        least, each within its share, and among those running as much the one whose oldest run
+        has waited longest. Each run is checked, and gets its token, in the transaction that
+        claims it."""
         assert self._nursery is not None
         if self._book.room <= 0:
             return 0
@@ -278,13 +282,14 @@ class FunctionRunner:
                 for _ in range(count):
                     self._book.ended(pair)
             raise
-        got = Counter(_tenant(run) for run, _, _ in prepared)
+        tenants = {(pair.app_id, pair.business): pair for pair, _ in chosen}
+        got = Counter(tenants[_tenant(run)] for run, _, _ in prepared)
         for pair, count in chosen:
             for _ in range(count - got[pair]):
                 self._book.ended(pair)  # fewer were due than asked for
         for run, plan, family_id in prepared:
             self._idle = trio.Event() if self._idle.is_set() else self._idle
-            self._nursery.start_soon(self._execute, run, plan, family_id)
+            self._nursery.start_soon(self._execute, run, tenants[_tenant(run)], plan, family_id)
         self._publish_fairness()
         return len(prepared)
 
@@ -298,7 +303,11 @@ class FunctionRunner:
             now = p.now()
             due = await queues.run_due_times(tx)
             chosen += self._book.choose(
-                [DueRuns(app_id, business) for (app_id, business), at in due if at <= now]
+                {
+                    DueRuns(tenant.developer, tenant.app_id, tenant.business): tenant.due
+                    for tenant in due
+                    if tenant.due <= now
+                }
             )
             claimed = await queues.claim_runs(
                 tx,
@@ -308,9 +317,11 @@ class FunctionRunner:
                 quotas=[((pair.app_id, pair.business), count) for pair, count in chosen],
             )
             got = Counter(_tenant(run) for run in claimed)
-            more_now = any(got[pair] >= count for pair, count in chosen)
+            more_now = any(got[pair.app_id, pair.business] >= count for pair, count in chosen)
             self._next_due = (
-                now if more_now else min((at for _, at in due if at > now), default=None)
+                now
+                if more_now
+                else min((tenant.due for tenant in due if tenant.due > now), default=None)
             )
             for run in claimed:
                 plan = await queues.run_plan(tx, run)
@@ -332,7 +343,11 @@ class FunctionRunner:
                 prepared.append((run, plan, family_id))
 
     async def _execute(
-        self, run: queues.ClaimedRun, plan: queues.RunPlan | str, family_id: str | None
+        self,
+        run: queues.ClaimedRun,
+        tenant: DueRuns,
+        plan: queues.RunPlan | str,
+        family_id: str | None,
     ) -> None:
         try:
             if isinstance(plan, str):
@@ -359,7 +374,7 @@ class FunctionRunner:
         finally:
             self._notes.pop(run.id, None)
             self._held_back.pop(run.id, None)
-            self._book.ended(_tenant(run))
+            self._book.ended(tenant)
             if not self._book.busy:
                 self._idle.set()
             self._wake.set()
@@ -476,5 +491,6 @@ def _budget(answer: ApiAnswer) -> str:
     )
 
 
-def _tenant(run: queues.ClaimedRun) -> DueRuns:
-    return DueRuns(run.app_id, run.business_id or "")
+def _tenant(run: queues.ClaimedRun) -> tuple[str, str]:
+    """The (app, business or '') a claimed run was claimed for."""
+    return run.app_id, run.business_id or ""

@@ -404,28 +404,30 @@ class Metrics:
         self.fairness_held_back = Counter(
             "ledgerport_fairness_held_back_total",
             "Deliveries refused room and runs passed over for a worker, by kind (delivery, run)"
-            " and reason: own_cap (the webhook, app or business holds its share), total (the"
-            " engine or pool is full), fairness (tenants waiting for room go first).",
+            " and reason: own_cap (the webhook, developer, app or business holds its share),"
+            " total (the engine or pool is full), fairness (developers waiting for room go"
+            " first).",
             ["kind", "reason"],
             registry=self.registry,
         )
         self.fairness_busiest_share = Gauge(
             "ledgerport_fairness_busiest_share",
-            "The share in use of the app using most of its share in this process (0 to 1), by"
-            " kind (delivery: held deliveries; run: busy workers). Per process: aggregate with"
-            " max.",
+            "The share in use of the developer (all its apps together) using most of its share"
+            " in this process (0 to 1), by kind (delivery: held deliveries; run: busy workers)."
+            " Per process: aggregate with max.",
             ["kind"],
             registry=self.registry,
         )
         self.fairness_tenants_holding = Gauge(
             "ledgerport_fairness_tenants_holding",
-            "Apps holding deliveries (delivery) or busy workers (run) in this process.",
+            "Developers holding deliveries (delivery) or busy workers (run) in this process.",
             ["kind"],
             registry=self.registry,
         )
         self.fairness_tenants_waiting = Gauge(
             "ledgerport_fairness_tenants_waiting",
-            "Apps with due work that found this process full and go first when room is let go.",
+            "Developers with due deliveries that found this process full and go first when room"
+            " is let go.",
             ["kind"],
             registry=self.registry,
         )

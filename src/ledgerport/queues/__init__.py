@@ -80,3 +80,4 @@ from ._runs import run_queue_depth as run_queue_depth
 from ._send_checks import SendPlan as SendPlan
 from ._send_checks import send_plan as send_plan
 from ._send_checks import send_plans as send_plans
+from ._tenants import DueTenant as DueTenant

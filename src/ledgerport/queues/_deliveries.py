@@ -19,7 +19,7 @@ from ledgerport import catalog
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._attempts import AttemptMade, headers_text
-from ._tenants import tenant_due_times_sql
+from ._tenants import DueTenant, due_tenant, tenant_due_times_sql
 
 DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
 DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("queued", "retrying", "delivered", "failed")
@@ -112,11 +112,12 @@ INSERT_DELIVERY = (
 # --- Claims and attempts -------------------------------------------------------------------------
 
 
-async def delivery_due_times(tx: Transaction) -> list[tuple[str, float]]:
-    """Each app with deliveries waiting for an attempt, and when its earliest is due (a
-    claimed delivery is due when its claim runs out)."""
-    rows = await tx.fetch(tenant_due_times_sql("webhook_deliveries", "app_id"))
-    return [(row["k"], float(row["due"])) for row in rows if row["due"] is not None]
+async def delivery_due_times(tx: Transaction) -> list[DueTenant]:
+    """Each app with deliveries waiting for an attempt, its developer, and when its earliest is
+    due (a claimed delivery is due when its claim runs out)."""
+    rows = await tx.fetch(tenant_due_times_sql("webhook_deliveries", "app_id", "tenants.k"))
+    tenants = (due_tenant(row, row["k"], "") for row in rows)
+    return [tenant for tenant in tenants if tenant is not None]
 
 
 async def claim_due(

@@ -45,7 +45,9 @@ class Pending:
     installations: list[Row]
     """``business_id``, ``app_id``, ``granted`` and ``registered`` (scope lists in JSON)."""
     webhooks: list[Row]
-    """Enabled webhooks with ``app_status``, ``app_scopes`` and ``pinned_version``."""
+    """Enabled webhooks with ``app_status``, ``app_scopes``, ``pinned_version`` and
+    ``developer`` (the app's developer, or the app's own id when it has none: the engine's
+    shares are its developer's)."""
     functions: list[Row] = field(default_factory=list)
     """Hosted functions not deleted: ``id``, ``app_id``, ``events`` and ``pinned_version``."""
 
@@ -78,6 +80,7 @@ _WEBHOOK_COLUMNS = (
     "app_status",
     "app_scopes",
     "pinned_version",
+    "developer",
 )
 
 
@@ -102,7 +105,8 @@ async def pending_events(tx: Transaction, limit: int) -> Pending:
         " reachable AS (SELECT app_id FROM reached"
         " UNION SELECT app_id FROM pending WHERE app_id IS NOT NULL),"
         " hooks AS (SELECT w.*, a.status AS app_status, a.scopes AS app_scopes,"
-        " a.pinned_version FROM webhooks w JOIN apps a ON a.id = w.app_id"
+        " a.pinned_version, COALESCE(a.developer_user_id, a.id) AS developer"
+        " FROM webhooks w JOIN apps a ON a.id = w.app_id"
         " WHERE w.deleted_at IS NULL AND w.enabled AND w.app_id IN (SELECT app_id FROM reachable)),"
         " fns AS (SELECT f.id, f.app_id, f.events, f.created_at, a.pinned_version"
         " FROM functions f JOIN apps a ON a.id = f.app_id"

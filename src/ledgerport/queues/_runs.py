@@ -19,7 +19,7 @@ from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._bodies import test_body
 from ._errors import RunNotFound
-from ._tenants import tenant_due_times_sql
+from ._tenants import DueTenant, due_tenant, tenant_due_times_sql
 
 RunStatus = Literal["queued", "retrying", "succeeded", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "retrying", "succeeded", "failed")
@@ -256,11 +256,17 @@ RUN_TENANT = "(app_id || '/' || COALESCE(business_id, ''))"
 """A run's tenant as the fair claims key it: its app and its business ('' for none)."""
 
 
-async def run_due_times(tx: Transaction) -> list[tuple[tuple[str, str], float]]:
-    """Each (app id, business id or '') with runs waiting, and when its earliest is due (a
-    claimed run is due when its claim runs out)."""
-    rows = await tx.fetch(tenant_due_times_sql("function_runs", RUN_TENANT))
-    return [(_split_tenant(row["k"]), float(row["due"])) for row in rows if row["due"] is not None]
+async def run_due_times(tx: Transaction) -> list[DueTenant]:
+    """Each (app, business or '') with runs waiting, its app's developer, and when its earliest
+    is due (a claimed run is due when its claim runs out)."""
+    # The key's app is what precedes its '/' (an app id holds none).
+    if tx.kind == "postgresql":
+        app = "split_part(tenants.k, '/', 1)"
+    else:
+        app = "substr(tenants.k, 1, instr(tenants.k, '/') - 1)"
+    rows = await tx.fetch(tenant_due_times_sql("function_runs", RUN_TENANT, app))
+    tenants = (due_tenant(row, *_split_tenant(row["k"])) for row in rows)
+    return [tenant for tenant in tenants if tenant is not None]
 
 
 def _split_tenant(key: str) -> tuple[str, str]:
