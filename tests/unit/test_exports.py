@@ -645,6 +645,13 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "kept_order",
         "secret_fingerprint",
         "source_problem",
+        "EXCERPT_BUDGET",
+        "EXCERPT_FRAMES",
+        "EXCERPT_LINE_CHARS",
+        "SOURCE_PAGE_LINES",
+        "excerpt",
+        "line_href",
+        "shown_stack",
     },
     "ledgerport.ops": {
         "CollectorTimer",

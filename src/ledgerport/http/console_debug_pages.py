@@ -56,6 +56,7 @@ from ._openapi import (
     redirect_reply,
 )
 from ._pages import login_redirect
+from ._source_views import SOURCE_PAGE_LINES, numbered_source, shown_stack
 from .console_pages import CONSOLE_CSP
 
 blueprint = Blueprint("console_debug_pages", __name__)
@@ -120,6 +121,12 @@ _RECOVER_AFTER = Param(
     "Where the recovery form goes on: the next of an earlier recovery with that since",
     id_or_nothing(DELIVERY),
 )
+_FROM = Param(
+    "from",
+    "query",
+    "The first line of the source shown (a page shows 5,000 lines; empty: line 1)",
+    {"type": "string", "pattern": "^(?:[1-9][0-9]{0,9})?$"},
+)
 _RUN_STATUS = Param(
     "status",
     "query",
@@ -130,10 +137,6 @@ _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
 _SIGN_IN = "Not signed in: to the sign-in page, returning here"
 _NOT_THE_APPS = "Not an app of the signed-in developer, or no such {0} of the app"
 
-EXCERPT_AROUND = 2
-"""Lines of the source shown before and after the line a stack frame names."""
-TAB_WIDTH = 4
-"""Columns a tab takes in the source shown, so the mark under a column stays under it."""
 RECOVER_DEFAULT_SINCE = 86400
 """Seconds before now the recovery form offers to start from: the last day."""
 _FORM_MINUTE = "%Y-%m-%dT%H:%M"
@@ -236,89 +239,6 @@ def query_string(values: Mapping[str, str | None]) -> str:
     """``?`` and the values given (those empty or None left out), or nothing."""
     kept = {name: value for name, value in values.items() if value}
     return f"?{urlencode(kept)}" if kept else ""
-
-
-@dataclass(frozen=True)
-class SourceLine:
-    """A line of a function's source as a page shows it: its number, its text (tabs as
-    spaces), and whether a stack frame names it."""
-
-    number: int
-    text: str
-    marked: bool = False
-
-
-@dataclass(frozen=True)
-class Excerpt:
-    """The lines around the one a stack frame names, and the mark under its column."""
-
-    line: int
-    column: int
-    lines: tuple[SourceLine, ...]
-    caret: str
-    """Spaces up to the column in the marked line's text as shown, then ``^``."""
-
-
-def _shown(text: str) -> str:
-    return text.expandtabs(TAB_WIDTH)
-
-
-def _index_of_column(text: str, column: int) -> int:
-    """Where a V8 column (from 1, in UTF-16 code units) falls in ``text``, as an index."""
-    units = 0
-    for index, char in enumerate(text):
-        if units >= column - 1:
-            return index
-        units += 2 if ord(char) > 0xFFFF else 1
-    return len(text)
-
-
-def excerpt(
-    lines: Sequence[str], line: int, column: int, around: int = EXCERPT_AROUND
-) -> Excerpt | None:
-    """The ``around`` lines before and after line ``line`` of a source split in
-    ``lines`` (``apps.source_lines``), that line marked and the mark under ``column``; None
-    when the source has no such line."""
-    if not 1 <= line <= len(lines):
-        return None
-    first, last = max(1, line - around), min(len(lines), line + around)
-    marked = lines[line - 1]
-    prefix = marked[: _index_of_column(marked, max(column, 1))]
-    return Excerpt(
-        line,
-        column,
-        tuple(
-            SourceLine(number, _shown(lines[number - 1]), number == line)
-            for number in range(first, last + 1)
-        ),
-        " " * len(_shown(prefix)) + "^",
-    )
-
-
-@dataclass(frozen=True)
-class ShownFrame:
-    """A frame of a run's stack, and, for a frame in the source, where it points: its link
-    into the version's source page and the lines around it."""
-
-    frame: apps.StackFrame
-    href: str | None = None
-    excerpt: Excerpt | None = None
-
-
-def shown_stack(stack: str, *, source: str | None, version_href: str | None) -> list[ShownFrame]:
-    """Each frame of a run's stack with, for a frame in the source, a link to its line on the
-    source page of the version that ran (``version_href``, when that version is still kept)
-    and the lines around it (when ``source`` is known)."""
-    lines = apps.source_lines(source) if source is not None else None
-    shown = []
-    for frame in apps.stack_frames(stack):
-        if frame.line is None or frame.column is None:
-            shown.append(ShownFrame(frame))
-            continue
-        href = f"{version_href}#L{frame.line}" if version_href is not None else None
-        around = excerpt(lines, frame.line, frame.column) if lines is not None else None
-        shown.append(ShownFrame(frame, href, around))
-    return shown
 
 
 @dataclass(frozen=True)
@@ -674,32 +594,53 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
 @blueprint.get("/console/apps/<app_id>/functions/<name>/versions/<version>")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "A version kept of the function and its source, line by line"),
+    page(200, "A version kept of the function and its source, line by line, a page at a time"),
     redirect_reply(_SIGN_IN),
     page(404, _NOT_THE_APPS.format("function or version")),
-    raises=(*_PAGE_ERRORS, NotFound, apps.FunctionNotFound, apps.FunctionVersionNotFound),
-    params=(_FUNCTION, _VERSION),
+    raises=(
+        *_PAGE_ERRORS,
+        InvalidInput,
+        NotFound,
+        apps.FunctionNotFound,
+        apps.FunctionVersionNotFound,
+    ),
+    params=(_FUNCTION, _VERSION, _FROM),
 )
 async def version_page(app_id: str, name: str, version: str) -> ResponseReturnValue:
     """A version kept of the function: when it was uploaded, whether it is active (else a
     button that makes it active), and its source as uploaded, each line numbered and
-    addressable (``#L12``), as a stack frame's position links to it."""
+    addressable (``#L12``), as a stack frame's position links to it; 5,000 lines a page,
+    ``from`` the first (links to the lines before and after)."""
     number = _version_number(version)
+    first_text = request.args.get("from", "").strip() or "1"
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
         kept, source = await apps.version_source(tx, function, number)
-    lines = [
-        SourceLine(number, _shown(text))
-        for number, text in enumerate(apps.source_lines(source), start=1)
-    ]
+    lines = apps.source_lines(source)
+    if not re.fullmatch(r"[1-9][0-9]{0,9}", first_text) or int(first_text) > len(lines):
+        raise InvalidInput([f"from must be a line of the source: from 1 to {len(lines)}"])
+    first = int(first_text)
+    shown = lines[first - 1 : first - 1 + SOURCE_PAGE_LINES]
+    here = f"{_function_path(app_id, name)}/versions/{number}"
+    earlier = later = None
+    if first > 1:
+        back = max(first - SOURCE_PAGE_LINES, 1)
+        earlier = here if back == 1 else f"{here}?from={back}"
+    if first - 1 + len(shown) < len(lines):
+        later = f"{here}?from={first + len(shown)}"
     return await form_page(
         "console_version.html",
         csp=CONSOLE_CSP,
         app=app,
         function=function,
         version=kept,
-        lines=lines,
+        source=numbered_source(shown, first),
+        first=first,
+        last=first + len(shown) - 1,
+        total=len(lines),
+        earlier_href=earlier,
+        later_href=later,
         current="functions",
         below=True,
     )
@@ -762,13 +703,15 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
         detail = await queues.get_run(tx, function, run_id)
-        kept = {v.version for v in await apps.function_versions(tx, function)}
         ran = detail.run.version
         source = None
-        if detail.stack is not None and ran in kept:
-            _, source = await apps.version_source(tx, function, ran)
+        if ran is not None:
+            try:
+                _, source = await apps.version_source(tx, function, ran)
+            except apps.FunctionVersionNotFound:
+                pass  # no longer kept: named, not linked
     version_href = None
-    if ran is not None and ran in kept:
+    if source is not None:
         version_href = f"{_function_path(app_id, name)}/versions/{ran}"
     stack = (
         shown_stack(detail.stack, source=source, version_href=version_href)
