@@ -15,6 +15,7 @@ from typing import Any, Literal
 from ledgerport import catalog
 from ledgerport.apps import HostedFunction
 from ledgerport.ids import new_id
+from ledgerport.runtime import bounded_stack
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._bodies import test_body
@@ -412,7 +413,8 @@ class RunEnded:
 
 
 async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
-    """Record how runs ended; a run whose claim no longer holds the lease changes nothing."""
+    """Record how runs ended; a run whose claim no longer holds the lease changes nothing. The
+    stack is stored within its bounds (``runtime.bounded_stack``) whoever recorded it."""
     await tx.executemany(
         "UPDATE function_runs SET status = $1, attempts = $2, version = $3, duration_ms = $4,"
         " logs = $5, error = $6, result = $7, updated_at = $8, next_attempt_at = $9,"
@@ -431,7 +433,7 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
                 run.next_attempt_at,
                 run.run_id,
                 run.lease,
-                run.stack,
+                bounded_stack(run.stack),
                 run.started_at,
                 json.dumps(list(run.log_times))
                 if run.log_times and len(run.log_times) == len(run.logs)
