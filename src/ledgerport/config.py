@@ -44,6 +44,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LEDGERPORT_PASSWORD_HASHING", "standard", "standard, or fast for test suites"),
     ("LEDGERPORT_REDIS_URL", "unset", "count rate limits in Redis"),
     ("LEDGERPORT_RATE_LIMIT_FACTOR", "1", "multiplies every limit (development only)"),
+    (
+        "LEDGERPORT_APP_STORAGE_QUOTA_MB",
+        "100",
+        "run output and attempt bodies one app keeps (MiB)",
+    ),
 )
 """Every variable the configuration reads: (name, default, meaning), for ``--help``; README.md
 says more of each."""
@@ -72,6 +77,10 @@ class DatabaseURL:
 # user:password@ in the authority (the password runs to the last "@" before the path), and a
 # password= query parameter: masked in anything shown, also in URLs too malformed to parse.
 MAX_FUNCTION_WORKERS = 64
+MIB = 1024 * 1024
+APP_STORAGE_QUOTA_MB = 100
+"""The default of LEDGERPORT_APP_STORAGE_QUOTA_MB (docs/operations.md says why)."""
+APP_STORAGE_QUOTA_MAX_MB = 1024 * 1024
 _AUTHORITY_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:@]*:)([^/?#]*)@")
 _QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#]*")
 
@@ -116,6 +125,9 @@ class Config:
     redis_url: str | None = None
     rate_limit_factor: int = 1
     """Every rate limit's allowance is multiplied by it (1, the spec's limits, in production)."""
+    app_storage_quota: int = APP_STORAGE_QUOTA_MB * MIB
+    """Bytes of run output and attempt bodies one app keeps at most
+    (LEDGERPORT_APP_STORAGE_QUOTA_MB, in MiB): past it its oldest are dropped."""
     """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else
     through the PostgreSQL database (the large budgets in each process, settled there), or in
     the process on SQLite."""
@@ -299,6 +311,17 @@ def _parse_rate_limit_factor(value: str, *, development: bool) -> int:
     return factor
 
 
+def _parse_storage_quota(value: str) -> int:
+    """LEDGERPORT_APP_STORAGE_QUOTA_MB in bytes: a whole number of MiB from 1 to 1 TiB's."""
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= APP_STORAGE_QUOTA_MAX_MB:
+        raise ConfigError(
+            "LEDGERPORT_APP_STORAGE_QUOTA_MB: expected a whole number of MiB from 1 to"
+            f" {APP_STORAGE_QUOTA_MAX_MB}, got {value!r}"
+        )
+    return int(text) * MIB
+
+
 def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Config:
     """Read and validate the configuration; ``bind`` (from --bind) overrides LEDGERPORT_BIND."""
     env = os.environ if env is None else env
@@ -379,5 +402,8 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         redis_url=parse_redis_url(env.get("LEDGERPORT_REDIS_URL", "")),
         rate_limit_factor=_parse_rate_limit_factor(
             env.get("LEDGERPORT_RATE_LIMIT_FACTOR", "1"), development=environment == "development"
+        ),
+        app_storage_quota=_parse_storage_quota(
+            env.get("LEDGERPORT_APP_STORAGE_QUOTA_MB", str(APP_STORAGE_QUOTA_MB))
         ),
     )
