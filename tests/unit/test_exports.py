@@ -681,6 +681,12 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "redact",
     },
     "ledgerport.queues": {
+        "TRIM_BATCH",
+        "AppStorage",
+        "Trimmed",
+        "app_storage",
+        "apps_over_quota",
+        "trim_oldest",
         "FAILING_AT_LEAST",
         "FAILING_WINDOW",
         "FailingWebhook",
