@@ -1,8 +1,8 @@
 """The storage quota (``LEDGERPORT_APP_STORAGE_QUOTA_MB``): what an app keeps of run output and
 attempt bodies is counted in the transactions that write, replace, trim and purge it; past the
 quota its oldest output goes first, runs' and attempts' by age together, a bounded batch a
-transaction, until it keeps no more than the quota; nothing of another app is touched, and the
-metrics count what was dropped."""
+transaction, until it keeps no more than the quota; nothing of another app is touched; the
+console's pages and answers say what was dropped, and the metrics count it."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from ledgerport.storage import Store
 from ..conftest import PLATFORM_ENV
 from ..platforms import build_platform
 from ..receiver import Answer
+from .oauth_helpers import login
+from .test_console_debug_pages import _page
 from .test_function_debugging import run_all, world_of
 from .test_migrations import _migrate_up_to, _seed_app_and_installation
 from .webhook_world import Hooked, deliver, engine_for, hooked
@@ -484,3 +486,69 @@ async def test_trimming_passes_side_by_side_drop_each_output_once(
     assert after.trimmed_bytes + after.kept_bytes == 16 * size
     # One pass alone would have dropped as much: the least that brings it within the quota.
     assert after.kept_bytes > QUOTA - size
+
+
+# --- The console says so -------------------------------------------------------------------------
+
+
+async def test_the_console_says_what_was_dropped_for_the_quota(
+    platform: Platform,
+    client: Any,
+    admin_headers: dict[str, str],
+    store: Store,
+    clock: FrozenClock,
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with trimmed_world(platform, client, admin_headers, store, clock) as world:
+            heavy = await kept(store, world.heavy.app_id)
+            console = world.heavy.hook.console
+            runs = (await console.ok("GET", "/functions/f/runs"))["data"]
+            dropped_run = await console.ok("GET", f"/functions/f/runs/{world.runs[0]}")
+            kept_run = await console.ok("GET", f"/functions/f/runs/{world.runs[-1]}")
+            webhook = world.heavy.hook.webhook["id"]
+            dropped_delivery = await console.ok(
+                "GET", f"/webhooks/{webhook}/deliveries/{world.deliveries[0]}"
+            )
+            await login(client, world.heavy.hook.api.world)
+            base = f"/console/apps/{world.heavy.app_id}"
+            function_page = await _page(client, f"{base}/functions/f")
+            run_page = await _page(client, f"{base}/functions/f/runs/{world.runs[0]}")
+            kept_page = await _page(client, f"{base}/functions/f/runs/{world.runs[-1]}")
+            webhook_page = await _page(client, f"{base}/webhooks/{webhook}")
+            delivery_page = await _page(
+                client, f"{base}/webhooks/{webhook}/deliveries/{world.deliveries[0]}"
+            )
+            await login(client, world.light.hook.api.world)
+            light = f"/console/apps/{world.light.app_id}"
+            light_function = await _page(client, f"{light}/functions/f")
+            light_webhook = await _page(
+                client, f"{light}/webhooks/{world.light.hook.webhook['id']}"
+            )
+    dropped_at = "1970-01-01T00:00:00Z"
+    # The console API: a dropped run and attempt say when; the kept ones say null.
+    listed = {run["id"]: run for run in runs}
+    assert listed[world.runs[0]]["outputDroppedAt"] is not None
+    assert listed[world.runs[-1]]["outputDroppedAt"] is None
+    assert dropped_run["outputDroppedAt"] == listed[world.runs[0]]["outputDroppedAt"] != dropped_at
+    assert (dropped_run["logs"], dropped_run["result"], dropped_run["stack"]) == ([], None, None)
+    assert kept_run["outputDroppedAt"] is None
+    (attempt,) = dropped_delivery["attemptLog"]
+    assert attempt["responseBodyDroppedAt"] is not None
+    assert (attempt["responseCode"], attempt["responseBody"]) == (200, None)
+    # The pages.
+    assert (
+        "Older output was dropped to keep this app within its storage quota of 1 MiB: the log"
+        f" lines, result, error and stack of its {heavy.trimmed_runs} oldest runs"
+    ) in function_page
+    assert function_page.count("Output dropped for the storage quota") == heavy.trimmed_runs
+    assert "Its output (log lines, result, error and stack) was dropped" in run_page
+    assert "Dropped for the storage quota." in run_page
+    assert "was dropped" not in kept_page
+    assert (
+        "Older output was dropped to keep this app within its storage quota of 1 MiB: the kept"
+        f" answers of its {heavy.trimmed_attempts} oldest webhook attempt"
+    ) in webhook_page
+    assert "to keep the app within its storage quota of 1 MiB" in delivery_page
+    assert "No answer came." not in delivery_page
+    for page in (light_function, light_webhook):
+        assert "storage-quota" not in page

@@ -29,6 +29,7 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
 from ledgerport import apps, auth, catalog, queues, storage
+from ledgerport.config import MIB
 from ledgerport.errors import InvalidInput
 
 from ._browser import (
@@ -169,6 +170,11 @@ async def _signed_in() -> ResponseReturnValue | None:
         return login_redirect()
     g.console_user_id = user.id
     return None
+
+
+def _quota_mib() -> int:
+    """The storage quota of an app (LEDGERPORT_APP_STORAGE_QUOTA_MB), in MiB."""
+    return platform().config.app_storage_quota // MIB
 
 
 def _developer() -> str:
@@ -342,7 +348,8 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     page (``after``: the next of the page before), filtered by status, event type and event
     id (each kept in the address and shown as applied), each with its event, status, attempts,
     response and when its next attempt is due, test deliveries marked; and the form that
-    redelivers every failed delivery since a moment."""
+    redelivers every failed delivery since a moment. When attempts' kept answers were dropped
+    to keep the app within its storage quota, it says so."""
     status = _choice("status", queues.DELIVERY_STATUSES, _one_of(queues.DELIVERY_STATUSES))
     event_type = _choice("type", catalog.EVENT_NAMES, "an event type of the catalog")
     event_id = _id("eventId", EVENT)
@@ -363,6 +370,7 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
             event_id=event_id,
             after=after,
         )
+        storage = await queues.app_storage(tx, app_id)
     filters = {"status": status, "type": event_type, "eventId": event_id}
     here = _webhook_path(app_id, webhook_id)
     applied = [
@@ -397,6 +405,8 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         recover_min=form_time(earliest),
         recover_max=form_time(now),
         recover_max_count=queues.RECOVER_MAX,
+        storage=storage,
+        quota_mib=_quota_mib(),
         current="webhooks",
         below=True,
     )
@@ -478,8 +488,9 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
     the payload as sent (pretty-printed, and the exact text its signatures were computed over);
     every attempt ever made, oldest first, redeliveries included, each with when it started,
     how long it took, the response code, the request's headers as sent (its signature among
-    them), the first 4 KiB of the answer (marked when the answer went on) and the error; and
-    the redeliver button when the redelivery rules allow it, else why not."""
+    them), the first 4 KiB of the answer (marked when the answer went on, or saying it was
+    dropped for the app's storage quota) and the error; and the redeliver button when the
+    redelivery rules allow it, else why not."""
     p = platform()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
@@ -500,6 +511,7 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
         attempts=detail.attempt_log,
         refusal=refusal,
         body_kept=queues.RESPONSE_BODY_KEPT,
+        quota_mib=_quota_mib(),
         current="webhooks",
         below=True,
     )
@@ -566,13 +578,15 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     """The function: its active and newest versions and its events; its 100 most recent runs,
     newest first (``status`` keeps those in one status), each linking to its page; and every
     version kept, newest first, the active one marked, each with its source's page and, but
-    the active one, a button that makes it active (a rollback)."""
+    the active one, a button that makes it active (a rollback). When runs' output was dropped
+    to keep the app within its storage quota, it says so, and so does each such run."""
     status = _choice("status", queues.RUN_STATUSES, _one_of(queues.RUN_STATUSES))
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
         runs = await queues.recent_runs(tx, function, statuses=[status] if status else [])
         versions = await apps.function_versions(tx, function)
+        storage = await queues.app_storage(tx, app_id)
     here = _function_path(app_id, name)
     chips = [("All", here, status is None)] + [
         (shown, here + query_string({"status": shown}), status == shown)
@@ -586,6 +600,8 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
         runs=runs,
         versions=versions,
         chips=chips,
+        storage=storage,
+        quota_mib=_quota_mib(),
         current="functions",
         below=True,
     )
@@ -697,8 +713,9 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     """The run: its status, duration, the version it ran, the run it replays; the event it ran
     on, pretty-printed; its log lines with when each was written; its result; the error it
     ended with and, when the handler threw an Error, its stack, each frame's position linking
-    to its line in the source of the version that ran, shown with the lines around it; and the
-    replay button."""
+    to its line in the source of the version that ran, shown with the lines around it (or, for
+    a run whose output was dropped to keep the app within its storage quota, when that was);
+    and the replay button."""
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
@@ -731,6 +748,7 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         result=None if result is None else pretty_json(result),
         stack=stack,
         version_href=version_href,
+        quota_mib=_quota_mib(),
         current="functions",
         below=True,
     )
