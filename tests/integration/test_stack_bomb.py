@@ -2,7 +2,7 @@
 240 deep into that line. What is kept of its stack is bounded (frames, line length, total), and
 so is every page and answer that shows it: the run's page, the function's, the version's and
 the console API's answer for the run, whatever the guest threw; a source of 256 K lines is
-shown a page of lines at a time."""
+shown a page of lines at a time, and a run keeps a thousand log lines, however many it wrote."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ PAGE_MOST = 64 * 1024
 """Bytes a run page may weigh whatever the guest threw (the bomb made one of 114 MB)."""
 ANSWER_MOST = 32 * 1024
 """Bytes the console API's answer for such a run may weigh."""
+LOG_PAGE_MOST = 512 * 1024
+"""Bytes a run page of a thousand log lines (the most a run keeps) may weigh."""
 
 
 def _frames(stack: str) -> list[str]:
@@ -74,6 +76,37 @@ async def test_a_stack_bomb_is_kept_bounded_and_its_pages_stay_small(
     assert len(function_page.encode()) <= PAGE_MOST
     # The version's page shows the source, as uploaded, once.
     assert len(version_page.encode()) <= len(source) + PAGE_MOST
+
+
+async def test_a_run_of_sixty_thousand_empty_log_lines_keeps_a_thousand(
+    client: Any, admin_headers: dict[str, str], app: Any, platform: Platform
+) -> None:
+    # Within the 64 KiB of log lines (a byte each): 60,000 rows made a run page of 13 MB.
+    source = (
+        "export function handler(e, context) { for (let i = 0; i < 60000; i++) context.log(''); }"
+    )
+    most = runtime.LOG_LINES_MAX
+    with trio.fail_after(TIMEOUT):
+        async with world_of(client, admin_headers, app, platform) as world:
+            body = {"source": source, "events": ["customer.created"]}
+            await world.console.ok("PUT", "/functions/lines", body)
+            test = await world.console.ok("POST", "/functions/lines/test", status=202)
+            await run_all(platform, world)
+            answer = await world.console.call("GET", f"/functions/lines/runs/{test['runId']}")
+            body_text = await answer.get_data(as_text=True)
+            await login(client, world.api.world)
+            path = f"/console/apps/{world.api.world.app_id}/functions/lines/runs/{test['runId']}"
+            page = await _page(client, path)
+    run = json.loads(body_text)
+    assert run["status"] == "succeeded"
+    messages = [line["message"] for line in run["logs"]]
+    assert messages == [""] * (most - 1) + [
+        f"[ledgerport] {60_000 - most + 1} more log lines not kept: a run keeps {most} at most"
+    ]
+    assert all(line["at"] is not None for line in run["logs"])
+    assert len(body_text.encode()) <= 64 * 1024
+    assert page.count("<tr>") == most + 1  # and the table's head
+    assert len(page.encode()) <= LOG_PAGE_MOST
 
 
 async def test_a_recorded_stack_into_a_long_line_shows_bounded_excerpts(

@@ -803,6 +803,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "STACK_MAX",
         "STACK_FRAMES_MAX",
         "STACK_LINE_MAX",
+        "LOG_LINES_MAX",
         "bounded_stack",
         "Api",
         "ApiAnswer",

@@ -37,6 +37,34 @@ def test_log_times_are_kept_one_per_kept_line_or_not_at_all(name: str) -> None:
     assert len(outcome.log_times) in (0, len(outcome.logs))
 
 
+def test_past_its_most_log_lines_a_run_keeps_the_first_and_says_how_many_went() -> None:
+    lines = [""] * 65_536
+    times = list(range(65_536))
+
+    outcome = bounded(
+        RunLimits(), ok=True, result=None, logs=lines, error=None, limit=None, log_times=times
+    )
+
+    most = runtime.LOG_LINES_MAX
+    assert (outcome.ok, outcome.limit, outcome.error) == (True, None, None)
+    assert outcome.logs == [""] * (most - 1) + [
+        f"[ledgerport] {65_536 - most + 1} more log lines not kept: a run keeps {most} at most"
+    ]
+    assert outcome.log_times == [*range(most - 1), 65_535]
+    again = bounded(
+        RunLimits(),
+        ok=True,
+        result=None,
+        logs=outcome.logs,
+        error=None,
+        limit=None,
+        log_times=outcome.log_times,
+    )
+    assert (again.logs, again.log_times) == (outcome.logs, outcome.log_times)
+    within = bounded(RunLimits(), ok=True, result=None, logs=[""] * most, error=None, limit=None)
+    assert within.logs == [""] * most
+
+
 def _stack(frames: int, line: str = "    at down (function.js:1:250123)") -> str:
     return "\n".join(["Error: deep", *[line] * frames])
 

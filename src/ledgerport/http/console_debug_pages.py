@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired, TypeVar
 from urllib.parse import urlencode, urlsplit
 
+from markupsafe import Markup, escape
 from quart import Blueprint, g, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
@@ -282,6 +283,22 @@ def shown_log_lines(
             )
         )
     return shown
+
+
+def log_rows(lines: Sequence[ShownLogLine]) -> Markup:
+    """The rows of a run page's log table: each line's time and text. Made here rather than by
+    a template loop, which cost ten times as much a row (a run keeps 1,000 lines)."""
+    rows = []
+    for line in lines:
+        at = ""
+        if line.instant:
+            shown, exact = escape(line.offset or line.exact), escape(line.exact)
+            at = f'<time datetime="{escape(line.instant)}" title="{exact}">{shown}</time>'
+        rows.append(
+            f'<tr>\n  <td class="nowrap" data-label="Time">{at}</td>\n  <td class="wide"'
+            f' data-label="Line"><pre>{escape(line.message)}</pre></td>\n</tr>\n'
+        )
+    return Markup("".join(rows))
 
 
 @dataclass(frozen=True)
@@ -743,7 +760,7 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         function=function,
         run=detail.run,
         started_at=detail.started_at,
-        log_lines=shown_log_lines(detail.log_lines, detail.started_at),
+        log_rows=log_rows(shown_log_lines(detail.log_lines, detail.started_at)),
         event=pretty_json(detail.event),
         result=None if result is None else pretty_json(result),
         stack=stack,

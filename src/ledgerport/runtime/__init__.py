@@ -17,6 +17,7 @@ from ._frames import decode_frame as decode_frame
 from ._frames import encode_frame as encode_frame
 from ._frames import frame_length as frame_length
 from ._limits import ERROR_MAX as ERROR_MAX
+from ._limits import LOG_LINES_MAX as LOG_LINES_MAX
 from ._limits import STACK_FRAMES_MAX as STACK_FRAMES_MAX
 from ._limits import STACK_LINE_MAX as STACK_LINE_MAX
 from ._limits import STACK_MAX as STACK_MAX
