@@ -2,7 +2,8 @@
 240 deep into that line. What is kept of its stack is bounded (frames, line length, total), and
 so is every page and answer that shows it: the run's page, the function's, the version's and
 the console API's answer for the run, whatever the guest threw; a source of 256 K lines is
-shown a page of lines at a time, and a run keeps a thousand log lines, however many it wrote."""
+shown a page of lines at a time, a run keeps a thousand log lines, however many it wrote, and a
+delivery's page shows its hundred newest attempts, however often it was sent."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import trio
 
 from ledgerport import apps, queues, runtime
 from ledgerport.http import EXCERPT_FRAMES, EXCERPT_LINE_CHARS, SOURCE_PAGE_LINES
+from ledgerport.http.console_debug_pages import ATTEMPTS_SHOWN
 from ledgerport.platform import Platform
 from ledgerport.storage import Store
 
@@ -236,3 +238,41 @@ async def test_a_stack_is_stored_within_its_bounds_whoever_records_it(
     assert kept is not None
     assert kept == runtime.bounded_stack(stack)
     assert len(kept) <= runtime.STACK_MAX
+
+
+async def test_a_delivery_sent_again_and_again_shows_its_newest_attempts(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    made = 150
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            async with store.transaction() as tx:
+                webhook = await apps.get_webhook(tx, world.app_id, hook.webhook["id"])
+                delivery_id = await queues.create_test_delivery(
+                    tx, now=1.0, webhook=webhook, pinned_version=None
+                )
+                await tx.executemany(
+                    "INSERT INTO webhook_attempts (delivery_id, attempt, started_at,"
+                    " duration_ms, response_code, response_body, response_truncated,"
+                    " request_headers, app_id) VALUES ($1, $2, $3, 1, 200, $4, false, '{}', $5)",
+                    [
+                        (delivery_id, n, float(n), b"b" * 4096, world.app_id)
+                        for n in range(1, made + 1)
+                    ],
+                )
+            detail = await hook.console.ok(
+                "GET", f"/webhooks/{hook.webhook['id']}/deliveries/{delivery_id}"
+            )
+            await login(client, world)
+            page = await _page(
+                client,
+                f"/console/apps/{world.app_id}/webhooks/{hook.webhook['id']}"
+                f"/deliveries/{delivery_id}",
+            )
+    shown = [int(n) for n in re.findall(r'<li class="attempt" id="attempt-(\d+)">', page)]
+    assert shown == list(range(made - ATTEMPTS_SHOWN + 1, made + 1))
+    assert f"The {ATTEMPTS_SHOWN} newest of the {made} attempts made" in page
+    assert f"; {made} in all</dd>" in page
+    assert len(page.encode()) <= ATTEMPTS_SHOWN * 6 * 1024
+    assert [a["attempt"] for a in detail["attemptLog"]] == list(range(1, made + 1))

@@ -139,6 +139,9 @@ _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
 _SIGN_IN = "Not signed in: to the sign-in page, returning here"
 _NOT_THE_APPS = "Not an app of the signed-in developer, or no such {0} of the app"
 
+ATTEMPTS_SHOWN = 100
+"""Attempts a delivery's page shows, the newest: a delivery redelivered again and again has as
+many as it was sent, each with up to 4 KiB of answer (the developer API answers every one)."""
 RECOVER_DEFAULT_SINCE = 86400
 """Seconds before now the recovery form offers to start from: the last day."""
 _FORM_MINUTE = "%Y-%m-%dT%H:%M"
@@ -506,13 +509,13 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
     every attempt ever made, oldest first, redeliveries included, each with when it started,
     how long it took, the response code, the request's headers as sent (its signature among
     them), the first 4 KiB of the answer (marked when the answer went on, or saying it was
-    dropped for the app's storage quota) and the error; and the redeliver button when the
-    redelivery rules allow it, else why not."""
+    dropped for the app's storage quota) and the error, the 100 newest when there are more;
+    and the redeliver button when the redelivery rules allow it, else why not."""
     p = platform()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        detail = await queues.get_delivery(tx, webhook.id, delivery_id)
+        detail = await queues.get_delivery(tx, webhook.id, delivery_id, attempts=ATTEMPTS_SHOWN)
         refusal = await queues.redelivery_check(
             tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
         )
@@ -526,6 +529,7 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
         payload=detail.payload,
         pretty=pretty_payload(detail.payload),
         attempts=detail.attempt_log,
+        attempts_made=detail.attempt_log[-1].attempt if detail.attempt_log else 0,
         refusal=refusal,
         body_kept=queues.RESPONSE_BODY_KEPT,
         quota_mib=_quota_mib(),

@@ -81,11 +81,22 @@ class LoggedAttempt:
         return decoder.decode(self.response_body, final=not self.response_truncated)
 
 
-async def attempt_log(tx: Transaction, delivery_id: str) -> list[LoggedAttempt]:
-    """Every attempt made for the delivery, oldest first."""
-    rows = await tx.fetch(
-        "SELECT * FROM webhook_attempts WHERE delivery_id = $1 ORDER BY attempt", delivery_id
-    )
+async def attempt_log(
+    tx: Transaction, delivery_id: str, *, newest: int | None = None
+) -> list[LoggedAttempt]:
+    """Every attempt made for the delivery, oldest first; with ``newest``, the newest that many
+    only (a delivery redelivered again and again has as many attempts as it was sent)."""
+    if newest is None:
+        rows = await tx.fetch(
+            "SELECT * FROM webhook_attempts WHERE delivery_id = $1 ORDER BY attempt", delivery_id
+        )
+    else:
+        rows = await tx.fetch(
+            "SELECT * FROM (SELECT * FROM webhook_attempts WHERE delivery_id = $1"
+            " ORDER BY attempt DESC LIMIT $2) AS newest ORDER BY attempt",
+            delivery_id,
+            newest,
+        )
     return [LoggedAttempt.from_row(row) for row in rows]
 
 
