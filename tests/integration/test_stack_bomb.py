@@ -3,7 +3,8 @@
 so is every page and answer that shows it: the run's page, the function's, the version's and
 the console API's answer for the run, whatever the guest threw; a source of 256 K lines is
 shown a page of lines at a time, a run keeps a thousand log lines, however many it wrote, and a
-delivery's page shows its hundred newest attempts, however often it was sent."""
+delivery's page shows its hundred newest attempts, however often it was sent; the pages listing
+runs show the start of what each wrote."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import trio
 from ledgerport import apps, queues, runtime
 from ledgerport.http import EXCERPT_FRAMES, EXCERPT_LINE_CHARS, SOURCE_PAGE_LINES
 from ledgerport.http.console_debug_pages import ATTEMPTS_SHOWN
+from ledgerport.http.console_pages import LISTED_EXCERPT_CHARS, RUNS_PER_FUNCTION
 from ledgerport.platform import Platform
 from ledgerport.storage import Store
 
@@ -276,3 +278,39 @@ async def test_a_delivery_sent_again_and_again_shows_its_newest_attempts(
     assert f"; {made} in all</dd>" in page
     assert len(page.encode()) <= ATTEMPTS_SHOWN * 6 * 1024
     assert [a["attempt"] for a in detail["attemptLog"]] == list(range(1, made + 1))
+
+
+async def test_the_pages_listing_runs_show_the_start_of_what_each_wrote(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            for name in ("f", "g"):
+                body = {"source": "export const handler = () => 1", "events": ["customer.created"]}
+                function = await hook.console.ok("PUT", f"/functions/{name}", body)
+                for n in range(100):
+                    await _run_row(
+                        store,
+                        function["id"],
+                        world.app_id,
+                        f"run_{name}{n}",
+                        "failed",
+                        created_at=float(n),
+                        logs=json.dumps(["<" * 4000]),
+                        error="<" * 4096,
+                        result=json.dumps("<" * 4000),
+                    )
+            listed = (await hook.console.ok("GET", "/functions/f/runs"))["data"]
+            await login(client, world)
+            overview = await _page(client, f"/console/apps/{world.app_id}/functions")
+            function_page = await _page(client, f"/console/apps/{world.app_id}/functions/f")
+    # 100 runs of 4,096 characters of "<" each in logs, error and result: the pages list
+    # their start (the run's page shows them whole), the console API its 4,096 characters.
+    assert overview.count('<tr id="run_') == 2 * RUNS_PER_FUNCTION
+    assert function_page.count('<tr id="run_') == 100
+    assert len(overview.encode()) <= 512 * 1024
+    assert len(function_page.encode()) <= 512 * 1024
+    cut = "&lt;" * LISTED_EXCERPT_CHARS + "\u2026"
+    assert function_page.count(cut) == 100
+    assert [run["error"] for run in listed] == ["<" * 4096] * 100

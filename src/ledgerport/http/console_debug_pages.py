@@ -59,7 +59,7 @@ from ._openapi import (
 )
 from ._pages import login_redirect
 from ._source_views import SOURCE_PAGE_LINES, numbered_source, shown_stack
-from .console_pages import CONSOLE_CSP
+from .console_pages import CONSOLE_CSP, LISTED_EXCERPT_CHARS
 
 blueprint = Blueprint("console_debug_pages", __name__)
 _Choice = TypeVar("_Choice", bound=str)
@@ -605,7 +605,9 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
-        runs = await queues.recent_runs(tx, function, statuses=[status] if status else [])
+        runs = await queues.recent_runs(
+            tx, function, statuses=[status] if status else [], excerpt=LISTED_EXCERPT_CHARS
+        )
         versions = await apps.function_versions(tx, function)
         storage = await queues.app_storage(tx, app_id)
     here = _function_path(app_id, name)

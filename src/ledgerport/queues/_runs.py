@@ -62,7 +62,9 @@ class FunctionRun:
     @classmethod
     def from_row(cls, row: Row) -> FunctionRun:
         logs, logs_truncated = _log_excerpt(row["logs_head"], int(row["logs_size"] or 0))
-        result_size = int(row["result_size"] or 0)
+        error = row["error"]
+        if error is not None and int(row["error_size"]) > len(error):
+            error += "\u2026"
         return cls(
             id=row["id"],
             event_id=row["event_id"],
@@ -72,11 +74,11 @@ class FunctionRun:
             version=None if row["version"] is None else int(row["version"]),
             duration_ms=row["duration_ms"],
             logs=logs,
-            error=row["error"],
+            error=error,
             result=json.loads(row["result"]) if row["result"] is not None else None,
             created_at=float(row["created_at"]),
             logs_truncated=logs_truncated,
-            result_truncated=result_size > RUN_EXCERPT_CHARS,
+            result_truncated=row["result"] is None and bool(row["result_size"]),
             replay_of=row["replay_of"],
             output_dropped_at=row["output_dropped_at"],
         )
@@ -111,10 +113,13 @@ RUN_EXCERPT_CHARS = 4096
 """Characters of a run's log lines, and of its result's JSON, a listing of runs answers at most
 (a run may keep 64 KiB of each: a listing of 100 whole runs would weigh 12.8 MB)."""
 _RUN_LIST_COLUMNS = (
-    "id, event_id, type, status, attempts, version, duration_ms, error, created_at, replay_of,"
-    " output_dropped_at, substr(logs, 1, $2) AS logs_head, length(logs) AS logs_size,"
+    "id, event_id, type, status, attempts, version, duration_ms, created_at, replay_of,"
+    " output_dropped_at, substr(error, 1, $2) AS error, length(error) AS error_size,"
+    " substr(logs, 1, $2) AS logs_head, length(logs) AS logs_size,"
     " CASE WHEN length(result) <= $2 THEN result END AS result, length(result) AS result_size"
 )
+"""A run's columns as listed, ``$2`` characters of its log lines, error and result at most (its
+error is never longer than RUN_EXCERPT_CHARS)."""
 
 
 def _log_excerpt(head: str | None, size: int) -> tuple[list[str], bool]:
@@ -138,11 +143,17 @@ def _log_excerpt(head: str | None, size: int) -> tuple[list[str], bool]:
 
 
 async def recent_runs(
-    tx: Transaction, function: HostedFunction, *, statuses: Collection[RunStatus] = ()
+    tx: Transaction,
+    function: HostedFunction,
+    *,
+    statuses: Collection[RunStatus] = (),
+    shown: int = catalog.CONSOLE_RUNS_SHOWN,
+    excerpt: int = RUN_EXCERPT_CHARS,
 ) -> list[FunctionRun]:
-    """The function's most recent runs (catalog.CONSOLE_RUNS_SHOWN), newest first, of those in
-    one of ``statuses`` when given, each with an excerpt of what it wrote (see
-    :class:`FunctionRun`): only the excerpts are read."""
+    """The function's ``shown`` most recent runs, newest first, of those in one of
+    ``statuses`` when given, each with an excerpt of what it wrote (see :class:`FunctionRun`;
+    ``excerpt`` characters of its log lines, error and result at most, an error cut ending in an
+    ellipsis): only the excerpts are read."""
     among = ""
     if statuses:
         among = f" AND status IN ({placeholders(len(statuses), start=4)})"
@@ -150,8 +161,8 @@ async def recent_runs(
         f"SELECT {_RUN_LIST_COLUMNS} FROM function_runs WHERE function_id = $1{among}"
         " ORDER BY created_at DESC, id DESC LIMIT $3",
         function.id,
-        RUN_EXCERPT_CHARS,
-        catalog.CONSOLE_RUNS_SHOWN,
+        excerpt,
+        shown,
         *sorted(statuses),
     )
     return [FunctionRun.from_row(row) for row in rows]
