@@ -25,9 +25,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from ledgerport.storage import Transaction
+from ledgerport.storage import Row, Transaction
 
 TRIM_BATCH = 256
 """Runs' outputs and attempts' bodies one trimming transaction drops at most."""
@@ -151,12 +150,12 @@ async def trim_oldest(
         app_id,
         limit,
     )
-    oldest: list[tuple[float, int, Any]] = sorted(
+    oldest: list[tuple[float, int, Row]] = sorted(
         [(float(r["at"]), 0, r) for r in runs] + [(float(r["at"]), 1, r) for r in attempts],
         key=lambda item: (item[0], item[1]),
     )
-    dropped_runs: list[Any] = []
-    dropped_attempts: list[Any] = []
+    dropped_runs: list[Row] = []
+    dropped_attempts: list[Row] = []
     dropped = 0
     for _, kind, row in oldest[:limit]:
         if dropped >= at_least:
