@@ -46,6 +46,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LEDGERPORT_REDIS_URL", "unset", "count rate limits in Redis"),
     ("LEDGERPORT_RATE_LIMIT_FACTOR", "1", "multiplies every limit (development only)"),
     ("LEDGERPORT_METRICS_TOKEN", "unset", "bearer token /metrics asks scrapes for"),
+    (
+        "LEDGERPORT_APP_STORAGE_QUOTA_MB",
+        "100",
+        "run output and attempt bodies one app keeps (MiB)",
+    ),
 )
 """Every variable the configuration reads: (name, default, meaning), for ``--help``; README.md
 says more of each."""
@@ -74,6 +79,10 @@ class DatabaseURL:
 # user:password@ in the authority (the password runs to the last "@" before the path), and a
 # password= query parameter: masked in anything shown, also in URLs too malformed to parse.
 MAX_FUNCTION_WORKERS = 64
+MIB = 1024 * 1024
+APP_STORAGE_QUOTA_MB = 100
+"""The default of LEDGERPORT_APP_STORAGE_QUOTA_MB (docs/operations.md says why)."""
+APP_STORAGE_QUOTA_MAX_MB = 1024 * 1024
 _AUTHORITY_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:@]*:)([^/?#]*)@")
 _QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#]*")
 
@@ -121,6 +130,9 @@ class Config:
     metrics_token: str | None = None
     """LEDGERPORT_METRICS_TOKEN: the bearer token a scrape of /metrics presents wherever it is
     answered; in production, unset, /metrics is answered on the management listener only."""
+    app_storage_quota: int = APP_STORAGE_QUOTA_MB * MIB
+    """Bytes of run output and attempt bodies one app keeps at most
+    (LEDGERPORT_APP_STORAGE_QUOTA_MB, in MiB): past it its oldest are dropped."""
     """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else
     through the PostgreSQL database (the large budgets in each process, settled there), or in
     the process on SQLite."""
@@ -358,6 +370,17 @@ def _parse_metrics_token(value: str | None) -> str | None:
     return value
 
 
+def _parse_storage_quota(value: str) -> int:
+    """LEDGERPORT_APP_STORAGE_QUOTA_MB in bytes: a whole number of MiB from 1 to 1 TiB's."""
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= APP_STORAGE_QUOTA_MAX_MB:
+        raise ConfigError(
+            "LEDGERPORT_APP_STORAGE_QUOTA_MB: expected a whole number of MiB from 1 to"
+            f" {APP_STORAGE_QUOTA_MAX_MB}, got {value!r}"
+        )
+    return int(text) * MIB
+
+
 def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Config:
     """Read and validate the configuration; ``bind`` (from --bind) overrides LEDGERPORT_BIND."""
     env = os.environ if env is None else env
@@ -439,5 +462,8 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         metrics_token=_parse_metrics_token(env.get("LEDGERPORT_METRICS_TOKEN") or None),
         rate_limit_factor=_parse_rate_limit_factor(
             env.get("LEDGERPORT_RATE_LIMIT_FACTOR", "1"), development=environment == "development"
+        ),
+        app_storage_quota=_parse_storage_quota(
+            env.get("LEDGERPORT_APP_STORAGE_QUOTA_MB", str(APP_STORAGE_QUOTA_MB))
         ),
     )

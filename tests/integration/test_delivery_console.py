@@ -102,6 +102,7 @@ async def test_a_delivery_answers_its_payload_and_every_attempt(
         "responseBodyTruncated",
         "error",
         "requestHeaders",
+        "responseBodyDroppedAt",
     }
 
 

@@ -309,6 +309,7 @@ async def test_runs_are_listed_newest_first_with_their_outcome(
             "logsTruncated": False,
             "resultTruncated": False,
             "replayOf": None,
+            "outputDroppedAt": None,
         },
         {
             "id": "run_0",
@@ -325,6 +326,7 @@ async def test_runs_are_listed_newest_first_with_their_outcome(
             "logsTruncated": False,
             "resultTruncated": False,
             "replayOf": None,
+            "outputDroppedAt": None,
         },
     ]
 

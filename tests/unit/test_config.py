@@ -36,6 +36,7 @@ def test_defaults_match_the_contract() -> None:
     assert config.trusted_proxies == ()
     assert config.log_format == "text"
     assert config.management is None
+    assert config.app_storage_quota == 100 * 1024 * 1024
 
 
 def test_the_management_listener_is_an_address_of_its_own() -> None:
@@ -72,6 +73,7 @@ def test_every_variable_is_read() -> None:
             "LEDGERPORT_FUNCTION_WORKERS": "4",
             "LEDGERPORT_FUNCTION_WALL_LIMIT": "1.5",
             "LEDGERPORT_TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16,::1",
+            "LEDGERPORT_APP_STORAGE_QUOTA_MB": " 250 ",
         }
     )
 
@@ -87,6 +89,7 @@ def test_every_variable_is_read() -> None:
     assert config.webhook_retry_delays == (0, 1, 2, 3, 4, 5)
     assert config.webhook_timeout == 2.5
     assert (config.function_workers, config.function_wall_limit) == (4, 1.5)
+    assert config.app_storage_quota == 250 * 1024 * 1024
     assert config.trusted_proxies == (
         ipaddress.ip_network("10.0.0.1/32"),
         ipaddress.ip_network("192.168.0.0/16"),
@@ -257,6 +260,13 @@ def test_redacted_masks_a_password_in_the_query() -> None:
         pytest.param("LEDGERPORT_TRUSTED_PROXIES", "10.0.0.0/33", id="proxies-prefix"),
         pytest.param("LEDGERPORT_TRUSTED_PROXIES", "10.0.0.1,bogus", id="proxies-second"),
         pytest.param("LEDGERPORT_TRUSTED_PROXIES", "300.1.1.1", id="proxies-octet"),
+        pytest.param("LEDGERPORT_APP_STORAGE_QUOTA_MB", "0", id="quota-zero"),
+        pytest.param("LEDGERPORT_APP_STORAGE_QUOTA_MB", "-5", id="quota-negative"),
+        pytest.param("LEDGERPORT_APP_STORAGE_QUOTA_MB", "1.5", id="quota-fraction"),
+        pytest.param("LEDGERPORT_APP_STORAGE_QUOTA_MB", "100MB", id="quota-unit"),
+        pytest.param("LEDGERPORT_APP_STORAGE_QUOTA_MB", "1048577", id="quota-past-1-tib"),
+        pytest.param("LEDGERPORT_APP_STORAGE_QUOTA_MB", "", id="quota-empty"),
+        pytest.param("LEDGERPORT_APP_STORAGE_QUOTA_MB", "\u0661\u0660", id="quota-arabic-digits"),
     ],
 )
 def test_bad_value_raises_config_error_naming_the_variable(variable: str, value: str) -> None:
@@ -275,6 +285,8 @@ def test_bad_value_raises_config_error_naming_the_variable(variable: str, value:
         ("LEDGERPORT_WEBHOOK_TIMEOUT", "0.5"),
         ("LEDGERPORT_TRUSTED_PROXIES", ""),
         ("LEDGERPORT_BIND", "127.0.0.1:0"),
+        ("LEDGERPORT_APP_STORAGE_QUOTA_MB", "1"),
+        ("LEDGERPORT_APP_STORAGE_QUOTA_MB", "1048576"),
     ],
 )
 def test_boundary_values_are_accepted(variable: str, value: str) -> None:
@@ -310,6 +322,25 @@ def test_serve_with_a_bad_database_url_exits_2_with_one_line(tmp_path: Path, url
     assert "Traceback" not in result.stderr
     assert "s3cretpw" not in result.stderr
     assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_with_a_bad_storage_quota_exits_2_with_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ledgerport", "serve"],
+        env=_env_without_ledgerport(LEDGERPORT_APP_STORAGE_QUOTA_MB="0"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "ledgerport: configuration error: LEDGERPORT_APP_STORAGE_QUOTA_MB: expected a whole"
+        " number of MiB from 1 to 1048576, got '0'"
+    ]
     assert list(tmp_path.iterdir()) == []
 
 

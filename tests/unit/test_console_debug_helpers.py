@@ -1,6 +1,7 @@
 """What the console's debugging pages compute without a server: the excerpt around a stack
-frame's line with the mark under its column (tabs and characters beyond the BMP included), the
-frames' links into the version's source, log lines' times, the recovery form's times, the
+frame's line with the mark under its column (tabs and characters beyond the BMP included, a
+long line shown around the column), the excerpts of a stack within their bounds, the frames'
+links into the version's source and its pages, log lines' times, the recovery form's times, the
 deliveries' query strings, a payload pretty-printed."""
 
 from __future__ import annotations
@@ -10,14 +11,20 @@ from datetime import UTC, datetime
 import pytest
 
 from ledgerport.errors import InvalidInput
-from ledgerport.http.console_debug_pages import (
+from ledgerport.http import (
+    EXCERPT_BUDGET,
+    EXCERPT_FRAMES,
+    SOURCE_PAGE_LINES,
     excerpt,
+    line_href,
+    shown_stack,
+)
+from ledgerport.http.console_debug_pages import (
     form_time,
     parse_form_time,
     pretty_payload,
     query_string,
     shown_log_lines,
-    shown_stack,
     url_label,
 )
 
@@ -71,6 +78,69 @@ def test_frames_link_into_the_versions_source_and_show_the_lines_around() -> Non
     assert first.caret == "  ^"
     assert shown[1].excerpt is None  # the source has no line 40
     assert [(frame.href, frame.excerpt) for frame in unkept] == [(None, None)] * 3
+
+
+def test_an_excerpt_of_a_long_line_shows_its_width_around_the_column_on_every_line() -> None:
+    long = "".join(chr(ord("a") + n % 26) for n in range(10_000))
+    lines = ["short", long, "\t" + long]
+
+    shown = excerpt(lines, 2, 5001, width=20)
+
+    assert shown is not None
+    # Index 5000 is the column; the window is the 20 characters from 10 before it.
+    assert [line.text for line in shown.lines] == [
+        "\u2026",
+        "\u2026" + long[4990:5010] + "\u2026",
+        "\u2026" + long[4989:5009] + "\u2026",
+    ]
+    assert shown.caret == " " * 11 + "^"
+    assert shown.size == sum(len(line.text) for line in shown.lines) + 12
+    # Near the line's end the window ends with it; near its start it starts with it.
+    end = excerpt([long], 1, 10_000, width=20)
+    start = excerpt([long], 1, 3, width=20)
+    assert end is not None
+    assert start is not None
+    assert end.lines[0].text == "\u2026" + long[-20:]
+    assert end.caret == " " * 20 + "^"
+    assert start.lines[0].text == long[:20] + "\u2026"
+    assert start.caret == "  ^"
+
+
+def test_a_stack_shows_ten_positions_with_their_lines_each_once_within_the_budget() -> None:
+    frames = [f"    at f (function.js:1:{n % 30 + 1})" for n in range(240)]
+    stack = "\n".join(["Error: deep", *frames])
+
+    shown = shown_stack(stack, source="x" * 300_000, version_href="/v/1")
+
+    with_lines = [frame for frame in shown if frame.excerpt is not None]
+    assert len(shown) == 240
+    assert all(frame.href == "/v/1#L1" for frame in shown)
+    assert len(with_lines) == EXCERPT_FRAMES
+    assert len({(f.frame.line, f.frame.column) for f in with_lines}) == EXCERPT_FRAMES
+    assert sum(frame.excerpt.size for frame in with_lines if frame.excerpt) <= EXCERPT_BUDGET
+
+
+def test_the_excerpts_stop_where_the_budget_ends() -> None:
+    tabs = "\t" * 300_000  # each shown as four spaces: an excerpt of 160 is 640 and more
+    lines = "\n".join([tabs] * 5)
+    stack = "\n".join(["Error: x", *[f"    at f (function.js:3:{n})" for n in range(1, 11)]])
+
+    shown = shown_stack(stack, source=lines, version_href=None)
+
+    sizes = [frame.excerpt.size for frame in shown if frame.excerpt is not None]
+    assert 0 < len(sizes) < EXCERPT_FRAMES
+    assert sum(sizes) <= EXCERPT_BUDGET
+    assert all(frame.excerpt is None for frame in shown[len(sizes) :])
+
+
+def test_a_frame_links_to_the_page_of_the_source_that_shows_its_line() -> None:
+    assert line_href("/v/1", 1) == "/v/1#L1"
+    assert line_href("/v/1", SOURCE_PAGE_LINES) == f"/v/1#L{SOURCE_PAGE_LINES}"
+    after = SOURCE_PAGE_LINES + 1
+    assert line_href("/v/1", after) == f"/v/1?from={after}#L{after}"
+    assert line_href("/v/1", 3 * SOURCE_PAGE_LINES + 7) == (
+        f"/v/1?from={3 * SOURCE_PAGE_LINES + 1}#L{3 * SOURCE_PAGE_LINES + 7}"
+    )
 
 
 def test_log_lines_show_their_exact_time_and_how_long_after_the_start() -> None:

@@ -45,6 +45,13 @@ from ._openapi import NUL_FREE as NUL_FREE
 from ._pages import page_csp as page_csp
 from ._serving import AccessLog as AccessLog
 from ._serving import ConnectionGuard as ConnectionGuard
+from ._source_views import EXCERPT_BUDGET as EXCERPT_BUDGET
+from ._source_views import EXCERPT_FRAMES as EXCERPT_FRAMES
+from ._source_views import EXCERPT_LINE_CHARS as EXCERPT_LINE_CHARS
+from ._source_views import SOURCE_PAGE_LINES as SOURCE_PAGE_LINES
+from ._source_views import excerpt as excerpt
+from ._source_views import line_href as line_href
+from ._source_views import shown_stack as shown_stack
 from ._wire import CoalescingH11Protocol as CoalescingH11Protocol
 from ._wire import IdleTimer as IdleTimer
 from ._wire import LeanTCPServer as LeanTCPServer

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired, TypeVar
 from urllib.parse import urlencode, urlsplit
 
+from markupsafe import Markup, escape
 from quart import Blueprint, g, request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
@@ -29,6 +30,7 @@ from typing_extensions import TypedDict  # pydantic reads typing's only from Pyt
 from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
 from ledgerport import apps, auth, catalog, queues, storage
+from ledgerport.config import MIB
 from ledgerport.errors import InvalidInput
 
 from ._browser import (
@@ -56,7 +58,8 @@ from ._openapi import (
     redirect_reply,
 )
 from ._pages import login_redirect
-from .console_pages import CONSOLE_CSP
+from ._source_views import SOURCE_PAGE_LINES, numbered_source, shown_stack
+from .console_pages import CONSOLE_CSP, LISTED_EXCERPT_CHARS
 
 blueprint = Blueprint("console_debug_pages", __name__)
 _Choice = TypeVar("_Choice", bound=str)
@@ -120,6 +123,12 @@ _RECOVER_AFTER = Param(
     "Where the recovery form goes on: the next of an earlier recovery with that since",
     id_or_nothing(DELIVERY),
 )
+_FROM = Param(
+    "from",
+    "query",
+    "The first line of the source shown (a page shows 5,000 lines; empty: line 1)",
+    {"type": "string", "pattern": "^(?:[1-9][0-9]{0,9})?$"},
+)
 _RUN_STATUS = Param(
     "status",
     "query",
@@ -130,10 +139,9 @@ _PAGE_ERRORS = (storage.BadValue, apps.AppNotFound, storage.StorageUnavailable)
 _SIGN_IN = "Not signed in: to the sign-in page, returning here"
 _NOT_THE_APPS = "Not an app of the signed-in developer, or no such {0} of the app"
 
-EXCERPT_AROUND = 2
-"""Lines of the source shown before and after the line a stack frame names."""
-TAB_WIDTH = 4
-"""Columns a tab takes in the source shown, so the mark under a column stays under it."""
+ATTEMPTS_SHOWN = 100
+"""Attempts a delivery's page shows, the newest: a delivery redelivered again and again has as
+many as it was sent, each with up to 4 KiB of answer (the developer API answers every one)."""
 RECOVER_DEFAULT_SINCE = 86400
 """Seconds before now the recovery form offers to start from: the last day."""
 _FORM_MINUTE = "%Y-%m-%dT%H:%M"
@@ -166,6 +174,11 @@ async def _signed_in() -> ResponseReturnValue | None:
         return login_redirect()
     g.console_user_id = user.id
     return None
+
+
+def _quota_mib() -> int:
+    """The storage quota of an app (LEDGERPORT_APP_STORAGE_QUOTA_MB), in MiB."""
+    return platform().config.app_storage_quota // MIB
 
 
 def _developer() -> str:
@@ -239,89 +252,6 @@ def query_string(values: Mapping[str, str | None]) -> str:
 
 
 @dataclass(frozen=True)
-class SourceLine:
-    """A line of a function's source as a page shows it: its number, its text (tabs as
-    spaces), and whether a stack frame names it."""
-
-    number: int
-    text: str
-    marked: bool = False
-
-
-@dataclass(frozen=True)
-class Excerpt:
-    """The lines around the one a stack frame names, and the mark under its column."""
-
-    line: int
-    column: int
-    lines: tuple[SourceLine, ...]
-    caret: str
-    """Spaces up to the column in the marked line's text as shown, then ``^``."""
-
-
-def _shown(text: str) -> str:
-    return text.expandtabs(TAB_WIDTH)
-
-
-def _index_of_column(text: str, column: int) -> int:
-    """Where a V8 column (from 1, in UTF-16 code units) falls in ``text``, as an index."""
-    units = 0
-    for index, char in enumerate(text):
-        if units >= column - 1:
-            return index
-        units += 2 if ord(char) > 0xFFFF else 1
-    return len(text)
-
-
-def excerpt(
-    lines: Sequence[str], line: int, column: int, around: int = EXCERPT_AROUND
-) -> Excerpt | None:
-    """The ``around`` lines before and after line ``line`` of a source split in
-    ``lines`` (``apps.source_lines``), that line marked and the mark under ``column``; None
-    when the source has no such line."""
-    if not 1 <= line <= len(lines):
-        return None
-    first, last = max(1, line - around), min(len(lines), line + around)
-    marked = lines[line - 1]
-    prefix = marked[: _index_of_column(marked, max(column, 1))]
-    return Excerpt(
-        line,
-        column,
-        tuple(
-            SourceLine(number, _shown(lines[number - 1]), number == line)
-            for number in range(first, last + 1)
-        ),
-        " " * len(_shown(prefix)) + "^",
-    )
-
-
-@dataclass(frozen=True)
-class ShownFrame:
-    """A frame of a run's stack, and, for a frame in the source, where it points: its link
-    into the version's source page and the lines around it."""
-
-    frame: apps.StackFrame
-    href: str | None = None
-    excerpt: Excerpt | None = None
-
-
-def shown_stack(stack: str, *, source: str | None, version_href: str | None) -> list[ShownFrame]:
-    """Each frame of a run's stack with, for a frame in the source, a link to its line on the
-    source page of the version that ran (``version_href``, when that version is still kept)
-    and the lines around it (when ``source`` is known)."""
-    lines = apps.source_lines(source) if source is not None else None
-    shown = []
-    for frame in apps.stack_frames(stack):
-        if frame.line is None or frame.column is None:
-            shown.append(ShownFrame(frame))
-            continue
-        href = f"{version_href}#L{frame.line}" if version_href is not None else None
-        around = excerpt(lines, frame.line, frame.column) if lines is not None else None
-        shown.append(ShownFrame(frame, href, around))
-    return shown
-
-
-@dataclass(frozen=True)
 class ShownLogLine:
     """A run's log line and when it was written: the instant (``<time datetime>``), the exact
     time to the millisecond, and how long after the handler was called."""
@@ -356,6 +286,22 @@ def shown_log_lines(
             )
         )
     return shown
+
+
+def log_rows(lines: Sequence[ShownLogLine]) -> Markup:
+    """The rows of a run page's log table: each line's time and text. Made here rather than by
+    a template loop, which cost ten times as much a row (a run keeps 1,000 lines)."""
+    rows = []
+    for line in lines:
+        at = ""
+        if line.instant:
+            shown, exact = escape(line.offset or line.exact), escape(line.exact)
+            at = f'<time datetime="{escape(line.instant)}" title="{exact}">{shown}</time>'
+        rows.append(
+            f'<tr>\n  <td class="nowrap" data-label="Time">{at}</td>\n  <td class="wide"'
+            f' data-label="Line"><pre>{escape(line.message)}</pre></td>\n</tr>\n'
+        )
+    return Markup("".join(rows))
 
 
 @dataclass(frozen=True)
@@ -422,7 +368,8 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     page (``after``: the next of the page before), filtered by status, event type and event
     id (each kept in the address and shown as applied), each with its event, status, attempts,
     response and when its next attempt is due, test deliveries marked; and the form that
-    redelivers every failed delivery since a moment."""
+    redelivers every failed delivery since a moment. When attempts' kept answers were dropped
+    to keep the app within its storage quota, it says so."""
     status = _choice("status", queues.DELIVERY_STATUSES, _one_of(queues.DELIVERY_STATUSES))
     event_type = _choice("type", catalog.EVENT_NAMES, "an event type of the catalog")
     event_id = _id("eventId", EVENT)
@@ -443,6 +390,7 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
             event_id=event_id,
             after=after,
         )
+        storage = await queues.app_storage(tx, app_id)
     filters = {"status": status, "type": event_type, "eventId": event_id}
     here = _webhook_path(app_id, webhook_id)
     applied = [
@@ -477,6 +425,8 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         recover_min=form_time(earliest),
         recover_max=form_time(now),
         recover_max_count=queues.RECOVER_MAX,
+        storage=storage,
+        quota_mib=_quota_mib(),
         current="webhooks",
         below=True,
     )
@@ -558,13 +508,14 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
     the payload as sent (pretty-printed, and the exact text its signatures were computed over);
     every attempt ever made, oldest first, redeliveries included, each with when it started,
     how long it took, the response code, the request's headers as sent (its signature among
-    them), the first 4 KiB of the answer (marked when the answer went on) and the error; and
-    the redeliver button when the redelivery rules allow it, else why not."""
+    them), the first 4 KiB of the answer (marked when the answer went on, or saying it was
+    dropped for the app's storage quota) and the error, the 100 newest when there are more;
+    and the redeliver button when the redelivery rules allow it, else why not."""
     p = platform()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        detail = await queues.get_delivery(tx, webhook.id, delivery_id)
+        detail = await queues.get_delivery(tx, webhook.id, delivery_id, attempts=ATTEMPTS_SHOWN)
         refusal = await queues.redelivery_check(
             tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
         )
@@ -578,8 +529,10 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
         payload=detail.payload,
         pretty=pretty_payload(detail.payload),
         attempts=detail.attempt_log,
+        attempts_made=detail.attempt_log[-1].attempt if detail.attempt_log else 0,
         refusal=refusal,
         body_kept=queues.RESPONSE_BODY_KEPT,
+        quota_mib=_quota_mib(),
         current="webhooks",
         below=True,
     )
@@ -646,13 +599,17 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     """The function: its active and newest versions and its events; its 100 most recent runs,
     newest first (``status`` keeps those in one status), each linking to its page; and every
     version kept, newest first, the active one marked, each with its source's page and, but
-    the active one, a button that makes it active (a rollback)."""
+    the active one, a button that makes it active (a rollback). When runs' output was dropped
+    to keep the app within its storage quota, it says so, and so does each such run."""
     status = _choice("status", queues.RUN_STATUSES, _one_of(queues.RUN_STATUSES))
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
-        runs = await queues.recent_runs(tx, function, statuses=[status] if status else [])
+        runs = await queues.recent_runs(
+            tx, function, statuses=[status] if status else [], excerpt=LISTED_EXCERPT_CHARS
+        )
         versions = await apps.function_versions(tx, function)
+        storage = await queues.app_storage(tx, app_id)
     here = _function_path(app_id, name)
     chips = [("All", here, status is None)] + [
         (shown, here + query_string({"status": shown}), status == shown)
@@ -666,6 +623,8 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
         runs=runs,
         versions=versions,
         chips=chips,
+        storage=storage,
+        quota_mib=_quota_mib(),
         current="functions",
         below=True,
     )
@@ -674,32 +633,53 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
 @blueprint.get("/console/apps/<app_id>/functions/<name>/versions/<version>")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "A version kept of the function and its source, line by line"),
+    page(200, "A version kept of the function and its source, line by line, a page at a time"),
     redirect_reply(_SIGN_IN),
     page(404, _NOT_THE_APPS.format("function or version")),
-    raises=(*_PAGE_ERRORS, NotFound, apps.FunctionNotFound, apps.FunctionVersionNotFound),
-    params=(_FUNCTION, _VERSION),
+    raises=(
+        *_PAGE_ERRORS,
+        InvalidInput,
+        NotFound,
+        apps.FunctionNotFound,
+        apps.FunctionVersionNotFound,
+    ),
+    params=(_FUNCTION, _VERSION, _FROM),
 )
 async def version_page(app_id: str, name: str, version: str) -> ResponseReturnValue:
     """A version kept of the function: when it was uploaded, whether it is active (else a
     button that makes it active), and its source as uploaded, each line numbered and
-    addressable (``#L12``), as a stack frame's position links to it."""
+    addressable (``#L12``), as a stack frame's position links to it; 5,000 lines a page,
+    ``from`` the first (links to the lines before and after)."""
     number = _version_number(version)
+    first_text = request.args.get("from", "").strip() or "1"
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
         kept, source = await apps.version_source(tx, function, number)
-    lines = [
-        SourceLine(number, _shown(text))
-        for number, text in enumerate(apps.source_lines(source), start=1)
-    ]
+    lines = apps.source_lines(source)
+    if not re.fullmatch(r"[1-9][0-9]{0,9}", first_text) or int(first_text) > len(lines):
+        raise InvalidInput([f"from must be a line of the source: from 1 to {len(lines)}"])
+    first = int(first_text)
+    shown = lines[first - 1 : first - 1 + SOURCE_PAGE_LINES]
+    here = f"{_function_path(app_id, name)}/versions/{number}"
+    earlier = later = None
+    if first > 1:
+        back = max(first - SOURCE_PAGE_LINES, 1)
+        earlier = here if back == 1 else f"{here}?from={back}"
+    if first - 1 + len(shown) < len(lines):
+        later = f"{here}?from={first + len(shown)}"
     return await form_page(
         "console_version.html",
         csp=CONSOLE_CSP,
         app=app,
         function=function,
         version=kept,
-        lines=lines,
+        source=numbered_source(shown, first),
+        first=first,
+        last=first + len(shown) - 1,
+        total=len(lines),
+        earlier_href=earlier,
+        later_href=later,
         current="functions",
         below=True,
     )
@@ -756,19 +736,22 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     """The run: its status, duration, the version it ran, the run it replays; the event it ran
     on, pretty-printed; its log lines with when each was written; its result; the error it
     ended with and, when the handler threw an Error, its stack, each frame's position linking
-    to its line in the source of the version that ran, shown with the lines around it; and the
-    replay button."""
+    to its line in the source of the version that ran, shown with the lines around it (or, for
+    a run whose output was dropped to keep the app within its storage quota, when that was);
+    and the replay button."""
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, _developer())
         function = await apps.get_function(tx, app_id, name)
         detail = await queues.get_run(tx, function, run_id)
-        kept = {v.version for v in await apps.function_versions(tx, function)}
         ran = detail.run.version
         source = None
-        if detail.stack is not None and ran in kept:
-            _, source = await apps.version_source(tx, function, ran)
+        if ran is not None:
+            try:
+                _, source = await apps.version_source(tx, function, ran)
+            except apps.FunctionVersionNotFound:
+                pass  # no longer kept: named, not linked
     version_href = None
-    if ran is not None and ran in kept:
+    if source is not None:
         version_href = f"{_function_path(app_id, name)}/versions/{ran}"
     stack = (
         shown_stack(detail.stack, source=source, version_href=version_href)
@@ -783,11 +766,12 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         function=function,
         run=detail.run,
         started_at=detail.started_at,
-        log_lines=shown_log_lines(detail.log_lines, detail.started_at),
+        log_rows=log_rows(shown_log_lines(detail.log_lines, detail.started_at)),
         event=pretty_json(detail.event),
         result=None if result is None else pretty_json(result),
         stack=stack,
         version_href=version_href,
+        quota_mib=_quota_mib(),
         current="functions",
         below=True,
     )

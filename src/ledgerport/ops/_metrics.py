@@ -432,6 +432,28 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.app_storage_trimmed_bytes = Counter(
+            "ledgerport_app_storage_trimmed_bytes_total",
+            "Bytes of output dropped to keep apps within their storage quota, by kind"
+            " (run_output: a run's log lines, result, error and stack; attempt_body: a webhook"
+            " attempt's kept answer).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.app_storage_trimmed_items = Counter(
+            "ledgerport_app_storage_trimmed_items_total",
+            "Runs whose output and attempts whose body were dropped to keep apps within their"
+            " storage quota, by kind (run_output, attempt_body).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.app_storage_over_quota = Gauge(
+            "ledgerport_app_storage_apps_over_quota",
+            "Apps keeping more than their storage quota when the trimming pass last looked"
+            " (before it trimmed them).",
+            registry=self.registry,
+        )
+
     def watch_store(self, statistics: Callable[[], Any]) -> None:
         """Serve the store's own counts (``Store.statistics``) as ``ledgerport_store_*``."""
         self._store.read = statistics

@@ -57,6 +57,12 @@ from ._nodes import TakenOver as TakenOver
 from ._nodes import register_node as register_node
 from ._nodes import remove_node as remove_node
 from ._nodes import take_over as take_over
+from ._quota import TRIM_BATCH as TRIM_BATCH
+from ._quota import AppStorage as AppStorage
+from ._quota import Trimmed as Trimmed
+from ._quota import app_storage as app_storage
+from ._quota import apps_over_quota as apps_over_quota
+from ._quota import trim_oldest as trim_oldest
 from ._runs import FUNCTION_RUNS_CHANNEL as FUNCTION_RUNS_CHANNEL
 from ._runs import RUN_EXCERPT_CHARS as RUN_EXCERPT_CHARS
 from ._runs import RUN_STATUSES as RUN_STATUSES

@@ -8,7 +8,8 @@ is not. Its number continues across redeliveries (``webhook_deliveries.attempts_
 the delivery's ``attempts`` starts afresh for the retry schedule. The log keeps the first
 RESPONSE_BODY_KEPT bytes of the answer's body as received, and the request's headers as sent,
 its signature included: the signature is the HMAC of that attempt, never the secret. Rows go
-with their delivery (the foreign key cascades), so they follow its 30 days.
+with their delivery (the foreign key cascades), so they follow its 30 days; a body may go
+before, dropped to keep its app within its storage quota (``_quota.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class LoggedAttempt:
     response_truncated: bool
     error: str | None
     request_headers: dict[str, str]
+    body_dropped_at: float | None = None
+    """When the kept body was dropped to keep the app within its storage quota (None: it was
+    not)."""
 
     @classmethod
     def from_row(cls, row: Row) -> LoggedAttempt:
@@ -64,6 +68,7 @@ class LoggedAttempt:
             response_truncated=bool(row["response_truncated"]),
             error=row["error"],
             request_headers=json.loads(row["request_headers"]),
+            body_dropped_at=row["body_dropped_at"],
         )
 
     @property
@@ -76,11 +81,22 @@ class LoggedAttempt:
         return decoder.decode(self.response_body, final=not self.response_truncated)
 
 
-async def attempt_log(tx: Transaction, delivery_id: str) -> list[LoggedAttempt]:
-    """Every attempt made for the delivery, oldest first."""
-    rows = await tx.fetch(
-        "SELECT * FROM webhook_attempts WHERE delivery_id = $1 ORDER BY attempt", delivery_id
-    )
+async def attempt_log(
+    tx: Transaction, delivery_id: str, *, newest: int | None = None
+) -> list[LoggedAttempt]:
+    """Every attempt made for the delivery, oldest first; with ``newest``, the newest that many
+    only (a delivery redelivered again and again has as many attempts as it was sent)."""
+    if newest is None:
+        rows = await tx.fetch(
+            "SELECT * FROM webhook_attempts WHERE delivery_id = $1 ORDER BY attempt", delivery_id
+        )
+    else:
+        rows = await tx.fetch(
+            "SELECT * FROM (SELECT * FROM webhook_attempts WHERE delivery_id = $1"
+            " ORDER BY attempt DESC LIMIT $2) AS newest ORDER BY attempt",
+            delivery_id,
+            newest,
+        )
     return [LoggedAttempt.from_row(row) for row in rows]
 
 

@@ -19,6 +19,7 @@ from ledgerport import catalog
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._attempts import AttemptMade, headers_text
+from ._quota import count_kept
 from ._tenants import DueTenant, due_tenant, tenant_due_times_sql
 
 DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
@@ -198,14 +199,15 @@ class AttemptOutcome:
 
 
 async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -> None:
-    """Record attempt outcomes, and log the attempts they are of (``_attempts.py``); an outcome
-    whose claim no longer holds the lease (it expired and another process took the delivery
-    over) changes nothing and logs nothing.
+    """Record attempt outcomes, and log the attempts they are of (``_attempts.py``), their
+    bodies counted to their apps' storage (``_quota.py``); an outcome whose claim no longer
+    holds the lease (it expired and another process took the delivery over) changes nothing
+    and logs nothing.
 
     Rows are locked and written in the order of their ids, the order :func:`renew_claims`
     locks them in: two transactions of an engine over the same claims wait for each other,
-    never deadlock. On PostgreSQL a batch is one statement; on SQLite, whose one writer holds
-    the database, two."""
+    never deadlock. On PostgreSQL a batch is one statement (and the apps' counts at the
+    commit); on SQLite, whose one writer holds the database, two and the counts."""
     by_id: dict[str, AttemptOutcome] = {}
     for outcome in outcomes:
         by_id.setdefault(outcome.delivery_id, outcome)
@@ -215,11 +217,15 @@ async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -
     rows = [_row(o) for o in ordered]
     if tx.kind == "postgresql":
         columns = [list(column) for column in zip(*rows, strict=True)]
-        await tx.execute(_RECORD_POSTGRES, *columns)
+        counted = await tx.fetch(_RECORD_POSTGRES, *columns)
+        count_kept(tx, [(row["app_id"], int(row["size"])) for row in counted])
         return
     made = [row for row, o in zip(rows, ordered, strict=True) if o.made is not None]
     if made:
         await tx.executemany(_LOG_SQLITE, made)
+        bodies = [(row[0], row[1], row[12]) for row in made if row[12]]
+        if bodies:
+            await tx.executemany(_COUNT_SQLITE, bodies)
     await tx.executemany(_RECORD_SQLITE, [row[:10] for row in rows])
 
 
@@ -246,7 +252,7 @@ def _row(o: AttemptOutcome) -> tuple[object, ...]:
 
 _LOG_COLUMNS = (
     "delivery_id, attempt, started_at, duration_ms, response_code, response_body,"
-    " response_truncated, error, request_headers"
+    " response_truncated, error, request_headers, app_id"
 )
 _RECORD_POSTGRES = (
     "WITH o AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],"
@@ -254,27 +260,35 @@ _RECORD_POSTGRES = (
     " $12::float8[], $13::bytea[], $14::bool[], $15::text[]) AS o(id, lease, status, attempts,"
     " response_code, error, finished_at, next_attempt_at, first_attempt_at, made, started_at,"
     " duration_ms, response_body, response_truncated, request_headers)),"
-    " held AS (SELECT d.id, d.attempts_made FROM webhook_deliveries d"
+    " held AS (SELECT d.id, d.attempts_made, d.app_id FROM webhook_deliveries d"
     " JOIN o ON o.id = d.id AND o.lease = d.lease ORDER BY d.id FOR UPDATE OF d),"
     f" logged AS (INSERT INTO webhook_attempts ({_LOG_COLUMNS})"
     " SELECT o.id, held.attempts_made + 1, o.started_at, o.duration_ms, o.response_code,"
-    " o.response_body, o.response_truncated, o.error, o.request_headers"
-    " FROM o JOIN held ON held.id = o.id WHERE o.made)"
-    " UPDATE webhook_deliveries d SET status = o.status, attempts = o.attempts,"
+    " o.response_body, o.response_truncated, o.error, o.request_headers, held.app_id"
+    " FROM o JOIN held ON held.id = o.id WHERE o.made"
+    " RETURNING app_id, length(response_body) AS size),"
+    " recorded AS (UPDATE webhook_deliveries d SET status = o.status, attempts = o.attempts,"
     " response_code = o.response_code, last_error = o.error, updated_at = o.finished_at,"
     " next_attempt_at = o.next_attempt_at,"
     " first_attempt_at = COALESCE(d.first_attempt_at, o.first_attempt_at),"
     " attempts_made = d.attempts_made + CASE WHEN o.made THEN 1 ELSE 0 END, lease = NULL"
-    " FROM o JOIN held ON held.id = o.id WHERE d.id = o.id"
+    " FROM o JOIN held ON held.id = o.id WHERE d.id = o.id)"
+    " SELECT app_id, SUM(size) AS size FROM logged WHERE size > 0 GROUP BY app_id"
 )
 """One batch of outcomes with their attempts, in one statement: the rows the outcomes' leases
 still hold are locked in id order, the attempts logged under their next numbers, the outcomes
-written."""
+written; answers the bytes of the bodies logged, by app."""
 _LOG_SQLITE = (
     f"INSERT INTO webhook_attempts ({_LOG_COLUMNS})"
-    " SELECT id, attempts_made + 1, $11, $12, $5, $13, $14, $6, $15"
+    " SELECT id, attempts_made + 1, $11, $12, $5, $13, $14, $6, $15, app_id"
     " FROM webhook_deliveries WHERE id = $1 AND lease = $2"
 )
+_COUNT_SQLITE = (
+    "INSERT INTO app_storage AS s (app_id, kept_bytes)"
+    " SELECT app_id, length($3) FROM webhook_deliveries WHERE id = $1 AND lease = $2"
+    " ON CONFLICT (app_id) DO UPDATE SET kept_bytes = s.kept_bytes + EXCLUDED.kept_bytes"
+)
+"""An attempt's body counted to its app, while its claim still holds."""
 _RECORD_SQLITE = (
     "UPDATE webhook_deliveries SET status = $3, attempts = $4, response_code = $5,"
     " last_error = $6, updated_at = $7, next_attempt_at = $8,"
@@ -318,10 +332,26 @@ async def release_claims(tx: Transaction, *, lease: str, now: float) -> int:
 
 
 async def purge_deliveries(tx: Transaction, *, now: float) -> int:
-    """Delete delivered and failed deliveries past the history kept (30 days); answers how
-    many. ``apps.purge_deleted_webhooks`` then deletes the webhooks they kept."""
-    return await tx.execute(
-        "DELETE FROM webhook_deliveries WHERE created_at < $1"
-        " AND status IN ('delivered', 'failed')",
-        now - catalog.DELIVERY_RETENTION,
-    )
+    """Delete delivered and failed deliveries past the history kept (30 days), and their
+    attempts, taking the attempts' bodies off their apps' storage; answers how many
+    deliveries. ``apps.purge_deleted_webhooks`` then deletes the webhooks they kept."""
+    cutoff = now - catalog.DELIVERY_RETENTION
+    where = "created_at < $1 AND status IN ('delivered', 'failed')"
+    gone = f"SELECT id FROM webhook_deliveries WHERE {where}"
+    if tx.kind == "postgresql":
+        # The attempts first, as deleted: a body a trimming dropped meanwhile counts none.
+        rows = await tx.fetch(
+            "WITH gone AS (DELETE FROM webhook_attempts"
+            f" WHERE delivery_id IN ({gone}) RETURNING app_id, length(response_body) AS size)"
+            " SELECT app_id, SUM(size) AS size FROM gone WHERE size > 0 GROUP BY app_id",
+            cutoff,
+        )
+    else:
+        # The one writer holds the database: nothing changes between the statements.
+        rows = await tx.fetch(
+            "SELECT app_id, SUM(length(response_body)) AS size FROM webhook_attempts"
+            f" WHERE delivery_id IN ({gone}) AND length(response_body) > 0 GROUP BY app_id",
+            cutoff,
+        )
+    count_kept(tx, [(row["app_id"], -int(row["size"])) for row in rows])
+    return await tx.execute(f"DELETE FROM webhook_deliveries WHERE {where}", cutoff)

@@ -145,12 +145,14 @@ class DeliveryDetail:
     """The body as sent, the text every attempt signed (ASCII JSON: its characters are its
     bytes)."""
     attempt_log: list[LoggedAttempt]
-    """Every attempt made, oldest first, redeliveries included."""
+    """Every attempt made (or the newest asked for), oldest first, redeliveries included."""
 
 
-async def get_delivery(tx: Transaction, webhook_id: str, delivery_id: str) -> DeliveryDetail:
-    """The webhook's delivery ``delivery_id`` whole; DeliveryNotFound when the webhook has none
-    of that id (or it aged out)."""
+async def get_delivery(
+    tx: Transaction, webhook_id: str, delivery_id: str, *, attempts: int | None = None
+) -> DeliveryDetail:
+    """The webhook's delivery ``delivery_id`` whole (with ``attempts``, its newest that many
+    attempts only); DeliveryNotFound when the webhook has none of that id (or it aged out)."""
     row = await tx.fetchrow(
         f"SELECT {_LISTED}, body FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2",
         delivery_id,
@@ -158,7 +160,8 @@ async def get_delivery(tx: Transaction, webhook_id: str, delivery_id: str) -> De
     )
     if row is None:
         raise DeliveryNotFound(delivery_id)
-    return DeliveryDetail(Delivery.from_row(row), row["body"], await attempt_log(tx, delivery_id))
+    log = await attempt_log(tx, delivery_id, newest=attempts)
+    return DeliveryDetail(Delivery.from_row(row), row["body"], log)
 
 
 # --- Redelivery ----------------------------------------------------------------------------------

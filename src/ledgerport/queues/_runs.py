@@ -15,10 +15,12 @@ from typing import Any, Literal
 from ledgerport import catalog
 from ledgerport.apps import HostedFunction
 from ledgerport.ids import new_id
+from ledgerport.runtime import bounded_stack
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._bodies import test_body
 from ._errors import RunNotFound
+from ._quota import count_kept, text_bytes
 from ._tenants import DueTenant, due_tenant, tenant_due_times_sql
 
 RunStatus = Literal["queued", "retrying", "succeeded", "failed"]
@@ -53,11 +55,16 @@ class FunctionRun:
     result_truncated: bool = False
     replay_of: str | None = None
     """The run this one replays (a replay)."""
+    output_dropped_at: float | None = None
+    """When its output (log lines, result, error, stack) was dropped to keep the app within
+    its storage quota (None: it was not)."""
 
     @classmethod
     def from_row(cls, row: Row) -> FunctionRun:
         logs, logs_truncated = _log_excerpt(row["logs_head"], int(row["logs_size"] or 0))
-        result_size = int(row["result_size"] or 0)
+        error = row["error"]
+        if error is not None and int(row["error_size"]) > len(error):
+            error += "\u2026"
         return cls(
             id=row["id"],
             event_id=row["event_id"],
@@ -67,12 +74,13 @@ class FunctionRun:
             version=None if row["version"] is None else int(row["version"]),
             duration_ms=row["duration_ms"],
             logs=logs,
-            error=row["error"],
+            error=error,
             result=json.loads(row["result"]) if row["result"] is not None else None,
             created_at=float(row["created_at"]),
             logs_truncated=logs_truncated,
-            result_truncated=result_size > RUN_EXCERPT_CHARS,
+            result_truncated=row["result"] is None and bool(row["result_size"]),
             replay_of=row["replay_of"],
+            output_dropped_at=row["output_dropped_at"],
         )
 
 
@@ -105,10 +113,13 @@ RUN_EXCERPT_CHARS = 4096
 """Characters of a run's log lines, and of its result's JSON, a listing of runs answers at most
 (a run may keep 64 KiB of each: a listing of 100 whole runs would weigh 12.8 MB)."""
 _RUN_LIST_COLUMNS = (
-    "id, event_id, type, status, attempts, version, duration_ms, error, created_at, replay_of,"
+    "id, event_id, type, status, attempts, version, duration_ms, created_at, replay_of,"
+    " output_dropped_at, substr(error, 1, $2) AS error, length(error) AS error_size,"
     " substr(logs, 1, $2) AS logs_head, length(logs) AS logs_size,"
     " CASE WHEN length(result) <= $2 THEN result END AS result, length(result) AS result_size"
 )
+"""A run's columns as listed, ``$2`` characters of its log lines, error and result at most (its
+error is never longer than RUN_EXCERPT_CHARS)."""
 
 
 def _log_excerpt(head: str | None, size: int) -> tuple[list[str], bool]:
@@ -132,11 +143,17 @@ def _log_excerpt(head: str | None, size: int) -> tuple[list[str], bool]:
 
 
 async def recent_runs(
-    tx: Transaction, function: HostedFunction, *, statuses: Collection[RunStatus] = ()
+    tx: Transaction,
+    function: HostedFunction,
+    *,
+    statuses: Collection[RunStatus] = (),
+    shown: int = catalog.CONSOLE_RUNS_SHOWN,
+    excerpt: int = RUN_EXCERPT_CHARS,
 ) -> list[FunctionRun]:
-    """The function's most recent runs (catalog.CONSOLE_RUNS_SHOWN), newest first, of those in
-    one of ``statuses`` when given, each with an excerpt of what it wrote (see
-    :class:`FunctionRun`): only the excerpts are read."""
+    """The function's ``shown`` most recent runs, newest first, of those in one of
+    ``statuses`` when given, each with an excerpt of what it wrote (see :class:`FunctionRun`;
+    ``excerpt`` characters of its log lines, error and result at most, an error cut ending in an
+    ellipsis): only the excerpts are read."""
     among = ""
     if statuses:
         among = f" AND status IN ({placeholders(len(statuses), start=4)})"
@@ -144,8 +161,8 @@ async def recent_runs(
         f"SELECT {_RUN_LIST_COLUMNS} FROM function_runs WHERE function_id = $1{among}"
         " ORDER BY created_at DESC, id DESC LIMIT $3",
         function.id,
-        RUN_EXCERPT_CHARS,
-        catalog.CONSOLE_RUNS_SHOWN,
+        excerpt,
+        shown,
         *sorted(statuses),
     )
     return [FunctionRun.from_row(row) for row in rows]
@@ -418,40 +435,83 @@ class RunEnded:
 
 
 async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
-    """Record how runs ended; a run whose claim no longer holds the lease changes nothing."""
-    await tx.executemany(
-        "UPDATE function_runs SET status = $1, attempts = $2, version = $3, duration_ms = $4,"
-        " logs = $5, error = $6, result = $7, updated_at = $8, next_attempt_at = $9,"
-        " error_stack = $12, started_at = $13, log_times = $14, lease = NULL"
-        " WHERE id = $10 AND lease = $11",
-        [
+    """Record how runs ended; a run whose claim no longer holds the lease changes nothing. The
+    stack is stored within its bounds (``runtime.bounded_stack``) whoever recorded it, and what
+    the run wrote is counted to its app's storage (``_quota.py``): a run tried again replaces
+    its earlier output."""
+    if not ended:
+        return
+    held = await tx.fetch(
+        "SELECT id, app_id, lease, output_bytes FROM function_runs"
+        f" WHERE id IN ({placeholders(len(ended))}) ORDER BY id{tx.row_lock}",
+        *[run.run_id for run in ended],
+    )
+    owned = {row["id"]: row for row in held}
+    rows = []
+    changes = []
+    for run in ended:
+        logs = json.dumps(list(run.logs))
+        stack = bounded_stack(run.stack)
+        times = (
+            json.dumps(list(run.log_times))
+            if run.log_times and len(run.log_times) == len(run.logs)
+            else None
+        )
+        size = text_bytes(logs, run.error, run.result, stack, times)
+        before = owned.get(run.run_id)
+        if before is not None and before["lease"] == run.lease:
+            changes.append((before["app_id"], size - int(before["output_bytes"])))
+        rows.append(
             (
                 run.status,
                 run.attempts,
                 run.version,
                 run.duration_ms,
-                json.dumps(list(run.logs)),
+                logs,
                 run.error,
                 run.result,
                 run.finished_at,
                 run.next_attempt_at,
                 run.run_id,
                 run.lease,
-                run.stack,
+                stack,
                 run.started_at,
-                json.dumps(list(run.log_times))
-                if run.log_times and len(run.log_times) == len(run.logs)
-                else None,
+                times,
+                size,
             )
-            for run in ended
-        ],
+        )
+    await tx.executemany(
+        "UPDATE function_runs SET status = $1, attempts = $2, version = $3, duration_ms = $4,"
+        " logs = $5, error = $6, result = $7, updated_at = $8, next_attempt_at = $9,"
+        " error_stack = $12, started_at = $13, log_times = $14, output_bytes = $15,"
+        " lease = NULL WHERE id = $10 AND lease = $11",
+        rows,
     )
+    count_kept(tx, changes)
 
 
 async def purge_runs(tx: Transaction, *, now: float) -> int:
-    """Delete ended runs past the history kept (30 days, as for deliveries); answers how many.
-    ``apps.purge_deleted_functions`` then deletes the deleted functions they kept."""
-    return await tx.execute(
-        "DELETE FROM function_runs WHERE created_at < $1 AND status IN ('succeeded', 'failed')",
-        now - catalog.DELIVERY_RETENTION,
-    )
+    """Delete ended runs past the history kept (30 days, as for deliveries), taking what they
+    wrote off their apps' storage; answers how many. ``apps.purge_deleted_functions`` then
+    deletes the deleted functions they kept."""
+    cutoff = now - catalog.DELIVERY_RETENTION
+    where = "created_at < $1 AND status IN ('succeeded', 'failed')"
+    if tx.kind == "postgresql":
+        # What was deleted, as deleted: a run whose output a trimming dropped meanwhile counts
+        # none.
+        rows = await tx.fetch(
+            f"WITH gone AS (DELETE FROM function_runs WHERE {where} RETURNING app_id,"
+            " output_bytes) SELECT app_id, SUM(output_bytes) AS size, COUNT(*) AS n FROM gone"
+            " GROUP BY app_id",
+            cutoff,
+        )
+    else:
+        # The one writer holds the database: nothing changes between the two statements.
+        rows = await tx.fetch(
+            "SELECT app_id, SUM(output_bytes) AS size, COUNT(*) AS n FROM function_runs"
+            f" WHERE {where} GROUP BY app_id",
+            cutoff,
+        )
+        await tx.execute(f"DELETE FROM function_runs WHERE {where}", cutoff)
+    count_kept(tx, [(row["app_id"], -int(row["size"])) for row in rows])
+    return sum(int(row["n"]) for row in rows)

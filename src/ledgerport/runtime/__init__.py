@@ -17,10 +17,14 @@ from ._frames import decode_frame as decode_frame
 from ._frames import encode_frame as encode_frame
 from ._frames import frame_length as frame_length
 from ._limits import ERROR_MAX as ERROR_MAX
+from ._limits import LOG_LINES_MAX as LOG_LINES_MAX
+from ._limits import STACK_FRAMES_MAX as STACK_FRAMES_MAX
+from ._limits import STACK_LINE_MAX as STACK_LINE_MAX
 from ._limits import STACK_MAX as STACK_MAX
 from ._limits import Bounded as Bounded
 from ._limits import RunLimits as RunLimits
 from ._limits import bounded as bounded
+from ._limits import bounded_stack as bounded_stack
 from ._limits import clean_text as clean_text
 from ._limits import recheck as recheck
 from ._pool import ApiAnswer as ApiAnswer

@@ -9,6 +9,7 @@ it goes further. It is pure and idempotent, so checking again costs little and c
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,8 +18,22 @@ ERROR_MAX = 4096
 """Characters of a run's error message kept (a longer one is cut, with an ellipsis)."""
 STACK_MAX = 8192
 """Characters of the stack of what a handler threw kept (a longer one is cut, likewise)."""
+STACK_FRAMES_MAX = 50
+"""Frames of a stack kept: the 40 innermost and the 10 outermost, with a line between them
+saying how many were left out (a recursion's stack is the same frame hundreds of times)."""
+STACK_OUTER_FRAMES = 10
+"""Of STACK_FRAMES_MAX, the outermost frames kept (where the handler was called from)."""
+STACK_LINE_MAX = 512
+"""Characters of one line of a stack kept: a longer one keeps its start and its end (a frame's
+position is at its end), an ellipsis between them."""
+_LINE_END_KEPT = 128
+_FRAME_LINE = re.compile(r"^\s*at ")
 LOG_TIME_MAX = 24 * 3600 * 1000
 """Milliseconds after the handler was called a log line's time may say at most."""
+LOG_LINES_MAX = 1000
+"""Log lines a run keeps: past them the rest are left out, and the last line kept says how many
+(the run is not failed for it). 64 KiB of empty lines were 65,536 lines: a run page of 13 MB
+that took 6.6 s, an answer of 3 MB."""
 _NUL = "\x00"
 _REPLACEMENT = "\ufffd"
 
@@ -75,12 +90,15 @@ def bounded(
     log_times: Sequence[object] = (),
 ) -> Bounded:
     """The outcome as it may be kept: the log lines that fit in ``limits.log`` (past it the run
-    failed on the log limit), a result that is JSON of at most ``limits.result`` bytes (else
+    failed on the log limit), LOG_LINES_MAX of them at most (the last one saying how many more
+    were left out), a result that is JSON of at most ``limits.result`` bytes (else
     the run failed on the result limit, or on a result that is not JSON), an error of at most
-    ERROR_MAX characters and a stack of at most STACK_MAX, and no NUL or lone surrogate in the
-    text (:func:`clean_text`; one rule on both stores). A run that names a limit did not
-    succeed. ``log_times`` are kept for the kept lines when there is one per line, each a
-    whole number of milliseconds from 0 to LOG_TIME_MAX; otherwise none is."""
+    ERROR_MAX characters and a stack within its bounds (:func:`bounded_stack`), and no NUL or
+    lone surrogate in the text (:func:`clean_text`; one rule on both stores). A run that names
+    a limit did not succeed. ``log_times`` are kept for the kept lines when there is one per
+    line, each a whole number of milliseconds from 0 to LOG_TIME_MAX; otherwise none is."""
+    if len(logs) > LOG_LINES_MAX:
+        logs, log_times = _lines_kept(logs, log_times)
     kept: list[str] = []
     size = 0
     for line in logs:
@@ -110,7 +128,7 @@ def bounded(
         logs=kept,
         error=_cut(error, ERROR_MAX),
         limit=limit,
-        stack=_cut(stack, STACK_MAX),
+        stack=bounded_stack(stack),
         log_times=times[: len(kept)] if len(times) == len(logs) == len(log_times) else [],
     )
 
@@ -147,6 +165,49 @@ def recheck(limits: RunLimits, reported: Reported) -> Bounded:
         stack=reported.stack,
         log_times=reported.log_times,
     )
+
+
+def _lines_kept(logs: list[str], log_times: Sequence[object]) -> tuple[list[str], Sequence[object]]:
+    """The first LOG_LINES_MAX - 1 lines, then one saying how many more were left out (at the
+    time of the last one, when the lines have times)."""
+    first = LOG_LINES_MAX - 1
+    note = (
+        f"[ledgerport] {len(logs) - first} more log lines not kept: a run keeps"
+        f" {LOG_LINES_MAX} at most"
+    )
+    times: Sequence[object] = ()
+    if len(log_times) == len(logs):
+        times = [*log_times[:first], log_times[-1]]
+    return [*logs[:first], note], times
+
+
+def bounded_stack(stack: str | None) -> str | None:
+    """A stack as it may be kept: each line at most STACK_LINE_MAX characters, at most
+    STACK_FRAMES_MAX frames (the innermost and the outermost; a line says how many between
+    them were left out), at most STACK_MAX characters in all, in clean text. The guest writes
+    its stack (``Error.stackTraceLimit``, the message, the functions' names), so nothing of it
+    is kept unbounded. Idempotent."""
+    if stack is None:
+        return None
+    lines = [_cut_line(line) for line in clean_text(stack).split("\n")]
+    frames = [index for index, line in enumerate(lines) if _FRAME_LINE.match(line)]
+    if len(frames) > STACK_FRAMES_MAX:
+        inner_end = frames[STACK_FRAMES_MAX - STACK_OUTER_FRAMES]
+        outer_start = frames[-STACK_OUTER_FRAMES]
+        left_out = len(frames) - STACK_FRAMES_MAX
+        lines = [
+            *lines[:inner_end],
+            f"    ... {left_out} frames left out",
+            *lines[outer_start:],
+        ]
+    return _cut("\n".join(lines), STACK_MAX)
+
+
+def _cut_line(line: str) -> str:
+    if len(line) <= STACK_LINE_MAX:
+        return line
+    head = STACK_LINE_MAX - _LINE_END_KEPT - 1
+    return line[:head] + "\u2026" + line[-_LINE_END_KEPT:]
 
 
 def _cut(text: str | None, most: int) -> str | None:

@@ -120,6 +120,11 @@ class FunctionPage(TypedDict):
 
 @with_config(ConfigDict(extra="forbid"))
 class Run(TypedDict):
+    """A run as listed: an excerpt of what it wrote (``logsTruncated``, ``resultTruncated``:
+    more exists). ``outputDroppedAt``: when its output (log lines, result, error, stack) was
+    dropped to keep the app within its storage quota (``LEDGERPORT_APP_STORAGE_QUOTA_MB``, the
+    app's oldest first); null while it is kept."""
+
     id: str
     eventId: str | None
     type: EventName
@@ -134,6 +139,7 @@ class Run(TypedDict):
     logsTruncated: bool
     resultTruncated: bool
     replayOf: str | None
+    outputDroppedAt: str | None
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -148,7 +154,9 @@ class LogLine(TypedDict):
 class RunDetail(TypedDict):
     """A run whole: its fields as listed, every log line with its time, its whole result, the
     ``event`` it ran on and, when the handler threw an Error, its ``stack`` (positions
-    ``function.js:line:column`` point into the source of the run's ``version``)."""
+    ``function.js:line:column`` point into the source of the run's ``version``; at most 50
+    frames of 512 characters, 8,192 characters in all). ``outputDroppedAt``: when its output
+    was dropped to keep the app within its storage quota (null while it is kept)."""
 
     id: str
     eventId: str | None
@@ -165,6 +173,7 @@ class RunDetail(TypedDict):
     event: Any
     createdAt: str
     replayOf: str | None
+    outputDroppedAt: str | None
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -231,7 +240,12 @@ def _run(run: queues.FunctionRun) -> Run:
         "logsTruncated": run.logs_truncated,
         "resultTruncated": run.result_truncated,
         "replayOf": run.replay_of,
+        "outputDroppedAt": _dropped(run),
     }
+
+
+def _dropped(run: queues.FunctionRun) -> str | None:
+    return None if run.output_dropped_at is None else iso_time(run.output_dropped_at)
 
 
 def _run_detail(detail: queues.RunDetail) -> RunDetail:
@@ -255,6 +269,7 @@ def _run_detail(detail: queues.RunDetail) -> RunDetail:
         "event": detail.event,
         "createdAt": iso_time(run.created_at),
         "replayOf": run.replay_of,
+        "outputDroppedAt": _dropped(run),
     }
 
 

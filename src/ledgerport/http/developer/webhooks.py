@@ -165,7 +165,9 @@ class Attempt(TypedDict):
     4 KiB of the answer's body as text (UTF-8, what does not decode as U+FFFD), null when no
     answer came, ``responseBodyTruncated`` when the body went on (or was not read to its end);
     ``requestHeaders`` are the headers the request was sent with, the signature of that attempt
-    among them."""
+    among them. ``responseBodyDroppedAt``: when the kept body was dropped to keep the app
+    within its storage quota (``LEDGERPORT_APP_STORAGE_QUOTA_MB``, the app's oldest first;
+    ``responseBody`` is then null); null while it is kept."""
 
     attempt: int
     startedAt: str
@@ -175,6 +177,7 @@ class Attempt(TypedDict):
     responseBodyTruncated: bool
     error: str | None
     requestHeaders: dict[str, str]
+    responseBodyDroppedAt: str | None
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -248,6 +251,9 @@ def _attempt(attempt: queues.LoggedAttempt) -> Attempt:
         "responseBodyTruncated": attempt.response_truncated,
         "error": attempt.error,
         "requestHeaders": attempt.request_headers,
+        "responseBodyDroppedAt": (
+            None if attempt.body_dropped_at is None else iso_time(attempt.body_dropped_at)
+        ),
     }
 
 
