@@ -1,0 +1,2 @@
+-- Held for a change of the same issue made beside this one, which brings its own 0026
+-- and replaces this file.
