@@ -33,9 +33,18 @@ LOOKED_UP = {
     ("DELETE /app-data/{value_id}", "path", "value_id"): "APP_DATA_VALUE_NOT_FOUND",
     ("GET /events", "query", "after"): "UNKNOWN_CURSOR",
     ("GET /events/{event_id}", "path", "event_id"): "EVENT_NOT_FOUND",
+    ("POST /oauth/token", "application/x-www-form-urlencoded", "client_id"): "invalid_client",
+    ("POST /oauth/token", "application/json", "client_id"): "invalid_client",
+    ("POST /oauth/revoke", "application/x-www-form-urlencoded", "client_id"): "invalid_client",
+    ("POST /oauth/device/authorize", "application/x-www-form-urlencoded", "client_id"): (
+        "invalid_client"
+    ),
+    ("GET /oauth/authorize", "query", "client_id"): None,
 }
 """The ids a route looks up whatever their form, by (operation, where, name), with the spec's code
-that answers one naming nothing (None: it names no record, so it has no value)."""
+that answers one naming nothing, as the operation's answers state it (None: none of them does;
+an app data read's id that names no record has no value, and the consent page says "Invalid
+client_id", as its parameter says)."""
 WELL_FORMED_NOTHING = {
     kind: f"{id_kind.prefixes[0]}_{'0' * 24}" for kind, id_kind in RECORD_IDS.items()
 }

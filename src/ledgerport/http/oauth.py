@@ -47,7 +47,9 @@ class _ClientInBody(TypedDict):
     """Client authentication in the body (client_secret_post), or a PUBLIC client's id alone;
     HTTP Basic is the other way, never both."""
 
-    client_id: NotRequired[Annotated[str, CLIENT.document]]
+    client_id: NotRequired[
+        Annotated[str, WithJsonSchema(CLIENT.looked_up("401 invalid_client, an empty one too"))]
+    ]
     client_secret: NotRequired[str]
 
 
