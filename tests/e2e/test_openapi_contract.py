@@ -126,13 +126,15 @@ REFUSED_WHEN_VALID: Mapping[tuple[str, str], str] = {
         " RESOURCEIDS_ACCEPTS_MOST_50_IDS): no schema of query parameters states either"
     ),
     ("POST", "/app-data"): (
-        "a value's key must be a field the app declared for the resource type, and the value"
-        " must follow the field's type and choices: both are stored state"
-        " (UNKNOWN_APP_DATA_FIELD, INVALID_APP_DATA_VALUE)"
+        "a value's key must be a field the app declared for the resource type, looked up"
+        " whatever its form, and the value must follow the field's type and choices: both are"
+        " stored state (UNKNOWN_APP_DATA_FIELD, INVALID_APP_DATA_VALUE)"
     ),
     ("GET", "/events"): (
-        "after names an event of the business within the 30-day retention; a well-formed id of"
-        " no such event is UNKNOWN_CURSOR, a 400 by the spec's error table"
+        "after names an event of the business within the 30-day retention and types names"
+        " events of the catalog, looked up whatever their form: any other after is"
+        " UNKNOWN_CURSOR and any other type UNKNOWN_EVENT_TYPE_TYPES, 400s by the spec's error"
+        " table"
     ),
     ("PUT", "/developer/apps/{app_id}/extensions/{target}"): (
         "the path is refused (EXTENSION_PATH_INVALID) for a dot segment or a barred character"

@@ -1,13 +1,15 @@
 """The document states the form of every id and cursor a request carries, and the server refuses
-by form exactly what breaks it.
+by form exactly what breaks it, but where the spec's code answers an id that names nothing.
 
 Every id-like parameter (``..._id``, ``...Id``, ``...Ids``, ``after``, ``cursor``) and every
 id-like field of a request body has a pattern of its own (more than the NUL rule every text has),
-so a route added without one fails here. Then the server against those patterns: a malformed id
-in a body, in ``resourceId`` or ``resourceIds`` or an empty cursor
-is a validation failure (400, array message; an extension page's malformed ``record_id`` is
-in ``test_extension_page.py``), while a well-formed id that names nothing is the
-route's 404.
+so a route added without one fails here; but for the ids ``LOOKED_UP`` names, which the route
+looks up whatever their form because the spec answers one that names nothing with a code of its
+own (``test_spec_codes.py`` holds the server to those codes): they have no pattern, and their
+operation documents that answer. Then the server against the patterns: a malformed id in a body
+or an empty cursor is a validation failure (400, array message; an extension page's malformed
+``record_id`` is in ``test_extension_page.py``), while a well-formed id that names nothing is the
+route's 404; app data reads look their ids up whatever their form.
 """
 
 from __future__ import annotations
@@ -18,13 +20,31 @@ from typing import Any
 
 import pytest
 
-from ledgerport import catalog
-from ledgerport.http import ANY_RECORD_ID, NUL_FREE, PATH_ID_KINDS, RECORD_IDS
+from ledgerport.http import NUL_FREE, PATH_ID_KINDS, RECORD_IDS
 
 from .data_api import owner_api
 
 ID_LIKE = re.compile(r"(?:^id$|_id$|Id$|Ids$|_ids$|^after$|^cursor$)")
 """Names of parameters and fields that carry ids or cursors."""
+LOOKED_UP = {
+    ("POST /app-data", "application/json", "resourceId"): "RECORD_NOT_FOUND",
+    ("GET /app-data", "query", "resourceId"): None,
+    ("GET /app-data", "query", "resourceIds"): None,
+    ("DELETE /app-data/{value_id}", "path", "value_id"): "APP_DATA_VALUE_NOT_FOUND",
+    ("GET /events", "query", "after"): "UNKNOWN_CURSOR",
+    ("GET /events/{event_id}", "path", "event_id"): "EVENT_NOT_FOUND",
+    ("POST /oauth/token", "application/x-www-form-urlencoded", "client_id"): "invalid_client",
+    ("POST /oauth/token", "application/json", "client_id"): "invalid_client",
+    ("POST /oauth/revoke", "application/x-www-form-urlencoded", "client_id"): "invalid_client",
+    ("POST /oauth/device/authorize", "application/x-www-form-urlencoded", "client_id"): (
+        "invalid_client"
+    ),
+    ("GET /oauth/authorize", "query", "client_id"): None,
+}
+"""The ids a route looks up whatever their form, by (operation, where, name), with the spec's code
+that answers one naming nothing, as the operation's answers state it (None: none of them does;
+an app data read's id that names no record has no value, and the consent page says "Invalid
+client_id", as its parameter says)."""
 WELL_FORMED_NOTHING = {
     kind: f"{id_kind.prefixes[0]}_{'0' * 24}" for kind, id_kind in RECORD_IDS.items()
 }
@@ -72,19 +92,19 @@ def _fields(
             yield from _fields(part, components, seen)
 
 
-def _id_like(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(where, name, schema) of every id-like parameter and request body field."""
+def _id_like(document: dict[str, Any]) -> Iterator[tuple[tuple[str, str, str], dict[str, Any]]]:
+    """((operation, where, name), schema) of every id-like parameter and request body field."""
     components = document["components"]["schemas"]
     for path, item in document["paths"].items():
         for method, operation in item.items():
             where = f"{method.upper()} {path}"
             for parameter in operation.get("parameters", ()):
                 if ID_LIKE.search(parameter["name"]):
-                    yield f"{where} {parameter['in']}", parameter["name"], parameter["schema"]
+                    yield (where, parameter["in"], parameter["name"]), parameter["schema"]
             for media_type, media in operation.get("requestBody", {}).get("content", {}).items():
                 for name, schema in _fields(media.get("schema", {}), components):
                     if ID_LIKE.search(name):
-                        yield f"{where} {media_type}", name, schema
+                        yield (where, media_type, name), schema
 
 
 async def test_every_id_like_parameter_and_field_has_a_pattern(client: Any) -> None:
@@ -93,21 +113,47 @@ async def test_every_id_like_parameter_and_field_has_a_pattern(client: Any) -> N
     found = list(_id_like(document))
 
     missing = [
-        f"{where}: {name}" for where, name, schema in found if not _own_pattern(schema, components)
+        " ".join(named)
+        for named, schema in found
+        if named not in LOOKED_UP and not _own_pattern(schema, components)
+    ]
+    patterned = [
+        " ".join(named)
+        for named, schema in found
+        if named in LOOKED_UP and _own_pattern(schema, components)
     ]
 
     assert len(found) > 100, "the walk found too few id-like names to be looking at the document"
     assert missing == []
+    assert patterned == [], "looked up whatever its form: no pattern may refuse one first"
+    assert {named for named, _ in found} >= LOOKED_UP.keys()
+
+
+@pytest.mark.parametrize(
+    ("named", "code"), list(LOOKED_UP.items()), ids=[" ".join(named) for named in LOOKED_UP]
+)
+async def test_an_id_looked_up_whatever_its_form_says_so_and_its_answer(
+    client: Any, named: tuple[str, str, str], code: str | None
+) -> None:
+    document = await _document(client)
+    method, path = named[0].split(" ")
+    operation = document["paths"][path][method.lower()]
+    schema = dict(_id_like(document))[named]
+    described = " ".join(response["description"] for response in operation["responses"].values())
+
+    assert "Looked up whatever" in schema["description"]
+    assert code is None or code in described, described
 
 
 async def test_path_ids_take_the_form_of_their_kind(client: Any) -> None:
     document = await _document(client)
 
     for path, item in document["paths"].items():
-        for operation in item.values():
+        for method, operation in item.items():
             for parameter in operation.get("parameters", ()):
                 kind = PATH_ID_KINDS.get(parameter["name"])
-                if parameter["in"] == "path" and kind is not None:
+                named = (f"{method.upper()} {path}", "path", parameter["name"])
+                if parameter["in"] == "path" and kind is not None and named not in LOOKED_UP:
                     assert parameter["schema"]["pattern"] == kind.pattern, (path, parameter)
 
 
@@ -148,16 +194,8 @@ def _validation_failure(body: dict[str, Any]) -> list[str]:
         ("/payments", {"invoiceId": "INV-0001", "amount": "1.00"}),
         ("/purchases", {"supplierId": "sup_XYZ", "lines": []}),
         ("/purchase-returns", {"purchaseId": "pur_", "lines": []}),
-        (
-            "/app-data",
-            {
-                "values": [
-                    {"resourceType": "invoice", "resourceId": "inv_1", "key": "k", "value": 1}
-                ]
-            },
-        ),
     ],
-    ids=["free-text", "another-kind", "a-number", "upper-case", "prefix-only", "app-data"],
+    ids=["free-text", "another-kind", "a-number", "upper-case", "prefix-only"],
 )
 async def test_a_malformed_id_in_a_body_is_a_validation_failure(
     client: Any, admin_headers: dict[str, str], path: str, body: dict[str, Any]
@@ -190,23 +228,21 @@ async def test_a_well_formed_id_that_names_nothing_is_not_found(
     "query",
     [
         {"resourceId": "inv_1"},
-        {"resourceId": ""},
-        {"resourceIds": f"{WELL_FORMED_NOTHING['invoice']},"},
         {"resourceIds": f"{WELL_FORMED_NOTHING['invoice']}, {WELL_FORMED_NOTHING['customer']}"},
-        {"resourceIds": " , ,"},
+        {"resourceIds": f"{WELL_FORMED_NOTHING['invoice']},INV_1,é"},
+        {"resourceId": "x" * 2000},
     ],
-    ids=["short", "empty", "trailing-comma", "space", "blank-entries"],
+    ids=["short", "space", "mixed", "long"],
 )
-async def test_app_data_reads_refuse_ids_of_another_form(
+async def test_app_data_reads_look_ids_up_whatever_their_form(
     client: Any, admin_headers: dict[str, str], query: dict[str, str]
 ) -> None:
     api = await owner_api(client, admin_headers)
 
     response = await api.call("GET", "/app-data", query=query)
 
-    assert response.status_code == 400
-    messages = _validation_failure(await response.get_json())
-    assert any(next(iter(query)) in message for message in messages), messages
+    assert response.status_code == 200, await response.get_json()
+    assert (await response.get_json())["data"] == []
 
 
 async def test_app_data_reads_take_well_formed_ids_of_any_record_kind(
@@ -219,9 +255,6 @@ async def test_app_data_reads_take_well_formed_ids_of_any_record_kind(
 
     assert response.status_code == 200, await response.get_json()
     assert (await response.get_json())["data"] == []
-    assert re.fullmatch(
-        ANY_RECORD_ID.list_schema(catalog.APP_DATA_RESOURCE_IDS_MAX)["pattern"], ids
-    )
 
 
 async def test_an_empty_cursor_is_no_cursor(client: Any, admin_headers: dict[str, str]) -> None:

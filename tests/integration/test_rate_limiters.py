@@ -4,8 +4,10 @@
 The clock is a FrozenClock moved by the tests, never slept on. It starts on a whole second, where
 the shared counters' one-second buckets begin, so most figures are the exact sliding window's on
 every backend; ``test_shared_counters_stay_within_their_bound`` checks the bound off those
-boundaries. A second limiter over the same counts (another process) is ``Backend.twin``: the
-same object in memory, another connection pool or client for PostgreSQL and Redis.
+boundaries, and the tests after ``test_a_wait_never_exceeds_the_window`` that no wait, anywhere
+in a bucket, exceeds the window. A second limiter over the same counts (another process) is
+``Backend.twin``: the same object in memory, another connection pool or client for PostgreSQL
+and Redis.
 """
 
 from __future__ import annotations
@@ -257,6 +259,87 @@ async def test_hits_count_whatever_the_room(backend: Backend, clock: FrozenClock
         assert (await limiter.take(budget)).standings[0].remaining == 0
         clock.advance(59)
         assert await limiter.retry_after(budget) is None
+
+
+# --- A wait never exceeds the window (contract.md: a Retry-After never exceeds the window of the
+# limit that answered) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.001, 0.25, 0.5, 0.999])
+@pytest.mark.parametrize(
+    "limit", [THREE_PER_MINUTE, TWO_PER_FIVE_MINUTES], ids=["a minute", "five minutes"]
+)
+async def test_a_wait_never_exceeds_the_window(
+    backend: Backend, clock: FrozenClock, limit: catalog.RateLimit, offset: float
+) -> None:
+    """A burst fills the budget at one instant anywhere in a shared counter's bucket (a second
+    of a minute, five of five minutes; ``offset`` its share of it): the refusal, a look and the
+    budget's reset say the window, not a second more, for the burst ages out at exactly the
+    window; the budget has room then, and not a moment before."""
+    limiter = backend.limiter
+    window = limit.window_seconds
+    budget = Budget(limit, ("192.0.2.1",))
+    with trio.fail_after(TIMEOUT):
+        clock.advance(offset * window / auth.LIMIT_BUCKETS)
+        made = clock.now()
+        for _ in range(limit.limit):
+            verdict = await limiter.take(budget)
+            assert verdict.allowed
+            assert verdict.standings[0].reset_in == window
+        refused = await limiter.take(budget)
+        assert (refused.refused_by, refused.retry_after) == (limit, window)
+        assert refused.standings[0].reset_in == window
+        assert await limiter.retry_after(budget) == window
+        clock.set(made + window - 0.001)
+        assert (await limiter.take(budget)).retry_after == 1
+        clock.set(made + window)
+        assert (await limiter.take(budget)).allowed
+
+
+@pytest.mark.parametrize("spread", [0.1, 0.5, 0.74])
+async def test_a_caller_that_waits_the_retry_after_finds_room(
+    backend: Backend, clock: FrozenClock, spread: float
+) -> None:
+    """Hits apart within one bucket: the refusal's wait is at most the window, and waiting it is
+    enough (a hit counts until the window after the newest hit of its bucket at the latest)."""
+    limiter = backend.limiter
+    budget = by_ip(TWO_PER_MINUTE)
+    with trio.fail_after(TIMEOUT):
+        clock.advance(0.25)
+        assert (await limiter.take(budget)).allowed
+        clock.advance(spread)
+        assert (await limiter.take(budget)).allowed
+        refused = await limiter.take(budget)
+        assert 1 <= refused.retry_after <= 60
+        assert 1 <= refused.standings[0].reset_in <= 60
+        clock.advance(refused.retry_after)
+        assert (await limiter.take(budget)).allowed
+
+
+async def test_a_clock_behind_the_hits_asks_no_more_than_the_window(
+    backend: Backend, clock: FrozenClock
+) -> None:
+    """Another process whose clock is 10 s behind the one that counted the hits and the lock:
+    its waits are still at most the window and the lock's duration."""
+    limiter = backend.limiter
+    budget = by_ip(ONE_PER_MINUTE)
+    rule = LockoutRule("test-behind-lockout", failures=1, window=60, duration=60)
+    key = ("192.0.2.1", "client")
+    with trio.fail_after(TIMEOUT):
+        clock.advance(0.5)
+        assert (await limiter.take(budget)).allowed
+        assert await limiter.failed(rule, key) is True
+        behind = await backend.twin()
+        clock.advance(-10)
+        refused = await behind.take(budget)
+        assert 1 <= refused.retry_after <= 60
+        assert 1 <= refused.standings[0].reset_in <= 60
+        wait = await behind.retry_after(budget)
+        assert wait is not None
+        assert 1 <= wait <= 60
+        locked = await behind.locked_for(rule, key)
+        assert locked is not None
+        assert 1 <= locked <= 60
 
 
 async def test_lockout_locks_on_the_tenth_failure(backend: Backend, clock: FrozenClock) -> None:
@@ -713,22 +796,28 @@ async def test_shared_counters_stay_within_their_bound(
     backend: Backend, clock: FrozenClock
 ) -> None:
     """Off the buckets' boundaries the shared counters never allow more than the limit in any
-    window, and forget a hit at most one bucket (a second of a minute) after an exact window."""
+    window: a bucket's hits count until a window after the newest of them, so a hit made
+    earlier in the same bucket counts at most a bucket (a second of a minute) longer than an
+    exact window would count it, and the newest exactly as long."""
     limiter = backend.limiter
-    width = 60 / auth.LIMIT_BUCKETS
-    budget = by_ip(ONE_PER_MINUTE)
+    budget = by_ip(TWO_PER_MINUTE)
     with trio.fail_after(TIMEOUT):
         clock.advance(0.25)
-        made = clock.now()
+        first = clock.now()
         assert (await limiter.take(budget)).allowed
-        clock.advance(60 - 0.26)  # 0.01 s before an exact window would forget the hit
-        wait = await limiter.retry_after(budget)
-        assert wait is not None
-        assert 1 <= wait <= 1 + width
-        clock.set(made + 60 + width)
+        clock.advance(0.5)  # the same bucket
+        newest = clock.now()
+        assert (await limiter.take(budget)).allowed
+        clock.set(first + 60 - 0.01)  # 0.01 s before an exact window would forget the first
+        assert await limiter.retry_after(budget) == 1
+        clock.set(first + 60)
+        assert await limiter.retry_after(budget) == 1, "counted with the newest of its bucket"
+        clock.set(newest + 60 - 0.01)
+        assert await limiter.retry_after(budget) == 1
+        clock.set(newest + 60)
         verdict = await limiter.take(budget)
         assert verdict.allowed
-        assert 60 <= verdict.standings[0].reset_in <= 60 + width
+        assert verdict.standings[0].reset_in == 60
 
 
 async def test_concurrent_takes_from_two_processes_stay_all_or_nothing(

@@ -25,6 +25,7 @@ from ledgerport.platform import Platform
 from ledgerport.storage import StorageUnavailable, Store, open_postgres
 
 from ..platforms import build_platform
+from ..stores import REDIS_URL
 from .oauth_helpers import basic, full_grant, make_world
 
 TIMEOUT = 90
@@ -154,6 +155,59 @@ async def share_the_limits(
     clock.advance(45)
     response = await second.post("/oauth/token", form=form, headers=right)
     assert response.status_code == 200, await response.get_json()
+
+
+@pytest.mark.parametrize(
+    "counted", ["where the store says", pytest.param("in Redis", marks=pytest.mark.redis)]
+)
+async def test_a_429_never_asks_more_than_its_window(
+    store: Store, clock: FrozenClock, counted: str
+) -> None:
+    """contract.md: a Retry-After never exceeds the window of the limit that answered, however
+    far into a second the calls came (a per-minute limit on PostgreSQL once answered 61): the
+    data API's 429, the OAuth endpoints' 429 past a per-IP limit, and a locked pair's, in the
+    process (SQLite), in the database (PostgreSQL) and in Redis; and the calls are let through
+    again when the Retry-After ends."""
+    more = {"LEDGERPORT_REDIS_URL": REDIS_URL} if counted == "in Redis" else {}
+    with trio.fail_after(TIMEOUT):
+        platform = await build_platform(store, clock, environment(**more))
+        client = create_app(platform).test_client()
+        world = await make_world(client, ADMIN_HEADERS)
+        assert world.client_secret is not None
+        bearer = {"Authorization": f"Bearer {(await full_grant(client, world))['access_token']}"}
+        clock.advance(0.25)
+        budget = auth.Budget(catalog.RATE_LIMIT_APP_PER_BUSINESS, (world.app_id, world.business_id))
+        while (await platform.limiter.take(budget)).allowed:
+            pass
+        refused = await client.get("/invoices", headers=bearer)
+        assert refused.status_code == 429, await refused.get_json()
+        assert refused.headers["Retry-After"] == "60"
+        assert refused.headers["RateLimit-Reset"] == "60"
+        clock.advance(60)
+        assert (await client.get("/invoices", headers=bearer)).status_code == 200
+
+        clock.advance(0.5)
+        unauthenticated = catalog.RATE_LIMIT_REVOKE_UNAUTHENTICATED_PER_IP.limit
+        for _ in range(unauthenticated):
+            response = await client.post("/oauth/revoke", form={"token": "x"})
+            assert response.status_code == 401
+        refused = await client.post("/oauth/revoke", form={"token": "x"})
+        assert refused.status_code == 429, await refused.get_json()
+        assert refused.headers["Retry-After"] == "60"
+        clock.advance(60)
+        assert (await client.post("/oauth/revoke", form={"token": "x"})).status_code == 401
+
+        clock.advance(0.75)
+        wrong = basic(world.client_id, "wrong-secret")
+        for _ in range(catalog.LOCKOUT_FAILURES):
+            await client.post("/oauth/introspect", form={"token": "x"}, headers=wrong)
+        right = basic(world.client_id, world.client_secret)
+        locked = await client.post("/oauth/introspect", form={"token": "x"}, headers=right)
+        assert locked.status_code == 429, await locked.get_json()
+        assert locked.headers["Retry-After"] == "60"
+        clock.advance(60)
+        response = await client.post("/oauth/introspect", form={"token": "x"}, headers=right)
+        assert response.status_code == 200
 
 
 async def test_two_processes_over_postgres_share_limits_and_lockouts(

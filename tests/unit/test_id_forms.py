@@ -82,17 +82,6 @@ def test_a_record_kinds_ids_are_no_other_kinds() -> None:
         assert matching == [kind]
 
 
-def test_a_list_of_ids_is_bounded() -> None:
-    schema = ANY_RECORD_ID.list_schema(3)
-    ids = [new_id("inv"), new_id("cus"), new_id("acc"), new_id("sup")]
-
-    assert re.fullmatch(schema["pattern"], ",".join(ids[:3]))
-    assert len(",".join(ids[:3])) <= schema["maxLength"]
-    assert not re.fullmatch(schema["pattern"], ",".join(ids))
-    assert not re.fullmatch(schema["pattern"], f"{ids[0]},")
-    assert not re.fullmatch(schema["pattern"], f"{ids[0]}, {ids[1]}")
-
-
 @given(st.text(max_size=25))
 def test_the_cursor_pattern_is_what_the_server_takes(text: str) -> None:
     documented = re.fullmatch(CURSOR_SCHEMA["pattern"], text) is not None

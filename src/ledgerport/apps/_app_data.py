@@ -503,19 +503,21 @@ async def read_app_data(
     resource_ids: Sequence[str],
     resource_type: str | None = None,
 ) -> list[AppDataValue]:
-    """The app's values in the business on the records ``resource_ids`` names (empty names
-    ignored, repeated ones once): ResourceIdsMissing when it names none, TooManyResourceIds
-    beyond 50. Ordered as the ids were given, then by type and key.
+    """The app's values in the business on the records ``resource_ids`` names (blank names
+    ignored, repeated ones looked up once): ResourceIdsMissing when it names none,
+    TooManyResourceIds when it gives more than 50, repeated ones counted as given. Ordered as
+    the ids were given, then by type and key.
 
     With ``resource_type``, only values on records of that type (AppCannotAccessType when the
     installation lacks its read scope); without it, values on types the installation cannot
     read are left out.
     """
-    ids = list(dict.fromkeys(i for i in resource_ids if i))
-    if not ids:
+    given = [i for i in resource_ids if i.strip()]
+    if not given:
         raise ResourceIdsMissing()
-    if len(ids) > catalog.APP_DATA_RESOURCE_IDS_MAX:
-        raise TooManyResourceIds(len(ids))
+    if len(given) > catalog.APP_DATA_RESOURCE_IDS_MAX:
+        raise TooManyResourceIds(len(given))
+    ids = list(dict.fromkeys(given))
     if resource_type is not None and resource_type not in catalog.APP_DATA_RESOURCE_TYPES:
         raise InvalidInput(
             [f"resourceType must be one of {', '.join(catalog.APP_DATA_RESOURCE_TYPES)}"]

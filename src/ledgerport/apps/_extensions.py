@@ -4,11 +4,11 @@ service's extension targets (contract.md: App platform surfaces; ``catalog.EXTEN
 The path must name a page on the App URL's origin and nothing else, so it is refused
 (EXTENSION_PATH_INVALID) when it holds a backslash, whitespace or a control character (raw, or
 percent-encoded at any depth before the query), has dot segments (encoded or not), starts with
-``//`` (another host), carries a scheme or a fragment, or otherwise resolves anywhere but that
-origin. A query may carry encoded characters: they are its values. A target on a
-record needs that record type's read scope among the app's registered scopes
-(EXTENSION_SCOPE_REQUIRED). An app declares at most one extension per target: declaring again
-replaces it.
+``//`` (another host), carries a scheme or a fragment, otherwise resolves anywhere but that
+origin, or is longer than ``catalog.EXTENSION_PATH_MAX_LENGTH``. A query may carry encoded
+characters: they are its values. A target on a record needs that record type's read scope
+among the app's registered scopes (EXTENSION_SCOPE_REQUIRED). An app declares at most one
+extension per target: declaring again replaces it.
 """
 
 from __future__ import annotations
@@ -49,7 +49,11 @@ class Extension:
 
 def extension_url(app_url: str, path: str) -> str:
     """The page that ``path`` names on ``app_url``'s origin; ExtensionPathInvalid when it names
-    anything else (see the module docstring)."""
+    anything else (see the module docstring), or is longer than the paths kept."""
+    if len(path) > catalog.EXTENSION_PATH_MAX_LENGTH:
+        raise ExtensionPathInvalid(
+            f"the path must be at most {catalog.EXTENSION_PATH_MAX_LENGTH} characters"
+        )
     if not path.startswith("/") or path.startswith("//"):
         raise ExtensionPathInvalid("the path must start with a single /")
     if "#" in path:

@@ -257,6 +257,15 @@ def ceil_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
 
+def wait_within(seconds: float, window: float) -> int:
+    """A wait of ``seconds`` as whole seconds (:func:`ceil_seconds`), never more than the
+    ``window`` that counts it (contract.md: a Retry-After never exceeds the window of the limit
+    that answered). Counted from hits made at or before now, a wait never needs more; only a
+    clock that went back since a hit (this process's, or another's ahead of it) could ask for
+    more, and then the window is the most any hit can still count."""
+    return min(ceil_seconds(seconds), ceil_seconds(window))
+
+
 class SlidingWindow:
     """Exact sliding-window counter per key: at most ``limit`` hits in any ``window`` seconds."""
 
@@ -282,7 +291,7 @@ class SlidingWindow:
             return None
         # The hit whose leaving brings the count below the limit (the oldest, unless events
         # counted regardless of room took it past the limit).
-        return ceil_seconds(hits[len(hits) - self.limit] + self.window - now)
+        return wait_within(hits[len(hits) - self.limit] + self.window - now, self.window)
 
     def hit(self, key: Hashable, now: float | None = None) -> None:
         now = self._clock.now() if now is None else now
@@ -310,7 +319,7 @@ class SlidingWindow:
         """Seconds until every hit of ``key`` has left the window (0 when none is counted)."""
         now = self._clock.now() if now is None else now
         hits = self._recent(key, now)
-        return 0 if not hits else ceil_seconds(hits[-1] + self.window - now)
+        return 0 if not hits else wait_within(hits[-1] + self.window - now, self.window)
 
     def _sweep(self, now: float) -> None:
         self._since_sweep = 0
@@ -343,7 +352,7 @@ class Lockout:
         if now >= until:
             del self._locked_until[key]
             return None
-        return ceil_seconds(until - now)
+        return wait_within(until - now, self._duration)
 
     def failed(self, key: Hashable) -> bool:
         """Record a failure; answers True when this failure locks the key."""

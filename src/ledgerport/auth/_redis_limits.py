@@ -1,9 +1,10 @@
 """Rate limits and lockouts shared through Redis (``LEDGERPORT_REDIS_URL``).
 
 The counting is the database counters' (``_shared_limits``: ``LIMIT_BUCKETS`` buckets per
-window, a bucket counted while any of it lies in the window; lockouts keep their failures'
-times), done by Lua scripts: Redis runs a script whole, so a take reads every budget, decides and
-counts in one round trip that no other request interleaves with. The times the scripts compare
+window and the newest hit's time, a bucket counted for a window after the earlier of its end and
+that newest hit; lockouts keep their failures' times), done by Lua scripts: Redis runs a script
+whole, so a take reads every budget, decides and counts in one round trip that no other request
+interleaves with. The times the scripts compare
 come from the injected clock as arguments, never from Redis's clock; key expiry only collects
 garbage and outlasts every bucket that can still count.
 
@@ -35,7 +36,7 @@ from ._limits import (
     LockoutRule,
     Standing,
     Verdict,
-    ceil_seconds,
+    wait_within,
 )
 from ._shared_limits import LIMIT_BUCKETS, stored_key
 
@@ -45,52 +46,70 @@ _TIMEOUT = 5.0
 _MAX_CONNECTIONS = 20
 
 _COUNT = """
--- KEYS: one hash per budget, field a bucket's index, value its hits.
+-- KEYS: one hash per budget, field a bucket's index, value its hits, and field t the time of
+-- the newest hit (absent in a count kept before it was kept).
 -- ARGV: mode (take, peek or hit), now, buckets per window, then each budget's limit and window.
 -- Answers the first budget without room (0 when none), the wait until all have room, then each
--- budget's remaining requests and seconds until it is whole again.
+-- budget's remaining requests and seconds until it is whole again; no wait exceeds the window.
 local mode, now, buckets = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local function ceil_seconds(seconds)
   return math.max(1, math.ceil(seconds))
 end
+local function wait_within(seconds, window)
+  return math.min(ceil_seconds(seconds), ceil_seconds(window))
+end
+-- When the last of bucket index's hits was made at the latest: its end, or the newest hit.
+local function last(c, index)
+  if c.t == nil then return index * c.width end
+  return math.min(index * c.width, c.t)
+end
 local counts, refused, wait = {}, 0, 0
 for k = 1, #KEYS do
-  local limit, window = tonumber(ARGV[2 + 2 * k]), tonumber(ARGV[3 + 2 * k])
-  local width = window / buckets
+  local c = {limit = tonumber(ARGV[2 + 2 * k]), window = tonumber(ARGV[3 + 2 * k])}
+  c.width = c.window / buckets
+  c.t = tonumber(redis.call('HGET', KEYS[k], 't'))
   local flat = redis.call('HGETALL', KEYS[k])
   local hits, stale, total, newest = {}, {}, 0, nil
   for j = 1, #flat, 2 do
-    local index, n = tonumber(flat[j]), tonumber(flat[j + 1])
-    if index * width > now - window then
-      hits[#hits + 1] = {index, n}
-      total = total + n
-      if newest == nil or index > newest then newest = index end
-    else
-      stale[#stale + 1] = flat[j]
+    if flat[j] ~= 't' then
+      local index, n = tonumber(flat[j]), tonumber(flat[j + 1])
+      if last(c, index) > now - c.window then
+        hits[#hits + 1] = {index, n}
+        total = total + n
+        if newest == nil or index > newest then newest = index end
+      else
+        stale[#stale + 1] = flat[j]
+      end
     end
   end
   if #stale > 0 then
     redis.call('HDEL', KEYS[k], unpack(stale))
   end
-  local excess = total - limit + 1
+  local excess = total - c.limit + 1
   if mode ~= 'hit' and excess > 0 then
     table.sort(hits, function(a, b) return a[1] < b[1] end)
     for _, bucket in ipairs(hits) do
       excess = excess - bucket[2]
       if excess <= 0 then
-        wait = math.max(wait, ceil_seconds(bucket[1] * width + window - now))
+        wait = math.max(wait, wait_within(last(c, bucket[1]) + c.window - now, c.window))
         break
       end
     end
     if refused == 0 then refused = k end
   end
-  counts[k] = {limit = limit, window = window, width = width, total = total, newest = newest}
+  c.total, c.newest = total, newest
+  counts[k] = c
 end
 if refused == 0 and mode ~= 'peek' then
   for k = 1, #KEYS do
     local c = counts[k]
     local index = math.ceil(now / c.width)
     redis.call('HINCRBY', KEYS[k], string.format('%d', index), 1)
+    if c.t == nil or now > c.t then
+      -- now as the caller wrote it: a number Lua prints keeps 14 digits only.
+      redis.call('HSET', KEYS[k], 't', ARGV[2])
+      c.t = now
+    end
     redis.call('PEXPIRE', KEYS[k], math.ceil(2000 * (c.window + c.width)))
     c.total = c.total + 1
     if c.newest == nil or index > c.newest then c.newest = index end
@@ -103,7 +122,7 @@ for k = 1, #KEYS do
   if c.newest == nil then
     answer[#answer + 1] = 0
   else
-    answer[#answer + 1] = ceil_seconds(c.newest * c.width + c.window - now)
+    answer[#answer + 1] = wait_within(last(c, c.newest) + c.window - now, c.window)
   end
 end
 return answer
@@ -198,7 +217,7 @@ class RedisRateLimiter(InTurn):
         if until is None:
             return None
         remaining = float(until) - self._clock.now()
-        return ceil_seconds(remaining) if remaining > 0 else None
+        return wait_within(remaining, rule.duration) if remaining > 0 else None
 
     async def failed(self, rule: LockoutRule, key: tuple[str, ...]) -> bool:
         now = self._clock.now()

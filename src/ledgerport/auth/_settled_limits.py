@@ -53,7 +53,7 @@ import trio
 from ledgerport.clock import Clock
 from ledgerport.storage import Reader, Row, StorageUnavailable
 
-from ._limits import Budget, Locked, LockoutRule, Lookup, Standing, Verdict, ceil_seconds
+from ._limits import Budget, Locked, LockoutRule, Lookup, Standing, Verdict, wait_within
 from ._shared_limits import LIMIT_BUCKETS, StoreRateLimiter
 
 log = logging.getLogger(__name__)
@@ -94,9 +94,11 @@ class _View:
     """What this process knows of one budget's count: ``buckets`` ([index, hits], oldest
     first) as the budget's row held them when last settled, with this process's hits since;
     ``unsettled`` the process's own hits not yet added to the row (by bucket), ``owed`` those
-    and the ones being added now."""
+    and the ones being added now; ``newest`` the latest its hits can have been made (the last
+    settlement's time, or this process's last hit), which ends the newest bucket as
+    ``BucketCount`` ends it."""
 
-    __slots__ = ("buckets", "budget", "owed", "total", "unsettled", "width")
+    __slots__ = ("buckets", "budget", "newest", "owed", "total", "unsettled", "width")
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
@@ -105,12 +107,16 @@ class _View:
         self.total = 0
         self.unsettled: dict[int, int] = {}
         self.owed = 0
+        self.newest = 0.0
+
+    def _last(self, index: int) -> float:
+        return min(index * self.width, self.newest)
 
     def expire(self, now: float) -> None:
         """Drop the buckets that no longer count at ``now`` (``BucketCount``'s rule)."""
         start = now - self.budget.limit.window_seconds
         buckets = self.buckets
-        while buckets and buckets[0][0] * self.width <= start:
+        while buckets and self._last(buckets[0][0]) <= start:
             self.total -= buckets.popleft()[1]
 
     def add(self, index: int, n: int) -> None:
@@ -125,16 +131,20 @@ class _View:
             self.buckets = deque([i, c] for i, c in sorted(counts.items()))
         self.total += n
 
-    def count(self, index: int, n: int) -> None:
-        """This process's ``n`` hits (fewer when negative) in bucket ``index``, to settle."""
+    def count(self, now: float, n: int) -> None:
+        """This process's ``n`` hits (fewer when negative) at ``now``, to settle."""
+        index = math.ceil(now / self.width)
         self.add(index, n)
         self.unsettled[index] = self.unsettled.get(index, 0) + n
         self.owed += n
+        self.newest = max(self.newest, now)
 
-    def settled(self, hits: Sequence[tuple[int, int]]) -> None:
-        """The row's hits as settled, and the unsettled hits counted since on top."""
+    def settled(self, hits: Sequence[tuple[int, int]], now: float) -> None:
+        """The row's hits as settled at ``now`` (made by then), and the unsettled hits counted
+        since on top."""
         self.buckets = deque([index, n] for index, n in hits)
         self.total = sum(n for _, n in hits)
+        self.newest = max(self.newest, now)
         for index, n in self.unsettled.items():
             self.add(index, n)
 
@@ -142,13 +152,13 @@ class _View:
         limit = self.budget.limit
         reset = 0
         if self.buckets:
-            reset = ceil_seconds(self.buckets[-1][0] * self.width + limit.window_seconds - now)
+            reset = wait_within(self.expires_at() - now, limit.window_seconds)
         return Standing(limit.limit, max(0, limit.limit - self.total), reset)
 
     def expires_at(self) -> float:
         if not self.buckets:
             return 0.0
-        return self.buckets[-1][0] * self.width + self.budget.limit.window_seconds
+        return self._last(self.buckets[-1][0]) + self.budget.limit.window_seconds
 
 
 class SettlingRateLimiter:
@@ -219,7 +229,7 @@ class SettlingRateLimiter:
 
     def _count(self, views: Sequence[_View], now: float, n: int = 1) -> None:
         for view in views:
-            view.count(math.ceil(now / view.width), n)
+            view.count(now, n)
             self._unsettled.add(view)
 
     def _verdict(self, views: Sequence[_View], now: float) -> Verdict:
@@ -234,6 +244,7 @@ class SettlingRateLimiter:
             if self._is_local(budget):
                 view = self._view(budget)
                 view.add(math.ceil(now / view.width), 1)
+                view.newest = max(view.newest, now)
 
     async def _settle_for(self, budgets: Iterable[Budget]) -> None:
         """Before ``budgets`` are counted in the database: this process's hits of the large
@@ -276,11 +287,12 @@ class SettlingRateLimiter:
             self._keep(batch)
             raise
         self._settlements += 1
+        now = self._clock.now()
         for (view, added), hits in zip(batch, merged, strict=True):
             settled = sum(added.values())
             self._hits_settled += settled
             view.owed -= settled
-            view.settled(hits)
+            view.settled(hits, now)
 
     def _keep(self, batch: Sequence[tuple[_View, dict[int, int]]]) -> None:
         """A settlement's hits that did not reach their rows, kept to settle again."""

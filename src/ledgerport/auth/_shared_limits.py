@@ -1,13 +1,16 @@
 """Rate limits and lockouts shared by the processes of one database, in the table ``rate_limits``.
 
 Shared counters do not keep every hit's time: a budget's hits are counted in ``LIMIT_BUCKETS``
-buckets per window (a second wide for a minute, five seconds for five minutes), and a bucket
-counts while any part of it lies inside the window. So no sliding window ever holds more than the
-limit, and a hit is forgotten between ``window`` and ``window + window / LIMIT_BUCKETS`` seconds
-after it was made instead of exactly ``window``: a refused caller waits at most one bucket longer
-than an exact window would make it, and Retry-After and RateLimit-Reset are at most that much
-later. A row keeps a count's buckets dense in its ``hits`` column (``dense_hits``). Lockouts
-keep the times of their last failures in ``state``, so they count exactly.
+buckets per window (a second wide for a minute, five seconds for five minutes), with the time of
+the count's newest hit. A bucket's hits were made at or before its end, and at or before that
+newest hit, and count until a window after the earlier of the two. So no sliding window ever
+holds more than the limit, a hit of an older bucket is forgotten at most one bucket later than an
+exact window would forget it, and the newest bucket's hits a window after the newest of them:
+every bucket that counts ends by then, so a refused caller never waits more than the window,
+and Retry-After and RateLimit-Reset never exceed it (contract.md). A row keeps a count's buckets
+dense in its ``hits`` column (``dense_hits``) and the end of its newest hit's window in
+``expires_at``, when nothing of it counts any more. Lockouts keep the times of their last
+failures in ``state``, so they count exactly.
 
 Keys are stored as keyed hashes (IPs, client and user ids never reach the table) under the
 root key, which every process of a deployment shares. Time comes from the injected clock: the
@@ -36,11 +39,11 @@ from ._limits import (
     Lookup,
     Standing,
     Verdict,
-    ceil_seconds,
     take_in_turn,
     take_then_if_found_in_turn,
     take_unless_locked_in_turn,
     take_unless_locked_then_read_in_turn,
+    wait_within,
 )
 
 LIMIT_BUCKETS = 60
@@ -53,17 +56,32 @@ class BucketCount:
     """The hits of one budget and key per bucket, oldest first, as seen at ``now``.
 
     A hit at ``t`` falls in bucket ``ceil(t / width)``, which covers the times
-    ``(index - 1) * width < t <= index * width``; the bucket counts while
-    ``index * width > now - window``. Buckets that no longer count are dropped on reading.
+    ``(index - 1) * width < t <= index * width``. ``newest`` is the time of the count's newest
+    hit (None: not known, as in a count its row kept before it was kept): a bucket's hits were
+    made at or before ``last(index)``, the earlier of its end and ``newest``, and the bucket
+    counts while ``last(index) > now - window``. Buckets that no longer count are dropped on
+    reading.
     """
 
-    def __init__(self, limit: catalog.RateLimit, hits: Iterable[Sequence[int]], now: float) -> None:
+    def __init__(
+        self,
+        limit: catalog.RateLimit,
+        hits: Iterable[Sequence[int]],
+        now: float,
+        newest: float | None = None,
+    ) -> None:
         self.limit = limit.limit
         self.window = float(limit.window_seconds)
         self.width = self.window / LIMIT_BUCKETS
         self.now = now
+        self.newest = newest
         start = now - self.window
-        self.hits = sorted((int(i), int(n)) for i, n in hits if int(i) * self.width > start)
+        self.hits = sorted((int(i), int(n)) for i, n in hits if self.last(int(i)) > start)
+
+    def last(self, index: int) -> float:
+        """When the last of bucket ``index``'s hits was made at the latest."""
+        end = index * self.width
+        return end if self.newest is None else min(end, self.newest)
 
     @property
     def total(self) -> int:
@@ -77,24 +95,48 @@ class BucketCount:
             return None
         leaving = zip(self.hits, itertools.accumulate(n for _, n in self.hits), strict=True)
         index = next(i for (i, _), gone in leaving if gone >= excess)
-        return ceil_seconds(index * self.width + self.window - self.now)
+        return wait_within(self.last(index) + self.window - self.now, self.window)
 
     def add(self) -> None:
         index = math.ceil(self.now / self.width)
         counts = dict(self.hits)
         counts[index] = counts.get(index, 0) + 1
         self.hits = sorted(counts.items())
+        self.newest = self.now if self.newest is None else max(self.newest, self.now)
 
     def standing(self) -> Standing:
         return Standing(self.limit, max(0, self.limit - self.total), self.reset_in())
 
     def reset_in(self) -> int:
         """Seconds until the newest bucket stops counting (0 when nothing counts)."""
-        return 0 if not self.hits else ceil_seconds(self.expires_at() - self.now)
+        if not self.hits:
+            return 0
+        return wait_within(self.expires_at() - self.now, self.window)
 
     def expires_at(self) -> float:
-        """When nothing of this count counts any more."""
-        return self.hits[-1][0] * self.width + self.window if self.hits else self.now
+        """When nothing of this count counts any more: what its row keeps in ``expires_at``,
+        from which :func:`newest_of` reads the newest hit's time back."""
+        return self.last(self.hits[-1][0]) + self.window if self.hits else self.now
+
+
+def newest_of(limit: catalog.RateLimit, expires_at: float) -> float:
+    """The time of the newest hit of a count whose row says nothing of it counts after
+    ``expires_at`` (:meth:`BucketCount.expires_at`): a window before. A count kept before the
+    newest hit's time was gives its newest bucket's end, as it counted then."""
+    return expires_at - float(limit.window_seconds)
+
+
+Kept = tuple[str, float]
+"""What a row keeps of a count (its ``hits``) or a lockout (its ``state``), with its
+``expires_at``."""
+
+
+def kept_count(limit: catalog.RateLimit, kept: Kept | None, now: float) -> BucketCount:
+    """The count a row keeps (``hits`` and ``expires_at``; None: no row), as seen at ``now``."""
+    if kept is None:
+        return BucketCount(limit, [], now)
+    hits, expires_at = kept
+    return BucketCount(limit, hits_of(hits), now, newest_of(limit, float(expires_at)))
 
 
 def dense_hits(hits: Sequence[tuple[int, int]]) -> str:
@@ -140,7 +182,9 @@ class FailureLog:
         self.until = until
 
     def locked_for(self) -> int | None:
-        return ceil_seconds(self.until - self.now) if self.until > self.now else None
+        if self.until <= self.now:
+            return None
+        return wait_within(self.until - self.now, self.rule.duration)
 
     def fail(self) -> bool:
         """Record a failure at ``now``; answers True when it locks the key."""
@@ -220,29 +264,29 @@ class StoreRateLimiter:
 
     async def _lock_rows(
         self, tx: Transaction, keys: Sequence[tuple[str, str]], column: str
-    ) -> dict[Any, str]:
+    ) -> dict[Any, Kept]:
         """The stored ``column`` (``hits`` for a count, ``state`` for a lockout) of ``keys``
-        (budget, key), rows created and locked for this transaction. The dummy update is what
-        takes the lock of a row that already exists."""
+        (budget, key), with its ``expires_at``, rows created and locked for this transaction.
+        The dummy update is what takes the lock of a row that already exists."""
         ordered = sorted(set(keys))
         values = ", ".join(f"(${2 * i + 1}, ${2 * i + 2}, '', 0)" for i in range(len(ordered)))
         rows = await tx.fetch(
             f"INSERT INTO rate_limits (budget, key, state, expires_at) VALUES {values}"
             " ON CONFLICT (budget, key) DO UPDATE SET budget = excluded.budget"
-            f" RETURNING budget, key, {column}",
+            f" RETURNING budget, key, {column}, expires_at",
             *[part for pair in ordered for part in pair],
         )
-        return {(row["budget"], row["key"]): row[column] for row in rows}
+        return {(row["budget"], row["key"]): (row[column], row["expires_at"]) for row in rows}
 
-    async def _read_hits(self, reader: Reader, keys: Sequence[tuple[str, str]]) -> dict[Any, str]:
+    async def _read_hits(self, reader: Reader, keys: Sequence[tuple[str, str]]) -> dict[Any, Kept]:
         where = " OR ".join(
             f"(budget = ${2 * i + 1} AND key = ${2 * i + 2})" for i in range(len(keys))
         )
         rows = await reader.fetch(
-            f"SELECT budget, key, hits FROM rate_limits WHERE {where}",
+            f"SELECT budget, key, hits, expires_at FROM rate_limits WHERE {where}",
             *[part for pair in keys for part in pair],
         )
-        return {(row["budget"], row["key"]): row["hits"] for row in rows}
+        return {(row["budget"], row["key"]): (row["hits"], row["expires_at"]) for row in rows}
 
     async def _write(
         self, tx: Transaction, column: str, rows: Sequence[tuple[str, str, str, float]]
@@ -259,13 +303,10 @@ class StoreRateLimiter:
     def _counts(
         budgets: Sequence[Budget],
         keys: Sequence[tuple[str, str]],
-        stored: dict[Any, str],
+        stored: dict[Any, Kept],
         now: float,
     ) -> list[BucketCount]:
-        return [
-            BucketCount(b.limit, hits_of(stored.get(k, "")), now)
-            for b, k in zip(budgets, keys, strict=True)
-        ]
+        return [kept_count(b.limit, stored.get(k), now) for b, k in zip(budgets, keys, strict=True)]
 
     async def _count(self, budgets: Sequence[Budget], *, always: bool) -> Verdict:
         now = self._clock.now()
@@ -503,7 +544,7 @@ class StoreRateLimiter:
         if not any(added for _, added in counted):
             stored = await self._read_hits(self._store.autocommit, keys)
             return [
-                BucketCount(budget.limit, hits_of(stored.get(key, "")), now).hits
+                kept_count(budget.limit, stored.get(key), now).hits
                 for (budget, _), key in zip(counted, keys, strict=True)
             ]
         merged = []
@@ -511,12 +552,15 @@ class StoreRateLimiter:
             stored = await self._lock_rows(tx, keys, "hits")
             rows = []
             for (budget, added), (name, key) in zip(counted, keys, strict=True):
-                count = BucketCount(budget.limit, hits_of(stored[name, key]), now)
+                count = kept_count(budget.limit, stored[name, key], now)
                 if added:
                     hits = dict(count.hits)
                     for index, n in added.items():
                         hits[index] = max(0, hits.get(index, 0) + n)
-                    count = BucketCount(budget.limit, [h for h in hits.items() if h[1]], now)
+                    # Counted in the process at or before now: now is the newest they can be.
+                    newest = now if count.newest is None else max(count.newest, now)
+                    kept = [h for h in hits.items() if h[1]]
+                    count = BucketCount(budget.limit, kept, now, newest)
                     rows.append((name, key, dense_hits(count.hits), count.expires_at()))
                 merged.append(count.hits)
             await self._write(tx, "hits", rows)
@@ -540,7 +584,8 @@ class StoreRateLimiter:
         now = self._clock.now()
         stored = (rule.name, self._key(rule.name, key))
         async with self._store.transaction() as tx:
-            log = self._log(rule, (await self._lock_rows(tx, [stored], "state"))[stored], now)
+            state, _ = (await self._lock_rows(tx, [stored], "state"))[stored]
+            log = self._log(rule, state, now)
             locked = log.fail()
             state = json.dumps({"failures": log.failures, "until": log.until})
             await self._write(tx, "state", [(*stored, state, log.expires_at())])

@@ -13,8 +13,12 @@ An id is its kind's prefix, an underscore and 24 lowercase hexadecimal digits (`
   declaration of its own.
 
 A well-formed id that names nothing the caller may see is the route's 404, never a matter of
-form. ``tests/integration/test_openapi_ids.py`` holds every id-like parameter and field of the
-document to a pattern, so a route added without one fails.
+form. Where the spec gives a code to an id that names nothing (RECORD_NOT_FOUND for the record
+app data is written on, EVENT_NOT_FOUND, APP_DATA_VALUE_NOT_FOUND, UNKNOWN_CURSOR), the route
+looks the id up whatever its form and answers that code: :meth:`IdKind.looked_up` states the form
+in words, with no pattern that would refuse one first (the spec's codes come before the
+schema's rules). ``tests/integration/test_openapi_ids.py`` holds every other id-like parameter and
+field of the document to a pattern, so a route added without one fails.
 """
 
 from __future__ import annotations
@@ -81,14 +85,14 @@ class IdKind:
             examples=[self.example],
         )
 
-    def list_schema(self, max_items: int) -> dict[str, Any]:
-        """The schema of a comma-separated list of 1 to ``max_items`` ids of the kind."""
-        one = id_pattern(*self.prefixes)
+    def looked_up(self, unknown: str, description: str | None = None) -> dict[str, Any]:
+        """The schema of an id the route looks up whatever its form: one that names nothing,
+        of this form or another, is answered ``unknown`` (the spec's code). The form is stated
+        in words and by example, not by a pattern a client or a validator would refuse first."""
         return {
             "type": "string",
-            "pattern": f"^{one}(?:,{one}){{0,{max_items - 1}}}$",
-            "maxLength": max_items * (self.max_length + 1) - 1,
-            "description": f"Comma-separated, without spaces: {self.description}",
+            "description": f"{description or self.description}. Looked up whatever its form:"
+            f" one that names nothing is {unknown}",
             "examples": [self.example],
         }
 

@@ -40,7 +40,13 @@ blueprint = Blueprint("authorize", __name__, template_folder="templates")
 
 _AUTHORIZE_QUERY = (
     Param("response_type", "query", "Always code", one_of(catalog.RESPONSE_TYPES), required=True),
-    Param("client_id", "query", "The app's client id", CLIENT.schema, required=True),
+    Param(
+        "client_id",
+        "query",
+        "The app's client id",
+        CLIENT.looked_up("the page's Invalid client_id (400)"),
+        required=True,
+    ),
     Param("redirect_uri", "query", "Exactly one of the app's registered URIs", required=True),
     Param("scope", "query", "Space-separated scopes the app registered", required=True),
     Param("state", "query", "Echoed on the callback; the client checks it"),

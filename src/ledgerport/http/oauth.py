@@ -47,7 +47,9 @@ class _ClientInBody(TypedDict):
     """Client authentication in the body (client_secret_post), or a PUBLIC client's id alone;
     HTTP Basic is the other way, never both."""
 
-    client_id: NotRequired[Annotated[str, CLIENT.document]]
+    client_id: NotRequired[
+        Annotated[str, WithJsonSchema(CLIENT.looked_up("401 invalid_client, an empty one too"))]
+    ]
     client_secret: NotRequired[str]
 
 
@@ -531,15 +533,16 @@ async def token() -> Response:
     try:
         form = await read_token_request()
         grant_type = form.get("grant_type") or "missing"
-        if grant_type == "missing":
-            raise auth.InvalidRequest("grant_type is required")
         p = platform()
         # A refresh token that is good is rotated in the statement that counts the request,
         # where the store allows; anything else is decided by the transaction below.
         rotation = _rotation(form) if grant_type == catalog.GRANT_REFRESH_TOKEN else None
+        # The client first: a locked-out pair is refused (429) whatever it asks for.
         credentials, app, rotated = await authenticated_client_reading(
             "token", form, None if rotation is None else rotation.lookup
         )
+        if grant_type == "missing":
+            raise auth.InvalidRequest("grant_type is required")
         if grant_type not in GRANTS_AVAILABLE:
             raise auth.UnsupportedGrantType("grant_type is not supported")
         outcome = None

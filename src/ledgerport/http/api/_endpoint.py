@@ -1,5 +1,7 @@
-"""One data API call: bearer token and limits, API version, then in one transaction the two
-gates, the Idempotency-Key of a write, and the handler.
+"""One data API call: bearer token and limits, API version, the two gates (scope and role
+permission), the body, then in one transaction the Idempotency-Key of a write and the handler.
+Each step refuses before the next looks at the request, so a call is refused for what it is
+before it is refused for what it sends.
 
 The handler runs inside the call's one unit of work with the transaction and the grant, so a
 write, its events and its idempotency record commit together or not at all. Every answer of an
@@ -160,8 +162,10 @@ def data_route(
             requested = request.headers.get(SERVICE_VERSION)
             version = apps.resolve_api_version(requested, grant.pinned_version, today=_today())
             g.response_headers = {SERVICE_VERSION: version.name}
-            extra = {"data": _body(body, raw)} if body is not None else {}
+            # The gates before the body: a call its token may not make is refused as such,
+            # whatever it sends.
             auth.check_call(grant, scope=scope, permission=permission)
+            extra = {"data": _body(body, raw)} if body is not None else {}
             async with unit_of_work(reads=request.method == "GET") as tx:
                 if key is not None:
                     stored = await apps.claim_idempotency_key(

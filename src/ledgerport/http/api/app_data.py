@@ -5,22 +5,25 @@ no role permission (neither scope names one, so ``auth.check_call`` checks the s
 Which records the app may keep data on is its installation's read scopes
 (``apps.write_app_data``). The application host's session cookie is refused, as for the event
 log: app data answers connected apps, which present an OAuth access token.
+
+The spec's codes come before any rule of form: a record id, a key or a value of any form or
+JSON type reaches the check that answers its code (RECORD_NOT_FOUND, UNKNOWN_APP_DATA_FIELD,
+INVALID_APP_DATA_VALUE), and ids of any form are counted before they are looked up
+(RESOURCEIDS_ACCEPTS_MOST_50_IDS).
 """
 
 from __future__ import annotations
 
-import math
-import re
+import json
 from decimal import Decimal
 from typing import Annotated, Any, ParamSpec, TypeVar
 
-from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, with_config
+from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from quart import request
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 from werkzeug.datastructures import MultiDict
 
 from ledgerport import apps, catalog
-from ledgerport.errors import InvalidInput
 from ledgerport.storage import Transaction
 
 from .._ids import ANY_RECORD_ID, APP_DATA_VALUE
@@ -38,31 +41,40 @@ READ = "app-data:read"
 WRITE = "app-data:write"
 
 ResourceType = Annotated[str, WithJsonSchema(one_of(catalog.APP_DATA_RESOURCE_TYPES))]
-Key = Field(
-    min_length=1,
-    max_length=apps.APP_DATA_KEY_MAX_LENGTH,
-    pattern=apps.APP_DATA_KEY_PATTERN,
-    description="A key the app declared for the resource type",
-)
-
-
-def _scalar(value: object) -> object:
-    """A JSON string, number or boolean; the field's type decides the rest."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("must be a finite number")
-    if not isinstance(value, str | bool | int | float | Decimal):
-        raise ValueError("must be a string, a number or a boolean")
-    return value
-
-
+# The record, the key and the value of a write are the spec's to refuse, whatever their form or
+# JSON type: a record that is not the business's is RECORD_NOT_FOUND, a key the app did not
+# declare UNKNOWN_APP_DATA_FIELD, a value its field's type does not take INVALID_APP_DATA_VALUE.
+# So nothing here refuses them first; the document states their forms in words.
+RecordReference = Annotated[
+    Any,
+    WithJsonSchema(
+        ANY_RECORD_ID.looked_up(
+            "404 RECORD_NOT_FOUND",
+            "The id of a record of resourceType in the business: its kind's prefix (inv_,"
+            " cus_, ...) and 24 lowercase hexadecimal digits",
+        )
+    ),
+]
+Key = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "description": "A key the app declared for the resource type (a letter, then up to"
+            f" {apps.APP_DATA_KEY_MAX_LENGTH - 1} letters, digits and underscores); any other"
+            " is UNKNOWN_APP_DATA_FIELD",
+            "examples": ["syncStatus"],
+        }
+    ),
+]
 InValue = Annotated[
     Any,
-    AfterValidator(_scalar),
     WithJsonSchema(
         {
             "type": ["string", "number", "boolean"],
             "description": "As the field's type: TEXT, DATE (2026-09-22) and CHOICE a string,"
-            ' BOOLEAN true or false, NUMBER a decimal string ("12.50") or a JSON number',
+            ' BOOLEAN true or false, NUMBER a decimal string ("12.50") or a JSON number; any'
+            " other value, of any JSON type, is INVALID_APP_DATA_VALUE",
         }
     ),
 ]
@@ -78,29 +90,42 @@ OutValue = Annotated[
 ]
 
 RESOURCE_ID = Param(
-    "resourceId", "query", "The id of one record: its values are answered", ANY_RECORD_ID.schema
+    "resourceId",
+    "query",
+    "The id of one record: its values are answered",
+    ANY_RECORD_ID.looked_up("no value (an empty value is no id)"),
 )
 RESOURCE_IDS = Param(
     "resourceIds",
     "query",
     f"Comma-separated ids of at most {catalog.APP_DATA_RESOURCE_IDS_MAX} records (with"
-    " resourceId, together): their values are answered",
-    ANY_RECORD_ID.list_schema(catalog.APP_DATA_RESOURCE_IDS_MAX),
+    " resourceId, together; more, of any form, is RESOURCEIDS_ACCEPTS_MOST_50_IDS): their"
+    " values are answered",
+    {
+        **ANY_RECORD_ID.looked_up("no value (an empty entry is no id)"),
+        "description": "Comma-separated, without spaces: record ids (their kind's prefix and 24"
+        " lowercase hexadecimal digits). Looked up whatever their form: one that names nothing"
+        " has no value",
+    },
 )
-_ONE_ID = re.compile(ANY_RECORD_ID.pattern)
 RESOURCE_TYPE = Param(
     "resourceType",
     "query",
     "Only values on records of this type",
     one_of(catalog.APP_DATA_RESOURCE_TYPES),
 )
-VALUE_ID = Param("value_id", "path", "The app data value's id", APP_DATA_VALUE.schema)
+VALUE_ID = Param(
+    "value_id",
+    "path",
+    "The app data value's id",
+    APP_DATA_VALUE.looked_up("404 APP_DATA_VALUE_NOT_FOUND"),
+)
 
 
 class ValueIn(Body):
     resourceType: ResourceType
-    resourceId: str = ANY_RECORD_ID.field()
-    key: str = Key
+    resourceId: RecordReference
+    key: Key
     value: InValue
 
 
@@ -176,8 +201,10 @@ async def write_app_data(tx: Transaction, call: Call, data: ValuesIn) -> Written
         app_id=call.grant.app_id,
         business_id=call.business_id,
         values=[
-            apps.AppDataWrite(item.resourceType, item.resourceId, item.key, item.value)
-            for item in exact.values
+            apps.AppDataWrite(
+                item.resourceType, _named(item.resourceId), _named(item.key), exact_item.value
+            )
+            for item, exact_item in zip(data.values, exact.values, strict=True)
         ],
     )
     return {"data": [_rendered(value) for value in written]}
@@ -212,22 +239,20 @@ async def read_app_data(tx: Transaction, call: Call) -> AppDataPage:
 
 
 def _resource_ids(args: MultiDict[str, str]) -> list[str]:
-    """The ids ``resourceId`` and ``resourceIds`` name, as the document states their form:
-    InvalidInput names each value of another form. More than 50 ids is TooManyResourceIds, so
-    ``resourceIds`` is checked for its form with no bound on their count here."""
+    """The ids ``resourceId`` and ``resourceIds`` name, whatever their form: the books count
+    them (more than 50 is RESOURCEIDS_ACCEPTS_MOST_50_IDS, none PROVIDE_RESOURCEID_RESOURCEIDS)
+    and look them up (one that names no record has no value)."""
     single = args.getlist("resourceId")
     lists = args.getlist("resourceIds")
-    problems = [
-        *("resourceId must be the id of a record" for v in single if not _ONE_ID.fullmatch(v)),
-        *(
-            "resourceIds must be ids of records separated by commas"
-            for v in lists
-            if not all(_ONE_ID.fullmatch(part) for part in v.split(","))
-        ),
-    ]
-    if problems:
-        raise InvalidInput(list(dict.fromkeys(problems)))
     return [*single, *(part for v in lists for part in v.split(","))]
+
+
+def _named(reference: object) -> str:
+    """What a reference of the body names: a string as given, any other JSON value its JSON
+    text (which names nothing: no record's id or declared key is one)."""
+    if isinstance(reference, str):
+        return reference
+    return json.dumps(reference)
 
 
 @blueprint.delete("/app-data/<value_id>")

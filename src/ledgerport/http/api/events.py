@@ -8,7 +8,6 @@ access token.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import ConfigDict, WithJsonSchema, with_config
@@ -30,25 +29,32 @@ from ._paging import PAGE_PARAMS, page_params
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_NAME = "(?:" + "|".join(re.escape(name) for name in catalog.EVENT_NAMES) + ")"
 _RETENTION_DAYS = catalog.EVENT_RETENTION // (24 * 3600)
 
 LIMIT = next(param for param in PAGE_PARAMS if param.name == "limit")
+# The cursor, the types and an event's id are looked up whatever their form: the spec answers
+# any that names nothing with its code (UNKNOWN_CURSOR, UNKNOWN_EVENT_TYPE_TYPES,
+# EVENT_NOT_FOUND), so no pattern refuses one first.
 AFTER = Param(
     "after",
     "query",
     "The id of the last event already read (a page's next): the page starts after it. Any event"
     f" of the business within the {_RETENTION_DAYS}-day retention; without it,"
     " the page starts at the oldest",
-    EVENT.schema,
+    EVENT.looked_up("400 UNKNOWN_CURSOR, an empty one too"),
 )
 TYPES = Param(
     "types",
     "query",
     "Comma-separated event types: only events of these types are answered",
-    {"type": "string", "pattern": f"^{_NAME}(?:,{_NAME})*$"},
+    {
+        "type": "string",
+        "description": "Event types of the catalog, comma-separated without spaces; any other"
+        " name, an empty one too, is UNKNOWN_EVENT_TYPE_TYPES",
+        "examples": ["invoice.created,invoice.paid"],
+    },
 )
-EVENT_ID = Param("event_id", "path", "The event's id", EVENT.schema)
+EVENT_ID = Param("event_id", "path", "The event's id", EVENT.looked_up("404 EVENT_NOT_FOUND"))
 
 
 @with_config(ConfigDict(extra="forbid"))

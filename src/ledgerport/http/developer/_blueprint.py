@@ -1,5 +1,6 @@
 """The console's blueprint: every route acts as the signed-in developer (their session cookie
-or a developer token), on an app they develop; anyone else's app is not found (404).
+or a developer token), on an app they develop; anyone else's app is not found (404), whatever
+the request sends.
 
 A browser sends the session cookie with whatever page makes the request: ``SameSite=Lax``
 keeps other sites' cross-site posts out, but not a sibling subdomain's (same site, another
@@ -50,6 +51,12 @@ async def _developer() -> None:
     if user_id is None:
         raise auth.NotSignedIn("A developer token or a signed-in session is required")
     g.developer_id = user_id
+    app_id = (request.view_args or {}).get("app_id")
+    if isinstance(app_id, str):
+        # Another developer's app is not found whatever the request sends (contract.md: others
+        # get 404), so before its body is read; each handler looks again in its transaction.
+        async with unit_of_work() as tx:
+            await developed_app(tx, app_id)
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -6,7 +6,7 @@ only under keys declared here (``apps.write_app_data``).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
 from quart import Response
@@ -25,9 +25,20 @@ FieldType = Annotated[str, WithJsonSchema(one_of(apps.APP_DATA_FIELD_TYPES))]
 CHOICES_DESCRIPTION = (
     f"The options of a CHOICE field (only): {catalog.CHOICE_OPTIONS_MIN} to"
     f" {catalog.CHOICE_OPTIONS_MAX} distinct non-empty strings of at most"
-    f" {catalog.CHOICE_OPTION_MAX_LENGTH} characters after trimming (INVALID_CHOICES otherwise)"
+    f" {catalog.CHOICE_OPTION_MAX_LENGTH} characters after trimming (INVALID_CHOICES otherwise,"
+    " whatever was sent)"
 )
-Choices = Field(default=None, description=CHOICES_DESCRIPTION)
+# The options are the spec's to refuse whatever their JSON type (INVALID_CHOICES), so they are
+# taken as sent and checked by the books; the document states their form.
+Choices = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
+            "description": CHOICES_DESCRIPTION,
+        }
+    ),
+]
 Name = Field(
     default=None,
     min_length=1,
@@ -53,7 +64,7 @@ class FieldIn(BaseModel):
         description="Unique per resource type: a letter, then letters, digits and underscores",
     )
     type: FieldType
-    choices: list[str] | None = Choices
+    choices: Choices = None
     name: str | None = Name
 
 
@@ -63,7 +74,7 @@ class FieldChanges(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    choices: list[str] | None = Choices
+    choices: Choices = None
     name: str | None = Name
 
 

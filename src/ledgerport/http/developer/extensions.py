@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
 from quart import Response
@@ -32,18 +32,30 @@ _PATH = f"^/(?:[^/{_BARRED}][^{_BARRED}]*)?$"
 """A single / then no fragment, backslash, white space or control character."""
 
 
+# Any path the books refuse, whatever was sent (too long, empty, not text), is the spec's
+# EXTENSION_PATH_INVALID: it is taken as sent and judged by the books. The document states the
+# form they check first; dot segments, encoded characters and the App URL's origin are theirs
+# alone to refuse.
+Path = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": catalog.EXTENSION_PATH_MAX_LENGTH,
+            "pattern": _PATH,
+            "description": "The page, a path on the App URL's origin (`/extensions/invoice`, a"
+            " query allowed): no backslash, whitespace, control character or dot segment,"
+            " encoded or not; any other is EXTENSION_PATH_INVALID",
+        }
+    ),
+]
+
+
 class ExtensionIn(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    path: str = Field(
-        min_length=1,
-        max_length=catalog.EXTENSION_PATH_MAX_LENGTH,
-        # The form the books check first; dot segments, encoded characters and the App URL's
-        # origin are theirs to refuse (EXTENSION_PATH_INVALID).
-        json_schema_extra={"pattern": _PATH},
-        description="The page, a path on the App URL's origin (`/extensions/invoice`, a query"
-        " allowed): no backslash, whitespace, control character or dot segment, encoded or not",
-    )
+    path: Path
     label: str | None = Field(
         default=None,
         max_length=catalog.EXTENSION_LABEL_MAX_LENGTH,
@@ -101,6 +113,8 @@ async def put_extension(app_id: str, target: str, data: ExtensionIn) -> Extensio
     p = platform()
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
+        if not isinstance(data.path, str):
+            raise apps.ExtensionPathInvalid("the path is not text")
         extension = await apps.put_extension(
             tx, now=p.now(), app=app, target=target, path=data.path, label=data.label
         )

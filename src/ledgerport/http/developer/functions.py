@@ -53,12 +53,26 @@ EVENTS_DESCRIPTION = (
 )
 
 
+# A source that is not an ES module exporting a handler is the spec's FUNCTION_SOURCE_NO_HANDLER
+# whatever was sent (an empty text, or no text at all), so it is taken as sent and judged by
+# the compile; the document states its form.
+Source = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": catalog.FUNCTION_SOURCE_MAX_BYTES,
+            "description": SOURCE_DESCRIPTION,
+        }
+    ),
+]
+
+
 class FunctionIn(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    source: str = Field(
-        min_length=1, max_length=catalog.FUNCTION_SOURCE_MAX_BYTES, description=SOURCE_DESCRIPTION
-    )
+    source: Source
     events: list[EventName] = Field(description=EVENTS_DESCRIPTION)
 
 
@@ -289,14 +303,16 @@ def _run_detail(detail: queues.RunDetail) -> RunDetail:
 async def put_function(app_id: str, name: str, data: FunctionIn) -> Function:
     """Upload a function: the first upload of a name creates it (version 1), each later one
     makes a new version, which is the one that runs from then on. The source is refused with
-    FUNCTION_SOURCE_NO_HANDLER when it is not an ES module (a syntax error) or exports no
-    ``handler``, and with a validation 400 when it imports anything, nests brackets too deep or
-    takes too long to compile. An app's uploads past its budget a minute answer
-    APP_RATE_LIMITED."""
+    FUNCTION_SOURCE_NO_HANDLER when it is not an ES module (not text, a syntax error) or exports
+    no ``handler`` (an empty one too), and with a validation 400 when it is too large, imports
+    anything, nests brackets too deep or takes too long to compile. An app's uploads past its
+    budget a minute answer APP_RATE_LIMITED."""
     p = platform()
     # Two transactions around the compile (a worker process): no transaction waits for a parse.
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
+    if not isinstance(data.source, str):
+        raise apps.FunctionSourceNoHandler("the source is not text")
     await count_function_upload(app.id)
     upload = await apps.prepare_function(app, name=name, source=data.source, events=data.events)
     async with unit_of_work() as tx:

@@ -1,0 +1,3 @@
+-- PostgreSQL's 0027 makes its shared rate-limit counters end every bucket by the count's newest
+-- hit, kept in ``expires_at``; SQLite's counters count in Python (``BucketCount``), which reads
+-- the same column, and the table needs no change.
