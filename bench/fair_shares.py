@@ -34,7 +34,7 @@ share of the workers (one of two), so the victim's run never waits for a flood r
 from __future__ import annotations
 
 import argparse
-import base64
+import functools
 import statistics
 import sys
 import tempfile
@@ -47,9 +47,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.e2e.served import Provisioned, provision, start_server, stop, store_env, wait_healthy
-
-from ledgerport import catalog
+from tests.e2e.served import Provisioned, provision, served, store_env
 
 ADMIN_TOKEN = "lp_admin_bench-fair-shares-0123456789abcdef"
 SCOPES = ["customers:read", "customers:write"]
@@ -84,57 +82,20 @@ def _client(base: str, token: str, path: str = "") -> httpx.AsyncClient:
     )
 
 
-async def _sibling(admin: httpx.AsyncClient, base: str, user_id: str, name: str) -> Provisioned:
-    """One more app of developer ``user_id``, installed in a business of its own that the
-    developer owns, with an access token for it (as :func:`provision` sets one up)."""
-    business = _ok(await admin.post("/admin/businesses", json={"name": f"{name} Ltd"}))
-    _ok(
-        await admin.put(
-            f"/admin/businesses/{business['id']}/members/{user_id}", json={"role": "owner"}
-        )
-    )
-    app = _ok(
-        await admin.post(
-            "/admin/apps",
-            json={
-                "name": name,
-                "type": "CONFIDENTIAL",
-                "redirectUris": ["https://app.example/callback"],
-                "scopes": SCOPES,
-                "developerUserId": user_id,
-                "reviewed": True,
-            },
-        )
-    )
-    ids = {"appId": app["id"], "businessId": business["id"], "userId": user_id}
-    _ok(await admin.post("/admin/installations", json={**ids, "scopes": SCOPES}))
-    session = _ok(await admin.post("/admin/session-tokens", json=ids))
-    developer = _ok(await admin.post("/admin/developer-tokens", json={"userId": user_id}))
-    basic = base64.b64encode(f"{app['clientId']}:{app['clientSecret']}".encode()).decode()
-    async with httpx.AsyncClient(base_url=base, timeout=30, trust_env=False) as oauth:
-        tokens = _ok(
-            await oauth.post(
-                "/oauth/token",
-                data={
-                    "grant_type": catalog.GRANT_TOKEN_EXCHANGE,
-                    "subject_token": session["sessionToken"],
-                    "subject_token_type": catalog.TOKEN_TYPE_JWT,
-                },
-                headers={"Authorization": f"Basic {basic}"},
-            )
-        )
-    return Provisioned(
-        business["id"], user_id, app["id"], tokens["access_token"], developer["token"]
-    )
-
-
 async def _flood_developer(base: str, count: int, round_name: str) -> list[Provisioned]:
     """A new developer with ``count`` apps, each with the spinning function."""
     first = await trio.to_thread.run_sync(provision, base, ADMIN_TOKEN, SCOPES, round_name)
     made = [first]
-    async with _client(base, ADMIN_TOKEN) as admin:
-        for index in range(1, count):
-            made.append(await _sibling(admin, base, first.user_id, f"{round_name} {index}"))
+    for index in range(1, count):
+        sibling = functools.partial(
+            provision,
+            base,
+            ADMIN_TOKEN,
+            SCOPES,
+            f"{round_name} {index}",
+            developer_id=first.user_id,
+        )
+        made.append(await trio.to_thread.run_sync(sibling))
     for app in made:
         async with _client(base, app.developer_token, f"/developer/apps/{app.app_id}") as console:
             _ok(
@@ -205,12 +166,8 @@ async def run_backend(backend: str, samples: int, rounds: list[int]) -> dict[str
                 "LEDGERPORT_RATE_LIMIT_FACTOR": "10",
                 "LEDGERPORT_PASSWORD_HASHING": "fast",
             }
-            server = start_server(Path(directory), ADMIN_TOKEN, env)
-            try:
-                wait_healthy(server)
+            with served(Path(directory), ADMIN_TOKEN, env) as server:
                 return await _against(server.base, samples, rounds)
-            finally:
-                stop(server.process)
 
 
 async def _against(base: str, samples: int, rounds: list[int]) -> dict[str, list[float]]:

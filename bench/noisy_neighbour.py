@@ -43,7 +43,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.e2e.served import Provisioned, provision, start_server, stop, store_env, wait_healthy
+from tests.e2e.served import Provisioned, provision, served, store_env
 from tests.receiver import Answer, receiving
 
 ADMIN_TOKEN = "lp_admin_bench-noisy-neighbour-0123456789"
@@ -159,12 +159,8 @@ async def run_backend(backend: str, samples: int, flood_events: int) -> dict[str
                 "LEDGERPORT_RATE_LIMIT_FACTOR": "10",
                 "LEDGERPORT_PASSWORD_HASHING": "fast",
             }
-            server = start_server(Path(directory), ADMIN_TOKEN, env)
-            try:
-                wait_healthy(server)
+            with served(Path(directory), ADMIN_TOKEN, env) as server:
                 return await _against(server.base, samples, flood_events)
-            finally:
-                stop(server.process)
 
 
 async def _against(base: str, samples: int, flood_events: int) -> dict[str, Any]:

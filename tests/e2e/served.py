@@ -171,16 +171,31 @@ def _answer(response: httpx.Response) -> dict[str, Any]:
     return answer
 
 
-def provision(base: str, admin_token: str, scopes: list[str], name: str = "App") -> Provisioned:
+def provision(
+    base: str,
+    admin_token: str,
+    scopes: list[str],
+    name: str = "App",
+    *,
+    developer_id: str | None = None,
+) -> Provisioned:
     """Set up through the operator API (see :class:`Provisioned`); the access token comes from
-    the token exchange of a session token, as an embedded app gets it."""
+    the token exchange of a session token, as an embedded app gets it. ``developer_id``: the
+    business's owner and the app's developer is that user, not a new one."""
     admin = {"Authorization": f"Bearer {admin_token}"}
     with httpx.Client(base_url=base, timeout=10.0, trust_env=False, headers=admin) as http:
         business = _answer(http.post("/admin/businesses", json={"name": f"{name} Ltd"}))
-        user = _answer(
-            http.post(
-                "/admin/users",
-                json={"email": f"{secrets.token_hex(4)}@example.com", "password": "pw-12345678"},
+        user = (
+            {"id": developer_id}
+            if developer_id is not None
+            else _answer(
+                http.post(
+                    "/admin/users",
+                    json={
+                        "email": f"{secrets.token_hex(4)}@example.com",
+                        "password": "pw-12345678",
+                    },
+                )
             )
         )
         member = http.put(
