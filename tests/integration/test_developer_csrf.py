@@ -149,3 +149,16 @@ async def test_the_services_origin_is_compared_as_a_browser_writes_it(
         )
 
     assert response.status_code == status
+
+
+async def test_the_document_says_when_a_cookie_request_is_refused_as_cross_site(
+    client: Any,
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        document = await (await client.get("/openapi.json")).get_json()
+
+    session = document["components"]["securitySchemes"]["session"]
+    assert "X-CSRF-Token" in session["description"]
+    assert "CROSS_SITE_REQUEST" in session["description"]
+    operation = document["paths"]["/developer/apps/{app_id}/app-data-fields"]["post"]
+    assert "403" in operation["responses"]

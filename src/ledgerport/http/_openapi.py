@@ -400,6 +400,7 @@ class DocumentProvider(OpenAPIProvider):
         if self._built is None or self._built[0] != rules:
             document = super().schema()
             _state_nul_refusal(document)
+            _state_cross_site_refusal(document)
             self._built = (rules, orjson.dumps(document))
         return self._built[1]
 
@@ -590,6 +591,23 @@ def _state_nul_refusal(document: dict[str, Any]) -> None:
                     _nul_free(parameter.get("schema"), components, seen)
             for media in operation.get("requestBody", {}).get("content", {}).values():
                 _nul_free(media.get("schema"), components, seen)
+
+
+SESSION_SCHEME_DESCRIPTION = (
+    "The application host's session cookie. On /developer/*, a request it authenticates with an"
+    " unsafe method (POST, PUT, PATCH, DELETE) must come from the service's own origin"
+    " (Sec-Fetch-Site: same-origin, or an Origin of the API or application host) or carry the"
+    " CSRF token of one of its pages in X-CSRF-Token; otherwise it is refused, 403"
+    " CROSS_SITE_REQUEST, before anything else is checked. A developer token is unaffected."
+)
+
+
+def _state_cross_site_refusal(document: dict[str, Any]) -> None:
+    """The session cookie's security scheme says when a request it authenticates is refused as
+    cross-site (quart-schema's scheme types take no description)."""
+    schemes = document.get("components", {}).get("securitySchemes", {})
+    if "session" in schemes:
+        schemes["session"]["description"] = SESSION_SCHEME_DESCRIPTION
 
 
 def provider_for(shapes: Mapping[str, ErrorShape]) -> type[OpenAPIProvider]:
