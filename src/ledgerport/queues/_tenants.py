@@ -26,7 +26,8 @@ class DueTenant:
     when it has none (a client registered dynamically): such an app is its own developer."""
     app_id: str
     business: str
-    """The business of the run or delivery ('' for none: an app event, a test)."""
+    """The business of the run or delivery ('' for none: a test, an event recorded without
+    one)."""
     due: float
 
 
