@@ -248,7 +248,7 @@ async def test_an_outcome_whose_claim_lost_its_lease_logs_nothing(
                     now=now,
                     lease="lease_a",
                     lease_until=now + 30,
-                    take=lambda _app, _webhook: True,
+                    take=lambda _app, _business, _webhook: True,
                 )
                 await queues.write_fan_out(tx, fanned)
             (claimed,) = fanned.claimed

@@ -11,12 +11,16 @@
   deliveries, holds what one app would, and another developer's run starts (or its delivery
   arrives) at once whatever the number of apps, where with shares per app four apps took every
   worker (or the whole engine) and the victim waited for the flood's work to end.
+- Below the app, its businesses take turns: an app's burst of due deliveries in one business
+  leaves its delivery in another business in the first claim, attempted among the first, where
+  claimed oldest first across the app's businesses it waited for the whole burst.
 
 Every wait is bounded; the bounds sit far below what the flood's work takes (a 10 s attempt
 timeout, a 30 s call), so they fail on starvation and not on a slow machine."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -25,6 +29,8 @@ from typing import Any
 import pytest
 import trio
 
+from ledgerport import queues
+from ledgerport.clock import FrozenClock
 from ledgerport.engine import DeliveryEngine, FunctionRunner
 from ledgerport.http import in_process_api
 from ledgerport.platform import Platform
@@ -425,3 +431,74 @@ async def test_a_developers_apps_together_keep_one_apps_attempts_in_flight(
             hanging = len(dead.received)
             nursery.cancel_scope.cancel()
     assert hanging == 24
+
+
+async def _in_another_business(client: Any, admin_headers: dict[str, str], owner: Api) -> Api:
+    """The data API of a new business of the owner's, its app (the owner's) installed there with
+    every area scope."""
+    admin = {"headers": admin_headers}
+    business = await (
+        await client.post("/admin/businesses", json={"name": "Another"}, **admin)
+    ).get_json()
+    user_id = owner.world.user_id
+    member = await client.put(
+        f"/admin/businesses/{business['id']}/members/{user_id}", json={"role": "owner"}, **admin
+    )
+    assert member.status_code == 200
+    world = replace(owner.world, business_id=business["id"])
+    await install(client, admin_headers, world, ALL_SCOPES)
+    answer = await exchange(client, world, await session_token(client, admin_headers, world))
+    assert answer.status_code == 200
+    return Api(client, (await answer.get_json())["access_token"], world)
+
+
+async def _queue_all(platform: Platform) -> None:
+    """Fan the committed events out into deliveries left in the queue, due now (none handed
+    to an engine): a backlog such as retries or another process's claims leave."""
+    while True:
+        async with platform.store.transaction() as tx:
+            pending = await queues.pending_events(tx, 100)
+            if not pending.positions:
+                return
+            now = platform.now()
+            fanned = queues.plan_fan_out(
+                pending,
+                keyring=platform.keyring,
+                now=now,
+                lease="nobody",
+                lease_until=now,
+                take=lambda *_: False,
+            )
+            await queues.write_fan_out(tx, fanned)
+
+
+async def test_an_apps_burst_in_one_business_leaves_its_delivery_in_another_in_the_first_claim(
+    platform: Platform, client: Any, admin_headers: dict[str, str], clock: FrozenClock
+) -> None:
+    """One app in two businesses, one webhook at an endpoint that accepts and never answers:
+    200 deliveries of business A due, then one of business B, due after all of them. The
+    claims go round the app's businesses, each one's oldest first and handed over in turns, so
+    B's delivery is among the first attempts (the webhook's 8 in flight, which then hang).
+    Taken oldest first across the app's businesses, it was the burst's 201st: behind 25 rounds
+    of hanging attempts (10 s each)."""
+    with trio.fail_after(TIMEOUT):
+        burst = await owner_api(client, admin_headers)
+        console = await console_for(client, admin_headers, burst)
+        other = await _in_another_business(client, admin_headers, burst)
+        async with receiving() as dead, trio.open_nursery() as nursery:
+            dead.default = NEVER
+            await console.webhook(dead.url, ["customer.created"])
+            for index in range(200):
+                await burst.customer(f"Burst {index}")
+            await _queue_all(platform)
+            clock.advance(1.0)
+            await other.customer("Other")
+            await _queue_all(platform)
+            engine = DeliveryEngine(platform)
+            await nursery.start(engine.run)
+            await dead.wait_for(8, within=30)
+            await trio.sleep(0.5)  # room for any more to (wrongly) arrive
+            arrived = [json.loads(received.body)["businessId"] for received in dead.received]
+            nursery.cancel_scope.cancel()
+    assert len(arrived) == 8
+    assert arrived.count(other.world.business_id) == 1, "B's delivery is among the first"

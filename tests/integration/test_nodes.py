@@ -49,7 +49,7 @@ async def _fan_out(platform: Platform, *, lease: str | None) -> list[str]:
             now=now,
             lease=lease or "",
             lease_until=now + 30,
-            take=lambda _app, _webhook: lease is not None,
+            take=lambda _app, _business, _webhook: lease is not None,
             max_rows=512,
         )
         await queues.write_fan_out(tx, fanned)
@@ -91,9 +91,10 @@ async def _take_over_when_gone(store: Store) -> queues.TakenOver:
 
 async def _dead_node_with_claims(
     platform: Platform, client: Any, admin_headers: dict[str, str], other: Store
-) -> tuple[str, list[str], list[str]]:
+) -> tuple[tuple[str, str], list[str], list[str]]:
     """A node of ``other``'s that claimed the deliveries of one event (to two webhooks), then
-    the deliveries of a newer event queued behind them; answers (app id, claimed, newer)."""
+    the deliveries of a newer event queued behind them; answers ((app id, business id),
+    claimed, newer)."""
     async with hooked(client, admin_headers, ["customer.created"]) as hook:
         await hook.console.webhook(hook.receiver.url, ["customer.created"])
         await hook.api.customer()
@@ -103,7 +104,7 @@ async def _dead_node_with_claims(
         platform.clock.advance(1.0)  # type: ignore[attr-defined]
         await hook.api.customer()
         newer = await _fan_out(platform, lease=None)
-    return hook.api.world.app_id, claimed, newer
+    return (hook.api.world.app_id, hook.api.world.business_id), claimed, newer
 
 
 async def test_a_dead_nodes_claims_go_back_to_the_queue_before_newer_work(
@@ -117,7 +118,7 @@ async def test_a_dead_nodes_claims_go_back_to_the_queue_before_newer_work(
         async with _other_process(store, other_url) as other:
             if store.shared:
                 await other.hold(queues.NODE_KEY_PREFIX + DEAD)
-            app_id, claimed, newer = await _dead_node_with_claims(
+            tenant, claimed, newer = await _dead_node_with_claims(
                 platform, client, admin_headers, other
             )
             assert len(claimed) == 2
@@ -139,8 +140,8 @@ async def test_a_dead_nodes_claims_go_back_to_the_queue_before_newer_work(
                 now=now,
                 lease="node_here",
                 lease_until=now + 30,
-                quotas=[(app_id, 2)],
-                take=lambda _app, _webhook: True,
+                quotas=[(tenant, 2)],
+                take=lambda _app, _business, _webhook: True,
             )
     assert taken == queues.TakenOver((DEAD,), 2, 0)
     assert await _node_ids(store) == []

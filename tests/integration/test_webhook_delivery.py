@@ -370,7 +370,7 @@ async def test_fan_out_happens_once_and_not_at_all_when_its_transaction_fails(
                         now=platform.now(),
                         lease="x",
                         lease_until=platform.now(),
-                        take=lambda _app, _webhook: False,
+                        take=lambda _app, _business, _webhook: False,
                     )
                     await queues.write_fan_out(tx, fanned)
                     raise Crash
@@ -862,7 +862,7 @@ async def test_a_fan_out_stops_at_whole_events_once_its_rows_reach_the_budget(
                 now=platform.now(),
                 lease="x",
                 lease_until=platform.now(),
-                take=lambda _app, _webhook: False,
+                take=lambda _app, _business, _webhook: False,
                 max_rows=25,
             )
     # app.installed (no webhook of it), then five customers: 0, 10, 20, 30 rows: the fourth
@@ -888,7 +888,7 @@ async def test_claims_are_renewed_in_bounded_batches(
                     now=platform.now(),
                     lease="lease_a",
                     lease_until=platform.now() + 30,
-                    take=lambda _app, _webhook: True,
+                    take=lambda _app, _business, _webhook: True,
                 )
                 await queues.write_fan_out(tx, fanned)
             until = platform.now() + 60

@@ -4,12 +4,14 @@ invariants under any sequence of operations (hypothesis state machines).
 Invariants of the delivery book: held counts never go negative and always add up; no webhook,
 developer (whatever its number of apps) or engine holds past its cap; no developer gains room
 while another waits for it; a claim goes to the developers holding least, and among those holding
-as much to the longest waiting; an outcome of a fan-out that did not commit is never written;
-whatever happened, once every attempt has ended, every fan-out has ended and every write
-succeeded, the book has settled. Of the run book: no developer, app or business runs past its
-share, no more runs than workers, no worker is left free while a tenant with due runs could have
-it, and each worker goes to the developer running least, within it to the app running least,
-within that to the business running least, ties to the longest waiting."""
+as much to the longest waiting, and a developer's part to its apps, an app's part to its
+businesses, each unit to the one holding least, then to the longest waiting; an outcome of a
+fan-out that did not commit is never written; whatever happened, once every attempt has ended,
+every fan-out has ended and every write succeeded, the book has settled. Of the run book: no
+developer, app or business runs past its share, no more runs than workers, no worker is left
+free while a tenant with due runs could have it, and each worker goes to the developer running
+least, within it to the app running least, within that to the business running least, ties to
+the longest waiting."""
 
 from __future__ import annotations
 
@@ -92,11 +94,16 @@ def _book(
     return book
 
 
+def _no_business(due: dict[str, float]) -> dict[tuple[str, str], float]:
+    """Due deliveries of apps, none for a business (test deliveries, app events)."""
+    return {(app, ""): at for app, at in due.items()}
+
+
 def test_an_apps_webhooks_fill_its_share_and_leave_the_rest_to_others() -> None:
     book = _book(total=40, per_developer=4, per_webhook=3)
-    taken = [book.take("flood", f"hook_{i % 2}") for i in range(100)]
+    taken = [book.take("flood", "", f"hook_{i % 2}") for i in range(100)]
     assert taken.count(None) == 4
-    assert book.take("victim", "its_hook") is None
+    assert book.take("victim", "", "its_hook") is None
     assert book.held_back[Refusal.OWN_CAP] == 96
 
 
@@ -105,17 +112,17 @@ def test_a_developers_apps_together_hold_what_one_app_would(apps: int) -> None:
     """The share is the developer's: more apps buy no more of the engine."""
     flood = {f"flood_{i}": "dev_flood" for i in range(apps)}
     book = _book(total=40, per_developer=4, per_webhook=40, free=0, developers=flood)
-    taken = [book.take(f"flood_{i % apps}", f"hook_{i % apps}") for i in range(100)]
+    taken = [book.take(f"flood_{i % apps}", "", f"hook_{i % apps}") for i in range(100)]
     assert taken.count(None) == 4
     assert book.developers.held("dev_flood") == 4
-    assert book.take("victim", "its_hook") is None
+    assert book.take("victim", "", "its_hook") is None
 
 
 def test_a_developers_apps_get_no_free_deliveries_past_twice_its_share() -> None:
     """One quiet webhook's free delivery each, until the developer holds twice its share."""
     flood = {f"flood_{i}": "dev_flood" for i in range(16)}
     book = _book(total=100, per_developer=4, per_webhook=8, developers=flood)
-    taken = [book.take(f"flood_{i}", f"hook_{i}") for i in range(16)]
+    taken = [book.take(f"flood_{i}", "", f"hook_{i}") for i in range(16)]
     assert taken.count(None) == 8
     assert book.developers.held("dev_flood") == 8
 
@@ -124,62 +131,62 @@ def test_a_webhook_with_no_backlog_gets_its_free_deliveries_past_its_apps_share(
     """So a webhook with no backlog is not held up by its app's other webhooks: the app is
     past its share by at most the free deliveries of each webhook."""
     book = _book(total=40, per_developer=4, per_webhook=8, free=2)
-    assert [book.take("app", "busy") for _ in range(8)].count(None) == 4
-    assert book.take("app", "quiet") is None
-    assert book.take("app", "quiet") is None
-    assert book.take("app", "quiet") is Refusal.OWN_CAP
+    assert [book.take("app", "", "busy") for _ in range(8)].count(None) == 4
+    assert book.take("app", "", "quiet") is None
+    assert book.take("app", "", "quiet") is None
+    assert book.take("app", "", "quiet") is Refusal.OWN_CAP
     assert book.apps.held("app") == 6
 
 
 def test_an_app_with_many_quiet_webhooks_holds_at_most_twice_its_share() -> None:
     book = _book(total=100, per_developer=4, per_webhook=8)
-    taken = [book.take("wide", f"hook_{i}") for i in range(50)]
+    taken = [book.take("wide", "", f"hook_{i}") for i in range(50)]
     assert taken.count(None) == 8
     assert book.apps.held("wide") == 8
-    assert book.take("victim", "its_hook") is None
+    assert book.take("victim", "", "its_hook") is None
 
 
 def test_room_is_taken_only_for_an_app_whose_developer_is_known() -> None:
     book: DeliveryBook[str, str] = DeliveryBook(total=4, per_developer=4, per_webhook=4)
     with pytest.raises(KeyError, match="developer of 'stranger'"):
-        book.take("stranger", "h")
+        book.take("stranger", "", "h")
 
 
 def test_claim_order_puts_waiting_developers_first_then_those_holding_least() -> None:
     book = _book(total=4, per_developer=4, per_webhook=4)
     for _ in range(4):
-        book.take("big", "h1")
-    assert book.take("late", "h2") is Refusal.TOTAL  # "late" waits now
-    book.let_go("big", "h1")
-    order = book.claim_order({"big": 1.0, "small": 1.0, "late": 1.0}, budget=200)
-    assert order == [("late", 1)]
+        book.take("big", "", "h1")
+    assert book.take("late", "", "h2") is Refusal.TOTAL  # "late" waits now
+    book.let_go("big", "", "h1")
+    order = book.claim_order(_no_business({"big": 1.0, "small": 1.0, "late": 1.0}), budget=200)
+    assert order == [(("late", ""), 1)]
     assert book.held_back[Refusal.FAIRNESS] >= 2
 
 
 def test_a_developer_waiting_for_room_is_owed_it_whichever_of_its_apps_asks() -> None:
     book = _book(total=4, per_developer=4, per_webhook=4, developers={"a": "dev", "b": "dev"})
     for _ in range(4):
-        book.take("big", "h1")
-    assert book.take("a", "ha") is Refusal.TOTAL
+        book.take("big", "", "h1")
+    assert book.take("a", "", "ha") is Refusal.TOTAL
     assert book.developers.waiting == ("dev",)
-    book.let_go("big", "h1")
-    assert book.take("big", "h1") is Refusal.FAIRNESS
-    assert book.take("b", "hb") is None
+    book.let_go("big", "", "h1")
+    assert book.take("big", "", "h1") is Refusal.FAIRNESS
+    assert book.take("b", "", "hb") is None
     assert book.developers.waiting == ()
 
 
 def test_claim_order_shares_the_batch_and_no_developer_gets_past_its_room() -> None:
     book = _book(total=100, per_developer=10, per_webhook=10)
     for _ in range(8):
-        book.take("a", "h")
-    order = book.claim_order({"a": 1.0, "b": 1.0, "c": 1.0}, budget=30)
-    assert order == [("b", 10), ("c", 10), ("a", 2)]
+        book.take("a", "", "h")
+    order = book.claim_order(_no_business({"a": 1.0, "b": 1.0, "c": 1.0}), budget=30)
+    assert order == [(("b", ""), 10), (("c", ""), 10), (("a", ""), 2)]
 
 
 def test_claim_order_between_developers_holding_as_much_goes_to_the_longest_waiting() -> None:
     book = _book(total=100, per_developer=10, per_webhook=10)
-    order = book.claim_order({"a": 30.0, "b": 10.0, "c": 20.0}, budget=3)
-    assert order == [("b", 1), ("c", 1), ("a", 1)]
+    order = book.claim_order(_no_business({"a": 30.0, "b": 10.0, "c": 20.0}), budget=3)
+    assert order == [(("b", ""), 1), (("c", ""), 1), (("a", ""), 1)]
 
 
 @pytest.mark.parametrize("apps", [1, 4, 16])
@@ -188,14 +195,62 @@ def test_claim_order_gives_a_developers_apps_together_one_part(apps: int) -> Non
     those holding least and then waiting longest first."""
     flood = {f"flood_{i}": "dev_flood" for i in range(apps)}
     book = _book(total=100, per_developer=8, per_webhook=100, developers=flood)
-    book.take("flood_0", "h")
+    book.take("flood_0", "", "h")
     due = {f"flood_{i}": float(i) for i in range(apps)} | {"victim": 50.0}
-    order = dict(book.claim_order(due, budget=100))
+    order = {app: n for (app, _), n in book.claim_order(_no_business(due), budget=100)}
     assert order.pop("victim") == 8
     assert sum(order.values()) == 7
     if apps > 1:
         assert order.get("flood_0", 0) <= min(order.get(f"flood_{i}", 0) for i in range(1, apps))
         assert order["flood_1"] >= order.get(f"flood_{apps - 1}", 0)
+
+
+def test_claim_order_shares_an_apps_part_among_its_businesses() -> None:
+    """A burst of one business of an app waited longest, but the app's part goes round its
+    businesses: the other business's delivery is in this claim, not behind the burst."""
+    book = _book(total=100, per_developer=10, per_webhook=100)
+    due = {("app", "bus_burst"): 0.0, ("app", "bus_other"): 5.0}
+    assert book.claim_order(due, budget=10) == [
+        (("app", "bus_burst"), 5),
+        (("app", "bus_other"), 5),
+    ]
+
+
+def test_claim_order_within_an_app_goes_to_the_business_holding_least() -> None:
+    book = _book(total=100, per_developer=10, per_webhook=100)
+    for _ in range(4):
+        book.take("app", "bus_busy", "h")
+    assert book.tenants.held(("app", "bus_busy")) == 4
+    due = {("app", "bus_busy"): 0.0, ("app", "bus_quiet"): 9.0}
+    assert book.claim_order(due, budget=3) == [(("app", "bus_quiet"), 3)]
+    book.let_go("app", "bus_busy", "h")
+    assert book.tenants.held(("app", "bus_busy")) == 3
+
+
+def test_claim_order_within_an_app_between_businesses_holding_as_much_the_longest_waiting() -> None:
+    book = _book(total=100, per_developer=10, per_webhook=100)
+    due = {("app", "bus_new"): 5.0, ("app", "bus_old"): 1.0, ("app", ""): 3.0}
+    assert book.claim_order(due, budget=1) == [(("app", "bus_old"), 1)]
+    assert book.claim_order(due, budget=3) == [
+        (("app", "bus_old"), 1),
+        (("app", ""), 1),
+        (("app", "bus_new"), 1),
+    ]
+
+
+def test_an_apps_businesses_share_its_part_not_its_developers() -> None:
+    """Two apps of one developer: the part goes round the apps first, then each app's part
+    round its businesses, so an app with many businesses gets no more than its sibling."""
+    book = _book(total=100, per_developer=8, per_webhook=100, developers={"a": "dev", "b": "dev"})
+    due = {("a", f"bus_{i}"): float(i) for i in range(4)} | {("b", "bus_b"): 9.0}
+    order = book.claim_order(due, budget=8)
+    per_app: Counter[str] = Counter()
+    for (app, _), count in order:
+        per_app[app] += count
+    assert per_app == {"a": 4, "b": 4}
+    assert [tenant for tenant, count in order if tenant[0] == "a"] == [
+        ("a", f"bus_{i}") for i in range(4)
+    ]
 
 
 def test_an_outcome_waits_for_its_fan_out_and_is_dropped_when_it_did_not_commit() -> None:
@@ -223,9 +278,12 @@ def test_the_outcomes_of_a_failed_write_are_written_again_first() -> None:
 
 APP_IDS = ("app_a", "app_b", "app_c", "app_d")
 APPS = st.sampled_from(APP_IDS)
+BUSINESSES = st.sampled_from(["", "b1", "b2"])
 HOOKS = st.sampled_from(["h1", "h2", "h3"])
 DEVELOPERS = st.lists(st.sampled_from(["dev_1", "dev_2", None]), min_size=4, max_size=4)
 """The developer of each app of APP_IDS (None: it has none, and is its own developer)."""
+Held = tuple[str, str, str]
+"""What a delivery holds room as: (app, business, webhook)."""
 
 
 class DeliveryBookMachine(RuleBasedStateMachine):
@@ -233,7 +291,7 @@ class DeliveryBookMachine(RuleBasedStateMachine):
     that fail, attempts that end before or after their fan-out, outcomes written or not."""
 
     handed = Bundle("handed")
-    """Deliveries handed to actors: (delivery id, app, webhook, fan-out or None)."""
+    """Deliveries handed to actors: (delivery id, (app, business, webhook), fan-out or None)."""
     fan_outs = Bundle("fan_outs")
 
     @initialize(
@@ -251,18 +309,18 @@ class DeliveryBookMachine(RuleBasedStateMachine):
         free: int,
         developers: list[str | None],
     ) -> None:
-        self.book: DeliveryBook[tuple[str, str, str], tuple[str, str]] = DeliveryBook(
+        self.book: DeliveryBook[tuple[str, Held], tuple[str, str]] = DeliveryBook(
             total=total, per_developer=per_developer, per_webhook=per_webhook, per_webhook_free=free
         )
         self.developer = {app: dev or app for app, dev in zip(APP_IDS, developers, strict=True)}
         self.book.note_developers(self.developer.items())
         self.serial = 0
-        self.held: Counter[tuple[str, str]] = Counter()
+        self.held: Counter[Held] = Counter()
         self.uncommitted: set[str] = set()
         """Deliveries whose fan-out ended without committing."""
         self.open_fan_outs: list[object] = []
-        self.waiting_attempts: dict[str, tuple[str, str, str]] = {}
-        """Attempts that ended before their fan-out did: delivery id to (id, app, webhook)."""
+        self.waiting_attempts: dict[str, tuple[str, Held]] = {}
+        """Attempts that ended before their fan-out did: delivery id to (id, what it holds)."""
         self.writing: list[list[tuple[str, str, tuple[str, str]]]] = []
         self.written: list[tuple[str, str]] = []
 
@@ -270,13 +328,13 @@ class DeliveryBookMachine(RuleBasedStateMachine):
         self.serial += 1
         return f"dlv_{self.serial}"
 
-    def _take(self, app: str, hook: str) -> bool:
+    def _take(self, held: Held) -> bool:
         waiting_before = self.book.developers.waiting
-        refusal = self.book.take(app, hook)
+        refusal = self.book.take(*held)
         if refusal is None:
             # No developer gains room while another waits for it.
-            assert not waiting_before or self.developer[app] in waiting_before
-            self.held[app, hook] += 1
+            assert not waiting_before or self.developer[held[0]] in waiting_before
+            self.held[held] += 1
             return True
         return False
 
@@ -286,21 +344,21 @@ class DeliveryBookMachine(RuleBasedStateMachine):
         self.open_fan_outs.append(fan_out)
         return fan_out
 
-    @rule(target=handed, app=APPS, hook=HOOKS, fan_out=fan_outs)
-    def fan_out_hands_over(self, app: str, hook: str, fan_out: object) -> object:
-        if fan_out not in self.open_fan_outs or not self._take(app, hook):
+    @rule(target=handed, app=APPS, business=BUSINESSES, hook=HOOKS, fan_out=fan_outs)
+    def fan_out_hands_over(self, app: str, business: str, hook: str, fan_out: object) -> object:
+        if fan_out not in self.open_fan_outs or not self._take((app, business, hook)):
             return None
         delivery_id = self._new_id()
         self.book.awaits_commit(delivery_id, fan_out)  # type: ignore[arg-type]
-        return (delivery_id, app, hook, fan_out)
+        return (delivery_id, (app, business, hook), fan_out)
 
-    @rule(target=handed, app=APPS, hook=HOOKS, fails=st.booleans())
-    def claim_hands_over(self, app: str, hook: str, fails: bool) -> object:
+    @rule(target=handed, app=APPS, business=BUSINESSES, hook=HOOKS, fails=st.booleans())
+    def claim_hands_over(self, app: str, business: str, hook: str, fails: bool) -> object:
         """A claiming transaction reserves room; when it fails, the reservation is undone."""
         held_before = self.book.held
         try:
             with self.book.reserving() as reservation:
-                taken = reservation.take(app, hook)
+                taken = reservation.take(app, business, hook)
                 if fails:
                     raise RuntimeError("the claim's transaction failed")
                 reservation.handed_over()
@@ -309,8 +367,8 @@ class DeliveryBookMachine(RuleBasedStateMachine):
             return None
         if not taken:
             return None
-        self.held[app, hook] += 1
-        return (self._new_id(), app, hook, None)
+        self.held[app, business, hook] += 1
+        return (self._new_id(), (app, business, hook), None)
 
     @rule(fan_out=consumes(fan_outs), committed=st.booleans())
     def fan_out_ends(self, fan_out: object, committed: bool) -> None:
@@ -318,36 +376,37 @@ class DeliveryBookMachine(RuleBasedStateMachine):
             return
         self.open_fan_outs.remove(fan_out)
         ended = self.book.fan_out_ended(fan_out, committed=committed)  # type: ignore[arg-type]
-        for delivery_id, app, hook in ended:
+        for delivery_id, held in ended:
             del self.waiting_attempts[delivery_id]
-            self._settle(delivery_id, app, hook, record=committed)
+            self._settle(delivery_id, held, record=committed)
 
     @rule(item=consumes(handed))
     def attempt_ends(self, item: object) -> None:
         if item is None:
             return
-        delivery_id, app, hook, fan_out = item  # type: ignore[misc]
+        delivery_id, held, fan_out = item  # type: ignore[misc]
         if fan_out is not None and self.book.unmade(delivery_id):
             # Its fan-out did not commit before the attempt started: it is not attempted.
             self.uncommitted.add(delivery_id)
             self.book.forget_unmade(delivery_id)
-            self._settle(delivery_id, app, hook, record=False)
+            self._settle(delivery_id, held, record=False)
             return
-        verdict = self.book.attempt_ended(delivery_id, (delivery_id, app, hook))
+        verdict = self.book.attempt_ended(delivery_id, (delivery_id, held))
         if verdict is Verdict.WAIT:
-            self.waiting_attempts[delivery_id] = (delivery_id, app, hook)
+            self.waiting_attempts[delivery_id] = (delivery_id, held)
             return
         if verdict is Verdict.DROP:
             self.uncommitted.add(delivery_id)
-        self._settle(delivery_id, app, hook, record=verdict is Verdict.RECORD)
+        self._settle(delivery_id, held, record=verdict is Verdict.RECORD)
 
-    def _settle(self, delivery_id: str, app: str, hook: str, *, record: bool) -> None:
+    def _settle(self, delivery_id: str, held: Held, *, record: bool) -> None:
+        app, _, hook = held
         if record:
             self.book.add_outcome(app, hook, (delivery_id, "outcome"))
         else:
             self.uncommitted.add(delivery_id)
-        self.book.let_go(app, hook)
-        self.held[app, hook] -= 1
+        self.book.let_go(*held)
+        self.held[held] -= 1
 
     @rule(limit=st.integers(1, 5))
     def write_begins(self, limit: int) -> None:
@@ -366,34 +425,62 @@ class DeliveryBookMachine(RuleBasedStateMachine):
             self.book.outcomes_not_written(batch)
 
     @rule(
-        due=st.dictionaries(APPS, st.integers(0, 3).map(float)),
+        due=st.dictionaries(st.tuples(APPS, BUSINESSES), st.integers(0, 3).map(float)),
         budget=st.integers(1, 20),
     )
-    def claim_orders(self, due: dict[str, float], budget: int) -> None:
-        shares = self.book.developers
+    def claim_orders(self, due: dict[tuple[str, str], float], budget: int) -> None:
+        book = self.book
+        shares = book.developers
         held = {developer: shares.held(developer) for developer in self.developer.values()}
-        order = self.book.claim_order(due, budget)
+        order = book.claim_order(due, budget)
         parts: Counter[str] = Counter()
-        for app, count in order:
-            assert app in due
+        for tenant, count in order:
+            assert tenant in due
             assert count >= 1
-            parts[self.developer[app]] += count
+            parts[self.developer[tenant[0]]] += count
         for developer, part in parts.items():
             # No developer's part past its room, however many of its apps have work due.
             assert part <= shares.per_tenant - held[developer]
         if shares.waiting and order:
-            assert self.developer[order[0][0]] in shares.waiting
-        first = [self.developer[app] for app, _ in order]
+            assert self.developer[order[0][0][0]] in shares.waiting
+        first = [self.developer[app] for (app, _), _ in order]
         ranked = [
             developer for developer in dict.fromkeys(first) if developer not in shares.waiting
         ]
         oldest = {
-            developer: min(at for app, at in due.items() if self.developer[app] == developer)
+            developer: min(at for (app, _), at in due.items() if self.developer[app] == developer)
             for developer in ranked
         }
         for before, after in itertools.pairwise(ranked):
             # Holding least first; holding as much, the longest waiting first.
             assert (held[before], oldest[before]) <= (held[after], oldest[after])
+        # Within a developer's part its apps, and within an app's part its businesses, one
+        # unit at a time to the one holding least (counting what it was handed), then to the
+        # longest waiting: the last unit of each went to it when it held no more than any
+        # other of its parent held in the end (and holding as much, it waited no less).
+        got = dict(order)
+        app_got: Counter[str] = Counter()
+        for (app, _), count in order:
+            app_got[app] += count
+        since: dict[str, float] = {}
+        for (app, _), at in due.items():
+            since[app] = min(since.get(app, at), at)
+        for winner, count in app_got.items():
+            for other in since:
+                if other != winner and self.developer[other] == self.developer[winner]:
+                    assert (book.apps.held(winner) + count - 1, since[winner], winner) <= (
+                        book.apps.held(other) + app_got[other],
+                        since[other],
+                        other,
+                    )
+        for winner, count in order:
+            for other, at in due.items():
+                if other[0] == winner[0] and other != winner:
+                    assert (book.tenants.held(winner) + count - 1, due[winner], winner[1]) <= (
+                        book.tenants.held(other) + got.get(other, 0),
+                        at,
+                        other[1],
+                    )
 
     @invariant()
     def counts_add_up_and_stay_within_their_caps(self) -> None:
@@ -402,19 +489,24 @@ class DeliveryBookMachine(RuleBasedStateMachine):
         assert book.held == sum(self.held.values())
         shares = book.developers
         for app in APP_IDS:
-            expected = sum(count for (a, _), count in self.held.items() if a == app)
+            expected = sum(count for (a, _, _), count in self.held.items() if a == app)
             assert book.apps.held(app) == expected
+            for business in ("", "b1", "b2"):
+                expected = sum(
+                    count for (a, b, _), count in self.held.items() if (a, b) == (app, business)
+                )
+                assert book.tenants.held((app, business)) == expected
         for developer in set(self.developer.values()):
             mine = {key: n for key, n in self.held.items() if self.developer[key[0]] == developer}
             expected = sum(mine.values())
-            hooks = {hook for (_, hook), count in mine.items() if count}
+            hooks = {hook for (_, _, hook), count in mine.items() if count}
             assert shares.held(developer) == expected
             # No developer past its share (however many apps it has), but for the free
             # deliveries of each of its webhooks, and never twice its share.
             assert expected <= shares.per_tenant + len(hooks) * book.per_webhook_free
             assert expected <= 2 * shares.per_tenant
         for hook in ("h1", "h2", "h3"):
-            expected = sum(count for (_, h), count in self.held.items() if h == hook)
+            expected = sum(count for (_, _, h), count in self.held.items() if h == hook)
             assert book.webhooks.held(hook) == expected <= book.webhooks.cap
         assert book.held <= shares.total
 
@@ -429,14 +521,14 @@ class DeliveryBookMachine(RuleBasedStateMachine):
             return
         for fan_out in list(self.open_fan_outs):
             self.fan_out_ends(fan_out, committed=True)
-        for delivery_id, app, hook in list(self.waiting_attempts.values()):
-            verdict = self.book.attempt_ended(delivery_id, (delivery_id, app, hook))
+        for delivery_id, held in list(self.waiting_attempts.values()):
+            verdict = self.book.attempt_ended(delivery_id, (delivery_id, held))
             assert verdict is not Verdict.WAIT
         while self.writing:
             self.write_ends(ok=True)
-        for (app, hook), count in list(self.held.items()):
+        for held, count in list(self.held.items()):
             for _ in range(count):
-                self._settle(f"leftover_{app}_{hook}", app, hook, record=True)
+                self._settle(f"leftover_{held}", held, record=True)
         while self.book.outcomes_waiting:
             self.write_begins(limit=5)
             self.write_ends(ok=True)

@@ -8,7 +8,7 @@ I/O fails (httpcore's ``connection_pool.py`` habit). Because nothing here awaits
 cancellation can never land between a check and the change it allows, and the invariants are
 tested without a store (``tests/unit/test_engine_core.py``, with hypothesis).
 
-Tenants nest: a developer, its apps, and for runs each app's businesses. The shares are the
+Tenants nest: a developer, its apps, and each app's businesses. The shares are the
 developer's first (what one app may hold, all of its developer's apps together hold: creating
 apps buys no share; an app with no developer, a client registered dynamically, is its own
 developer), then the app's within its developer, then the business's within its app. Among
@@ -18,9 +18,10 @@ tenants holding as much, the one whose oldest due work has waited longest goes f
   tenant within its cap and the whole within the total. When the total is full, tenants that
   found no room wait, and until each has had a unit nobody else gets one: one tenant's backlog
   delays another's work by at most one unit of work (one attempt, one run).
-- :class:`DeliveryBook`: the delivery engine's holds (per developer, app and webhook, and in
-  all), the reservations of a claiming transaction, the fan-outs whose first attempts started
-  before their transaction committed, and the outcomes waiting to be written.
+- :class:`DeliveryBook`: the delivery engine's holds (per developer, app, business of an app
+  and webhook, and in all), the reservations of a claiming transaction, the fan-outs whose
+  first attempts started before their transaction committed, and the outcomes waiting to be
+  written.
 - :class:`RunBook` (``_run_book.py``, on the same terms): the runner's busy workers per
   developer, app and business, and the fair choice of which due runs to claim.
 """
@@ -216,12 +217,12 @@ class Reservation:
     """Room taken for deliveries a transaction claims (:meth:`DeliveryBook.reserving`)."""
 
     book: DeliveryBook[Any, Any]
-    taken: list[tuple[str, str]] = field(default_factory=list)
-    """(app id, webhook id) of each unit taken and not handed over yet."""
+    taken: list[tuple[str, str, str]] = field(default_factory=list)
+    """(app id, business, webhook id) of each unit taken and not handed over yet."""
 
-    def take(self, app_id: str, webhook_id: str) -> bool:
-        if self.book.take(app_id, webhook_id) is None:
-            self.taken.append((app_id, webhook_id))
+    def take(self, app_id: str, business: str, webhook_id: str) -> bool:
+        if self.book.take(app_id, business, webhook_id) is None:
+            self.taken.append((app_id, business, webhook_id))
             return True
         return False
 
@@ -247,6 +248,9 @@ class DeliveryBook(Generic[Ended, Outcome]):
         self.apps: Capped[str] = Capped(per_developer)
         """Deliveries held per app: the order of a developer's apps in a claim (its share
         bounds them)."""
+        self.tenants: Capped[tuple[str, str]] = Capped(per_developer)
+        """Deliveries held per app and business ('' for none): the order of an app's
+        businesses in a claim."""
         self.webhooks: Capped[str] = Capped(per_webhook)
         self.per_webhook_free = per_webhook_free
         """Deliveries a webhook holds past its developer's share (up to twice the share)."""
@@ -283,10 +287,11 @@ class DeliveryBook(Generic[Ended, Outcome]):
         except KeyError:
             raise KeyError(f"the developer of {app_id!r} was not noted") from None
 
-    def take(self, app_id: str, webhook_id: str) -> Refusal | None:
-        """Hold one more delivery of ``webhook_id`` (an app's) when its webhook, its app's
-        developer and the engine have room, no other developer waits for room first, and the
-        outcomes waiting to be written are not too many (they hold claims back); else why not.
+    def take(self, app_id: str, business: str, webhook_id: str) -> Refusal | None:
+        """Hold one more delivery of ``webhook_id`` (an app's, for ``business``: '' for none)
+        when its webhook, its app's developer and the engine have room, no other developer
+        waits for room first, and the outcomes waiting to be written are not too many (they
+        hold claims back); else why not.
 
         A webhook holding fewer than ``per_webhook_free`` deliveries gets one more past its
         developer's share, while the developer holds less than twice its share (never past the
@@ -311,10 +316,11 @@ class DeliveryBook(Generic[Ended, Outcome]):
             self.held_back[refusal] += 1
             return refusal
         self.apps.add(app_id)
+        self.tenants.add((app_id, business))
         self.webhooks.add(webhook_id)
         return None
 
-    def let_go(self, app_id: str, webhook_id: str) -> bool:
+    def let_go(self, app_id: str, business: str, webhook_id: str) -> bool:
         """Give back a delivery's room; answers whether the claimer should look for work (it
         was starved and enough is free again: refilled in batches, not a claim per delivery,
         or at once when a developer waits for room)."""
@@ -322,6 +328,7 @@ class DeliveryBook(Generic[Ended, Outcome]):
         shares = self.developers
         shares.let_go(developer)
         self.apps.remove(app_id)
+        self.tenants.remove((app_id, business))
         self.webhooks.remove(webhook_id)
         if not self.starved:
             return False
@@ -340,31 +347,43 @@ class DeliveryBook(Generic[Ended, Outcome]):
         try:
             yield reservation
         except BaseException:
-            for app_id, webhook_id in reservation.taken:
-                self.let_go(app_id, webhook_id)
+            for app_id, business, webhook_id in reservation.taken:
+                self.let_go(app_id, business, webhook_id)
             raise
 
     def full_webhooks(self) -> list[str]:
         """Webhooks holding their cap: a claim passes over them."""
         return sorted(self.webhooks.full_tenants())
 
-    def claim_order(self, due: Mapping[str, float], budget: int) -> list[tuple[str, int]]:
-        """Which of the apps with due deliveries (each with when its oldest was due; their
-        developers noted) a claim takes from, and at most how many of each.
+    def claim_order(
+        self, due: Mapping[tuple[str, str], float], budget: int
+    ) -> list[tuple[tuple[str, str], int]]:
+        """Which of the tenants with due deliveries, (app, business) each with when its oldest
+        was due (their apps' developers noted), a claim takes from, and at most how many of
+        each.
 
         Developers first: those waiting for room, then those holding least, then the one whose
         oldest due delivery has waited longest. A developer at its share, or that must let
-        waiting developers go first, is held back (each of its apps counted), as is every
+        waiting developers go first, is held back (each of its tenants counted), as is every
         developer when the engine is full (they wait from now on). The claim's ``budget`` is
         shared out evenly among the rest, no developer's part past its room; a developer's part
         goes to its apps one at a time, each to the app holding least (then the longest
-        waiting), so its apps end up holding alike."""
-        by_developer: dict[str, list[str]] = {}
-        for app_id in due:
-            by_developer.setdefault(self.developer(app_id), []).append(app_id)
+        waiting), and each app's part to its businesses the same way, so that a developer's
+        apps, and an app's businesses, end up holding alike. The answer lists the developers in
+        the order above, and each developer's tenants in the order they were first handed a
+        unit."""
+        by_developer: dict[str, dict[str, list[str]]] = {}
+        for app_id, business in due:
+            apps = by_developer.setdefault(self.developer(app_id), {})
+            apps.setdefault(app_id, []).append(business)
+        since = {
+            app_id: min(due[app_id, business] for business in businesses)
+            for apps in by_developer.values()
+            for app_id, businesses in apps.items()
+        }
         shares = self.developers
         shares.forget([developer for developer in shares.waiting if developer not in by_developer])
-        oldest = {developer: min(due[a] for a in apps) for developer, apps in by_developer.items()}
+        oldest = {dev: min(since[app] for app in apps) for dev, apps in by_developer.items()}
         waiting = [developer for developer in shares.waiting if developer in by_developer]
         order = waiting + sorted(
             (developer for developer in by_developer if developer not in waiting),
@@ -374,7 +393,7 @@ class DeliveryBook(Generic[Ended, Outcome]):
         for developer in order:
             refusal = shares.refusal(developer)
             if refusal is not None:
-                self.held_back[refusal] += len(by_developer[developer])
+                self.held_back[refusal] += sum(map(len, by_developer[developer].values()))
                 self.starved = True
                 if refusal is Refusal.TOTAL:
                     shares.wait(developer)
@@ -384,10 +403,16 @@ class DeliveryBook(Generic[Ended, Outcome]):
             return []
         free = shares.total - shares.in_use
         part = max(1, min(budget, free) // len(chosen))
-        quotas: list[tuple[str, int]] = []
+        quotas: list[tuple[tuple[str, str], int]] = []
         for developer, room in chosen:
             apps = by_developer[developer]
-            quotas += level(min(room, part), {app: (self.apps.held(app), due[app]) for app in apps})
+            held = {app_id: (self.apps.held(app_id), since[app_id]) for app_id in apps}
+            for app_id, units in level(min(room, part), held):
+                businesses = {
+                    business: (self.tenants.held((app_id, business)), due[app_id, business])
+                    for business in apps[app_id]
+                }
+                quotas += [((app_id, b), n) for b, n in level(units, businesses)]
         return quotas
 
     # --- fan-outs awaiting commit --------------------------------------------------------------
@@ -470,5 +495,6 @@ class DeliveryBook(Generic[Ended, Outcome]):
         never change)."""
         self.developers.clear()
         self.apps.clear()
+        self.tenants.clear()
         self.webhooks.clear()
         self.starved = False

@@ -21,10 +21,11 @@ the developer's: all of one developer's apps together (an app with no developer 
 hold what one app would, so more apps buy no more of the engine. Each webhook holds at most
 HELD_PER_WEBHOOK deliveries, each developer HELD_PER_DEVELOPER, the engine HELD_TOTAL; a claim
 goes round the developers with due deliveries, those waiting for room first, then those holding
-least, then the longest waiting, and within a developer round its apps the same way, each
-app's oldest due read through its own index range; and when the engine is full, a developer
-that found no room gets the next delivery let go before anyone else. One developer's slow or
-dead endpoints fill its own share and nothing more.
+least, then the longest waiting, within a developer round its apps the same way, and within
+an app round its businesses, each one's oldest due read through its own index range and
+handed over in turns; and when the engine is full, a developer that found no room gets the
+next delivery let go before anyone else. One developer's slow or dead endpoints fill its own
+share and nothing more.
 
 A delivery is claimed before it is attempted: the claim's lease (this engine's id) keeps other
 processes off it and is renewed while the engine holds it. A process that dies holding claims
@@ -562,9 +563,9 @@ class DeliveryEngine:
     async def claim_once(self) -> int:
         """Claim one batch of due deliveries and hand them to their actors; answers how many.
 
-        The claim goes round the developers with due deliveries, and their apps
-        (``DeliveryBook.claim_order``): each app's oldest due, at most its part of the batch
-        and of its developer's room."""
+        The claim goes round the developers with due deliveries, their apps and the apps'
+        businesses (``DeliveryBook.claim_order``): each tenant's oldest due, at most its part of
+        the batch and of its developer's room, handed over in turns (``queues.claim_due``)."""
         p = self._platform
         book = self._book
         book.starved = False
@@ -573,7 +574,11 @@ class DeliveryEngine:
                 now = p.now()
                 due = await queues.delivery_due_times(tx)
                 book.note_developers((tenant.app_id, tenant.developer) for tenant in due)
-                due_now = {tenant.app_id: tenant.due for tenant in due if tenant.due <= now}
+                due_now = {
+                    (tenant.app_id, tenant.business): tenant.due
+                    for tenant in due
+                    if tenant.due <= now
+                }
                 quotas = book.claim_order(due_now, CLAIM_BATCH)[:FIRST_PER_KEY_MAX]
                 full = book.full_webhooks()
                 if full and quotas:
@@ -590,10 +595,10 @@ class DeliveryEngine:
                     full=full,
                 )
                 plans = await self._plans_for(tx, claimed)
-        # An app that got all it asked for may have more due: claim again at once; else when
-        # the next delivery falls due (apps held back now are woken by room let go).
-        got = Counter(delivery.app_id for delivery in claimed)
-        more_now = any(got[app] >= n for app, n in quotas)
+        # A tenant that got all it asked for may have more due: claim again at once; else when
+        # the next delivery falls due (tenants held back now are woken by room let go).
+        got = Counter((delivery.app_id, delivery.business_id or "") for delivery in claimed)
+        more_now = any(got[tenant] >= n for tenant, n in quotas)
         later = (tenant.due for tenant in due if tenant.due > now)
         self._next_due = now if more_now else min(later, default=None)
         for delivery in claimed:
@@ -1005,7 +1010,7 @@ class DeliveryEngine:
         """Free a delivery's room and what the engine kept for its attempt."""
         self._event_at.pop(delivery.id, None)
         self._planned.pop(delivery.id, None)
-        if self._book.let_go(delivery.app_id, delivery.webhook_id):
+        if self._book.let_go(delivery.app_id, delivery.business_id or "", delivery.webhook_id):
             self._claim_wake.set()
         self._settle_check()
 

@@ -11,6 +11,7 @@ over. Only the claim that holds the lease records the attempt's outcome.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -20,7 +21,7 @@ from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
 from ._attempts import AttemptMade, headers_text
 from ._quota import count_kept
-from ._tenants import DueTenant, due_tenant, tenant_due_times_sql
+from ._tenants import TENANT, DueTenant, due_tenants, tenant_key
 
 DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
 DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("queued", "retrying", "delivered", "failed")
@@ -114,11 +115,9 @@ INSERT_DELIVERY = (
 
 
 async def delivery_due_times(tx: Transaction) -> list[DueTenant]:
-    """Each app with deliveries waiting for an attempt, its developer, and when its earliest is
-    due (a claimed delivery is due when its claim runs out)."""
-    rows = await tx.fetch(tenant_due_times_sql("webhook_deliveries", "app_id", "tenants.k"))
-    tenants = (due_tenant(row, row["k"], "") for row in rows)
-    return [tenant for tenant in tenants if tenant is not None]
+    """Each (app, business or '') with deliveries waiting for an attempt, its app's developer,
+    and when its earliest is due (a claimed delivery is due when its claim runs out)."""
+    return await due_tenants(tx, "webhook_deliveries")
 
 
 async def claim_due(
@@ -127,15 +126,20 @@ async def claim_due(
     now: float,
     lease: str,
     lease_until: float,
-    quotas: Sequence[tuple[str, int]],
-    take: Callable[[str, str], bool],
+    quotas: Sequence[tuple[tuple[str, str], int]],
+    take: Callable[[str, str, str], bool],
     full: Sequence[str] = (),
 ) -> list[ClaimedDelivery]:
-    """Claim due deliveries, for each ``(app_id, n)`` of ``quotas`` the app's ``n`` oldest due
-    at most (a tenant's backlog is read through its own index range: it never hides another's
-    work); ``take(app_id, webhook_id)`` says whether the caller can attempt one more of that
-    webhook now, and the webhooks in ``full`` are passed over (a webhook with a backlog holds up
-    no other)."""
+    """Claim due deliveries, for each ``((app_id, business), n)`` of ``quotas`` that tenant's
+    ``n`` oldest due at most (a tenant's backlog is read through its own index range: it never
+    hides another's work); ``take(app_id, business, webhook_id)`` says whether the caller can
+    attempt one more of that webhook now, and the webhooks in ``full`` are passed over (a
+    webhook with a backlog holds up no other).
+
+    The deliveries are taken, and answered, in turns: each tenant's oldest, in the order of
+    ``quotas``, then each one's next. A webhook's actor sends what it is handed in order, so a
+    tenant's part of the claim never waits behind another's whole part at an endpoint they
+    share (an app's webhooks get the deliveries of all its businesses)."""
     if not quotas:
         return []
     passed_over = f" AND webhook_id NOT IN ({placeholders(len(full), start=2)})" if full else ""
@@ -143,22 +147,36 @@ async def claim_due(
         tx,
         select=(
             "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts,"
-            " created_at FROM webhook_deliveries WHERE status IN ('queued', 'retrying')"
-            f" AND next_attempt_at <= $1{passed_over}"
+            " created_at, next_attempt_at FROM webhook_deliveries"
+            f" WHERE status IN ('queued', 'retrying') AND next_attempt_at <= $1{passed_over}"
         ),
-        key="app_id",
+        key=TENANT,
         order="next_attempt_at",
-        quotas=quotas,
+        quotas=[(tenant_key(app_id, business), n) for (app_id, business), n in quotas],
         start=2 + len(full),
     )
     rows = await tx.fetch(sql, now, *full, *extra)
-    chosen = [row for row in rows if take(row["app_id"], row["webhook_id"])]
+    chosen = [
+        row
+        for row in _in_turns(rows, [tenant for tenant, _ in quotas])
+        if take(row["app_id"], row["business_id"] or "", row["webhook_id"])
+    ]
     if chosen:
         await tx.executemany(
             "UPDATE webhook_deliveries SET lease = $1, next_attempt_at = $2 WHERE id = $3",
             [(lease, lease_until, row["id"]) for row in chosen],
         )
     return [ClaimedDelivery.from_row(row, lease) for row in chosen]
+
+
+def _in_turns(rows: Sequence[Row], tenants: Sequence[tuple[str, str]]) -> list[Row]:
+    """``rows`` in turns: the oldest of each tenant of ``tenants`` in that order, then the next
+    of each, and so on."""
+    mine: dict[tuple[str, str], list[Row]] = {tenant: [] for tenant in tenants}
+    for row in rows:
+        mine[row["app_id"], row["business_id"] or ""].append(row)
+    backlogs = [sorted(kept, key=lambda row: row["next_attempt_at"]) for kept in mine.values()]
+    return [row for turn in itertools.zip_longest(*backlogs) for row in turn if row is not None]
 
 
 async def next_due_at(tx: Transaction) -> float | None:

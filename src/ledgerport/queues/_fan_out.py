@@ -170,7 +170,7 @@ def plan_fan_out(
     now: float,
     lease: str,
     lease_until: float,
-    take: Callable[[str, str], bool],
+    take: Callable[[str, str, str], bool],
     max_rows: int | None = None,
 ) -> FanOut:
     """One delivery per enabled webhook subscribed to each event's type, for every app the
@@ -179,9 +179,10 @@ def plan_fan_out(
     hold the gating scope (its view of the log, :func:`ledgerport.books.feed_view`); app events
     reach the app they were recorded for, whatever its installations.
 
-    ``take(app_id, webhook_id)`` says whether the caller can attempt a new delivery of that
-    webhook (of that app) at once: those are created claimed by ``lease`` (until
-    ``lease_until``), with their send-time check; the rest wait in the queue, due now.
+    ``take(app_id, business, webhook_id)`` says whether the caller can attempt a new delivery of
+    that webhook (of that app, for the event's business: '' for none) at once: those are
+    created claimed by ``lease`` (until ``lease_until``), with their send-time check; the rest
+    wait in the queue, due now.
 
     With ``max_rows``, the events are taken in order until their deliveries and runs reach it
     (at least one event): the rest stay marked for the next fan-out, so a transaction's size
@@ -238,7 +239,7 @@ def plan_fan_out(
                     created=event.created,
                     data=event.data,
                 )
-                held = take(app_id, webhook.id)
+                held = take(app_id, event.business_id or "", webhook.id)
                 rows.append(
                     (
                         delivery_id,

@@ -21,7 +21,7 @@ from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 from ._bodies import test_body
 from ._errors import RunNotFound
 from ._quota import count_kept, text_bytes
-from ._tenants import DueTenant, due_tenant, tenant_due_times_sql
+from ._tenants import TENANT, DueTenant, due_tenants, tenant_key
 
 RunStatus = Literal["queued", "retrying", "succeeded", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "retrying", "succeeded", "failed")
@@ -269,26 +269,10 @@ class ClaimedRun:
     lease: str
 
 
-RUN_TENANT = "(app_id || '/' || COALESCE(business_id, ''))"
-"""A run's tenant as the fair claims key it: its app and its business ('' for none)."""
-
-
 async def run_due_times(tx: Transaction) -> list[DueTenant]:
     """Each (app, business or '') with runs waiting, its app's developer, and when its earliest
     is due (a claimed run is due when its claim runs out)."""
-    # The key's app is what precedes its '/' (an app id holds none).
-    if tx.kind == "postgresql":
-        app = "split_part(tenants.k, '/', 1)"
-    else:
-        app = "substr(tenants.k, 1, instr(tenants.k, '/') - 1)"
-    rows = await tx.fetch(tenant_due_times_sql("function_runs", RUN_TENANT, app))
-    tenants = (due_tenant(row, *_split_tenant(row["k"])) for row in rows)
-    return [tenant for tenant in tenants if tenant is not None]
-
-
-def _split_tenant(key: str) -> tuple[str, str]:
-    app_id, _, business = key.partition("/")
-    return app_id, business
+    return await due_tenants(tx, "function_runs")
 
 
 async def claim_runs(
@@ -310,9 +294,9 @@ async def claim_runs(
             "SELECT id, function_id, app_id, event_id, business_id, type, body, attempts"
             " FROM function_runs WHERE status IN ('queued', 'retrying') AND next_attempt_at <= $1"
         ),
-        key=RUN_TENANT,
+        key=TENANT,
         order="next_attempt_at",
-        quotas=[(f"{app_id}/{business}", n) for (app_id, business), n in quotas],
+        quotas=[(tenant_key(app_id, business), n) for (app_id, business), n in quotas],
         start=2,
     )
     rows = await tx.fetch(sql, now, *extra)
