@@ -449,3 +449,27 @@ async def test_an_app_makes_at_most_thirty_uploads_a_minute(
     assert refused.headers["Retry-After"] == str(budget.window_seconds)
     assert elsewhere["version"] == 1
     assert again["version"] == budget.limit + 1
+
+
+async def test_an_app_past_its_upload_budget_is_refused_whatever_the_body(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """The spec's code for an app over a rate limit answers before the body is read: an
+    upload of any form, a valid one or none, is 429 once the budget is spent."""
+    budget = catalog.RATE_LIMIT_FUNCTION_UPLOADS
+    bodies = [
+        {"source": HANDLER, "events": []},
+        {"source": 42, "events": "x"},
+        {"unknown": True},
+        [],
+        "not an object",
+        None,
+    ]
+    with trio.fail_after(2 * TIMEOUT):
+        console = await _console(client, admin_headers)
+        for _ in range(budget.limit):
+            await console.ok("PUT", "/functions/f", {"source": HANDLER, "events": []})
+        refused = [await console.call("PUT", "/functions/f", body) for body in bodies]
+        errors = [await answer.get_json() for answer in refused]
+    assert [answer.status_code for answer in refused] == [429] * len(bodies)
+    assert {error["code"] for error in errors} == {"APP_RATE_LIMITED"}

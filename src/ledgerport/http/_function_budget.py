@@ -21,6 +21,23 @@ async def count_function_upload(app_id: str) -> None:
         raise auth.RateLimited(verdict.retry_after, verdict.refused_by)
 
 
+UPLOAD_ENDPOINTS = frozenset({"developer.put_function"})
+"""The console API's endpoints whose body is an upload counted against the budget: an app with
+no room left is refused (429) before the body is read, whatever it sends."""
+
+
+async def refuse_spent_budget(app_id: str) -> None:
+    """RateLimited when the app's budget has no room now, counting nothing (the upload is
+    counted once its body is read): the spec's code for an app over its rate limit answers
+    whatever form the body has."""
+    p = platform()
+    budget = auth.Budget(catalog.RATE_LIMIT_FUNCTION_UPLOADS, (app_id,))
+    wait = await p.limiter.retry_after(budget)
+    if wait is not None:
+        p.metrics.rate_limited.labels(budget.limit.name).inc()
+        raise auth.RateLimited(wait, budget.limit)
+
+
 async def queue_test_run(app_id: str, name: str, developer_id: str) -> tuple[str, str]:
     """Queue one test run of the app's function ``name`` for the app's developer, as the
     console's API and its test button do: the developer and the function checked first, then

@@ -21,6 +21,7 @@ from ledgerport import apps, auth, storage
 
 from .._browser import csrf_valid, current_user_id
 from .._context import platform, unit_of_work
+from .._function_budget import UPLOAD_ENDPOINTS, refuse_spent_budget
 from .._openapi import blueprint_raises
 
 blueprint = Blueprint("developer", __name__, url_prefix="/developer")
@@ -57,6 +58,8 @@ async def _developer() -> None:
         # get 404), so before its body is read; each handler looks again in its transaction.
         async with unit_of_work() as tx:
             await developed_app(tx, app_id)
+        if request.endpoint in UPLOAD_ENDPOINTS:
+            await refuse_spent_budget(app_id)
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
