@@ -111,7 +111,7 @@ def webhook_url_problem(url: object, *, development: bool, loopback: bool = Fals
     assert isinstance(url, str)
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.scheme == "http" and not development and not (loopback and _on_this_host(host)):
+    if parts.scheme == "http" and not development and not (loopback and is_loopback_host(host)):
         return (
             "must use https (http only on a loopback address, with LEDGERPORT_ENV=development"
             " or on a service reached on a loopback address)"
@@ -127,14 +127,6 @@ def webhook_url_problem(url: object, *, development: bool, loopback: bool = Fals
     if not address_allowed(literal, loopback=loopback):
         return "must not point at a private, loopback, link-local, multicast or reserved address"
     return None
-
-
-def _on_this_host(host: str) -> bool:
-    """Whether ``host`` names this machine: a loopback name or address."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return is_loopback_host(host)
 
 
 def _host_to_resolve(
