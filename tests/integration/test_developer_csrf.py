@@ -44,6 +44,8 @@ async def _signed_in(client: Any, admin_headers: dict[str, str]) -> tuple[str, s
         ({"Origin": SIBLING}, 403),
         ({"Origin": "null"}, 403),
         ({"Origin": APP_HOST + ":8443"}, 403),
+        ({"Origin": APP_HOST + ":99999"}, 403),
+        ({"Origin": "http://[::1"}, 403),
         ({"Origin": APP_HOST}, 201),
         ({"Origin": API_HOST}, 201),
         ({"Sec-Fetch-Site": "same-origin"}, 201),

@@ -216,6 +216,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     },
     "ledgerport.auth": {
         "mint_run_token",
+        "origin_of",
         "AccessDenied",
         "AccessGrant",
         "AuthError",

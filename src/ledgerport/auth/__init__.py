@@ -9,6 +9,7 @@ from ._authorize import AuthorizeParams as AuthorizeParams
 from ._authorize import check_authorize_request as check_authorize_request
 from ._authorize import check_resource as check_resource
 from ._authorize import hold_request as hold_request
+from ._authorize import origin_of as origin_of
 from ._authorize import purge_expired_requests as purge_expired_requests
 from ._authorize import take_request as take_request
 from ._calls import check_call as check_call

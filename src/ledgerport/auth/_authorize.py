@@ -30,6 +30,8 @@ from ._grants import is_valid_pkce_value
 
 
 def origin_of(url: str) -> tuple[str, str, int]:
+    """``url``'s origin as (scheme, host, port), lower-case, the scheme's default port when
+    none is written; ValueError for a malformed port or IPv6 literal."""
     parts = urlsplit(url)
     default = 443 if parts.scheme == "https" else 80
     return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default

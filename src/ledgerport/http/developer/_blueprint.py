@@ -12,7 +12,6 @@ CROSS_SITE_REQUEST). A developer token is not sent by a browser on its own: it i
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
 from quart import Blueprint, g, request
 from quart_schema import security_scheme_blueprint
@@ -77,24 +76,21 @@ def _from_our_pages() -> bool:
             return True
     else:
         origin = request.headers.get("Origin")
-        if origin is not None and origin in _service_origins():
+        if origin is not None and _is_service_origin(origin):
             return True
     return csrf_valid(request.headers.get(CSRF_HEADER))
 
 
-def _service_origins() -> frozenset[str]:
+def _is_service_origin(origin: str) -> bool:
+    """Whether ``origin`` is the application host's or the API host's, compared as origins
+    (scheme, host and port, the default port spelled or not, the case of either)."""
     config = platform().config
-    return frozenset(_origin(url) for url in (config.auth_url, config.base_url))
-
-
-def _origin(url: str) -> str:
-    """``url``'s origin as a browser writes it: lower-case, no default port."""
-    parts = urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host
-    port = "" if parts.port in (None, default) else f":{parts.port}"
-    return f"{parts.scheme.lower()}://{host}{port}"
+    try:
+        return auth.origin_of(origin) in {
+            auth.origin_of(url) for url in (config.auth_url, config.base_url)
+        }
+    except ValueError:  # a malformed port or IPv6 literal names no origin of ours
+        return False
 
 
 def developer_id() -> str:
