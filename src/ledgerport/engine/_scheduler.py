@@ -97,13 +97,7 @@ class Scheduler:
                 async with p.store.transaction(background=True) as tx:
                     trimmed = await queues.trim_oldest(tx, app_id=app_id, quota=quota, now=p.now())
                 self._count(trimmed)
-                before = dropped.get(app_id, queues.Trimmed())
-                dropped[app_id] = queues.Trimmed(
-                    before.run_bytes + trimmed.run_bytes,
-                    before.runs + trimmed.runs,
-                    before.attempt_bytes + trimmed.attempt_bytes,
-                    before.attempts + trimmed.attempts,
-                )
+                dropped[app_id] = dropped.get(app_id, queues.Trimmed()) + trimmed
                 if trimmed.items < queues.TRIM_BATCH:
                     break  # within the quota, or nothing more it can drop now
         return dropped

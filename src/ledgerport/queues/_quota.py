@@ -118,6 +118,14 @@ class Trimmed:
     def items(self) -> int:
         return self.runs + self.attempts
 
+    def __add__(self, other: Trimmed) -> Trimmed:
+        return Trimmed(
+            self.run_bytes + other.run_bytes,
+            self.runs + other.runs,
+            self.attempt_bytes + other.attempt_bytes,
+            self.attempts + other.attempts,
+        )
+
 
 async def trim_oldest(
     tx: Transaction, *, app_id: str, quota: int, now: float, limit: int = TRIM_BATCH
