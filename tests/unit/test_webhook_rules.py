@@ -184,6 +184,15 @@ def test_a_teredo_address_with_a_private_server_is_refused() -> None:
     assert not apps.address_allowed(ipaddress.ip_address(address))
 
 
+def _assert_problem(found: str | None, problem: str | None) -> None:
+    """``found`` is no problem when ``problem`` is None, else a problem that says ``problem``."""
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+
+
 @pytest.mark.parametrize(
     ("url", "development", "problem"),
     [
@@ -204,11 +213,7 @@ def test_a_teredo_address_with_a_private_server_is_refused() -> None:
 )
 def test_webhook_url_rules(url: str, development: bool, problem: str | None) -> None:
     found = apps.webhook_url_problem(url, development=development)
-    if problem is None:
-        assert found is None
-    else:
-        assert found is not None
-        assert problem in found
+    _assert_problem(found, problem)
 
 
 @pytest.mark.parametrize(
@@ -235,11 +240,7 @@ def test_a_service_reached_on_a_loopback_address_may_deliver_to_this_machine_onl
     url: str, problem: str | None
 ) -> None:
     found = apps.webhook_url_problem(url, development=False, loopback=True)
-    if problem is None:
-        assert found is None
-    else:
-        assert found is not None
-        assert problem in found
+    _assert_problem(found, problem)
 
 
 @pytest.mark.parametrize(
@@ -342,11 +343,7 @@ async def test_a_name_resolved_ahead_is_judged_as_if_resolved_in_place(
     assert asked == [("hooks.example.com", 8443)]  # before any transaction
     found = await apps.webhook_target_problem(url, development=False, resolver=ahead)
     assert asked == [("hooks.example.com", 8443)]  # and not again inside
-    if problem is None:
-        assert found is None
-    else:
-        assert found is not None
-        assert problem in found
+    _assert_problem(found, problem)
 
 
 @pytest.mark.parametrize(
