@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ctypes
 import functools
 import json
 import math
@@ -110,7 +111,15 @@ def rss_mb(pid: int) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU time ``pid`` has used (user and system, all its threads), NaN when it is gone."""
+    """CPU time ``pid`` has used (user and system, all its threads), NaN when it is gone: to
+    the nanosecond from the process's CPU clock, or in clock ticks (10 ms) from /proc where
+    that clock cannot be read."""
+    clock = ctypes.c_int()
+    if _libc is not None and _libc.clock_getcpuclockid(pid, ctypes.byref(clock)) == 0:
+        try:
+            return time.clock_gettime(clock.value)
+        except OSError:
+            pass
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -118,6 +127,12 @@ def cpu_seconds(pid: int) -> float:
     # The command name may hold spaces and parentheses: the fields start after the last ')'.
     fields = stat[stat.rfind(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+try:
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _libc = None
 
 
 def load_average() -> float:

@@ -43,6 +43,11 @@ class Answer:
     hang_up: bool = False
     """Answer as if the connection stayed open, then close it (as a server's keep-alive
     timeout does between two requests)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers of the answer's own (``Retry-After``), sent after its Content-Length."""
+    until: trio.Event | None = None
+    """Answer only once this is set (after ``delay``): the test holds the request as long as
+    it needs, whatever the machine's load."""
 
 
 @dataclass
@@ -118,6 +123,8 @@ class Receiver:
                 answer = self._answer(request)
                 if answer.delay:
                     await trio.sleep(answer.delay)
+                if answer.until is not None:
+                    await answer.until.wait()
                 if answer.drop:
                     return
                 if answer.endless or answer.stall:
@@ -125,6 +132,7 @@ class Receiver:
                     return
                 body = b"" if answer.status in (204, 304) else answer.body
                 headers = [("content-length", str(len(body)))] if body else []
+                headers += answer.headers
                 if answer.close:
                     headers.append(("connection", "close"))
                 answer_bytes = b"".join(

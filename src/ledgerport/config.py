@@ -32,6 +32,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LEDGERPORT_ENV", "production", "development allows http:// loopback webhooks"),
     ("LEDGERPORT_WEBHOOK_RETRY_DELAYS", "0,60,300,1800,7200,21600", "delays before attempts 1-6"),
     ("LEDGERPORT_WEBHOOK_TIMEOUT", "10", "seconds allowed for one webhook attempt"),
+    (
+        "LEDGERPORT_WEBHOOK_DISABLE_AFTER",
+        "432000",
+        "seconds of failure that switch an endpoint off",
+    ),
     ("LEDGERPORT_FUNCTION_WORKERS", "2", "sandbox workers kept warm (0: no functions here)"),
     ("LEDGERPORT_FUNCTION_WALL_LIMIT", "10", "seconds a hosted-function run may last"),
     ("LEDGERPORT_TRUSTED_PROXIES", "empty", "networks whose X-Forwarded-For is believed"),
@@ -108,6 +113,9 @@ class Config:
     the variable LEDGERPORT_SECRET_KEY_FILE, else :func:`default_key_file`."""
     webhook_retry_delays: tuple[int, ...] = catalog.WEBHOOK_RETRY_DELAYS
     webhook_timeout: float = float(catalog.WEBHOOK_TIMEOUT)
+    webhook_disable_after: float = float(catalog.WEBHOOK_DISABLE_AFTER)
+    """LEDGERPORT_WEBHOOK_DISABLE_AFTER: an endpoint with no delivered attempt for this many
+    seconds while at least 3 of its deliveries failed for good in that time is switched off."""
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
         default_factory=tuple
     )
@@ -446,6 +454,10 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         ),
         webhook_timeout=_parse_positive(
             env.get("LEDGERPORT_WEBHOOK_TIMEOUT", "10"), "LEDGERPORT_WEBHOOK_TIMEOUT"
+        ),
+        webhook_disable_after=_parse_positive(
+            env.get("LEDGERPORT_WEBHOOK_DISABLE_AFTER", str(catalog.WEBHOOK_DISABLE_AFTER)),
+            "LEDGERPORT_WEBHOOK_DISABLE_AFTER",
         ),
         trusted_proxies=_parse_proxies(env.get("LEDGERPORT_TRUSTED_PROXIES", "")),
         shutdown_grace=_parse_positive(

@@ -34,19 +34,17 @@ from ledgerport.auth import RedisConnection, connect_redis
 from ledgerport.clock import Clock
 from ledgerport.config import AddressUnavailable, Config, ConfigError, mask_url_password
 from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
-from ledgerport.http import (
+from ledgerport.http import create_app, end_live_streams, in_process_api, prepare_document
+from ledgerport.ops import MemoryTrimmer, supervise, timing_collections
+from ledgerport.platform import Platform, bootstrap, check_root_key
+from ledgerport.runtime import RunLimits
+from ledgerport.server import (
     AccessLog,
     ConnectionGuard,
     ManagementListener,
     RequestTracker,
-    create_app,
-    in_process_api,
     lean_connections,
-    prepare_document,
 )
-from ledgerport.ops import MemoryTrimmer, supervise, timing_collections
-from ledgerport.platform import Platform, bootstrap, check_root_key
-from ledgerport.runtime import RunLimits
 from ledgerport.storage import StorageUnavailable, open_asyncio_loop, open_store, serving
 
 log = logging.getLogger("ledgerport.supervisor")
@@ -65,7 +63,7 @@ def _hypercorn_config(config: Config, address: tuple[str, int] | None = None) ->
     hc = HypercornConfig()
     host, port = address if address is not None else (config.host, config.port)
     hc.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    # Off: http.AccessLog writes the access log, one line per request (hypercorn's can write a
+    # Off: server.AccessLog writes the access log, one line per request (hypercorn's can write a
     # request twice).
     hc.accesslog = None
     hc.errorlog = logging.getLogger("ledgerport.http.server")
@@ -257,6 +255,7 @@ async def _supervise(
         if on_ready is not None:
             on_ready(binds)
         await stop.wait()
+        end_live_streams(app)  # clients resume on another process with Last-Event-ID
         # Intake stops (hypercorn closes its listeners, the engine and the runner take no
         # more work); what is in flight gets the grace period to end and be recorded.
         stopping = trio.current_time()

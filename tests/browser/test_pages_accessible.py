@@ -121,8 +121,13 @@ def _pages(
     console.ok(
         "PUT",
         "/functions/on-customer",
-        {"source": "export const handler = () => 1", "events": ["customer.created"]},
+        {
+            "source": "export const handler = () => 1",
+            "events": ["customer.created"],
+            "allowedHosts": ["api.stripe.com", "*.hubspot.com"],
+        },
     )
+    console.ok("PUT", "/secrets/STRIPE_KEY", {"value": "sk_test_value"})
     run = console.ok("POST", "/functions/on-customer/test")["runId"]
     function = f"/console/apps/{app.id}/functions/on-customer"
     consent = urlencode(
@@ -155,6 +160,7 @@ def _pages(
         (f"/console/apps/{app.id}/functions/new", 200),
         (f"/console/apps/{app.id}/functions/on-customer/edit", 200),
         (f"/console/apps/{app.id}/functions/on-customer/delete", 200),
+        (f"/console/apps/{app.id}/secrets", 200),
         (f"/console/apps/{app.id}/listing", 200),
         (endpoint, 200),
         (f"{endpoint}?status=queued&type=customer.created&eventId=", 200),

@@ -1,13 +1,18 @@
 """A hosted function end to end on a served ``ledgerport serve``: upload through the console,
-create an invoice through the API, and see the run with its logs and the app data it wrote."""
+create an invoice through the API, and see the run with its logs and the app data it wrote; a
+function that calls another service (a real receiver on loopback) with a secret of the app in
+its header; hostile runs ending on their limits while the service keeps answering."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -103,6 +108,99 @@ def test_upload_create_an_invoice_and_see_the_run_and_what_it_wrote(tmp_path: Pa
     assert [(v["key"], v["value"]) for v in values["data"]] == [("reviewed", "by function")]
     assert 'ledgerport_function_runs_total{outcome="succeeded"} 1.0' in metrics
     assert "ledgerport_function_workers 2.0" in metrics
+
+
+class _Provider(BaseHTTPRequestHandler):
+    """Another service the function calls: records each request, answers a payment intent."""
+
+    seen: ClassVar[list[tuple[str, dict[str, str], bytes]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        answer = b'{"id":"pi_e2e"}'
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def _provider() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
+    seen: ClassVar[list[tuple[str, dict[str, str], bytes]]] = []
+    handler = type("Provider", (_Provider,), {"seen": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+CHARGE = """
+export async function handler(event, context) {
+  const answer = await context.fetch("BASE/v1/payment_intents", {
+    method: "POST",
+    headers: { Authorization: "Bearer " + context.secret("PROVIDER_KEY") },
+    body: JSON.stringify({ invoice: event.data.id }),
+  });
+  context.log("provider answered", answer.status);
+  return JSON.parse(answer.body);
+}
+"""
+KEY = "sk_e2e_the-providers-key"
+
+
+def test_a_function_calls_another_service_with_a_secret_it_never_sees(tmp_path: Path) -> None:
+    with (
+        _provider() as (provider, seen),
+        served(tmp_path, ADMIN_TOKEN, {"LEDGERPORT_PASSWORD_HASHING": "fast"}) as server,
+        _provision(server.base) as (console, api),
+    ):
+        assert console.put("/secrets/PROVIDER_KEY", json={"value": KEY}).status_code == 200
+        _ok(
+            console.put(
+                "/functions/charge",
+                json={
+                    "source": CHARGE.replace("BASE", provider),
+                    "events": ["invoice.created"],
+                    "allowedHosts": ["127.0.0.1"],
+                },
+            )
+        )
+        customer = _ok(api.post("/customers", json={"name": "Acme"}))
+        invoice = _ok(api.post("/invoices", json={"customerId": customer["id"], "lines": [LINE]}))
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while True:
+            runs = _ok(console.get("/functions/charge/runs"))["data"]
+            if runs and runs[0]["status"] not in ("queued", "retrying"):
+                break
+            assert time.monotonic() < deadline, f"no run ended in {RUN_TIMEOUT} s: {runs}"
+            time.sleep(0.1)
+        detail = _ok(console.get(f"/functions/charge/runs/{runs[0]['id']}"))
+        secrets = _ok(console.get("/secrets"))
+        metrics = httpx.get(f"{server.base}/metrics", timeout=HTTP_TIMEOUT).text
+        log = server.output()
+    (run,) = runs
+    assert run["status"] == "succeeded", (run["error"], detail["logs"])
+    assert run["result"] == {"id": "pi_e2e"}
+    ((path, headers, body),) = seen
+    assert path == "/v1/payment_intents"
+    assert headers["authorization"] == f"Bearer {KEY}"
+    assert json.loads(body) == {"invoice": invoice["id"]}
+    messages = [line["message"] for line in detail["logs"]]
+    assert messages[0].startswith("[ledgerport] fetch POST 127.0.0.1: 201 (")
+    assert messages[1] == "provider answered 201"
+    assert [s["name"] for s in secrets["data"]] == ["PROVIDER_KEY"]
+    assert KEY not in json.dumps([detail, secrets])
+    assert KEY not in log
+    assert 'ledgerport_function_fetches_total{outcome="answered"} 1.0' in metrics
 
 
 HOSTILE: dict[str, tuple[str, frozenset[str | None]]] = {

@@ -8,7 +8,9 @@ Behaviours (each answers ``Run`` frames; ``Ready`` first, as a worker does):
 - ``other-run-done``: reports a run other than the one going on as done;
 - ``huge-outcome``: reports success with 8 MB of logs and a 5 MB result;
 - ``unclean``: ends the run, saying something outside it tried to act;
-- ``api-after-done``: ends the run, then asks the API for it.
+- ``api-after-done``: ends the run, then asks the API for it;
+- ``other-run-fetch``: fetches for a run that is not the one going on, as ``other-run-api``;
+- ``fetch-after-done``: ends the run, then fetches for it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from ledgerport.runtime import (
     Api,
     ApiResult,
     Done,
+    Fetch,
+    FetchResult,
     Ready,
     Run,
     decode_frame,
@@ -82,6 +86,26 @@ def main() -> None:
         elif behaviour == "api-after-done":
             _send(Done(run=frame.run, ok=True, result='"done"'))
             _send(Api(run=frame.run, call=1, method="POST", path="/customers", body="{}"))
+        elif behaviour == "other-run-fetch":
+            _send(_fetch("run_other"))
+            answer = _receive(deadline=time.monotonic() + 0.5)
+            seen = "answered" if isinstance(answer, FetchResult) else "unanswered"
+            _send(Done(run=frame.run, ok=True, result=None, logs=[seen]))
+        elif behaviour == "fetch-after-done":
+            _send(Done(run=frame.run, ok=True, result='"done"'))
+            _send(_fetch(frame.run))
+
+
+def _fetch(run: str) -> Fetch:
+    return Fetch(
+        run=run,
+        call=1,
+        method="GET",
+        url="https://api.example.com/",
+        headers=[["Authorization", "lpsecret_" + "0" * 32]],
+        body=None,
+        at=0,
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import trio
 
 from ledgerport import apps, catalog, queues
 from ledgerport.clock import FrozenClock
-from ledgerport.http.console_debug_pages import form_time
+from ledgerport.http.pages import form_time
 from ledgerport.platform import Platform
 from ledgerport.storage import Store
 

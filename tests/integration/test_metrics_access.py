@@ -13,8 +13,9 @@ import pytest
 import trio
 
 from ledgerport.config import ConfigError, load
-from ledgerport.http import MANAGEMENT, create_app
+from ledgerport.http import create_app
 from ledgerport.platform import Platform
+from ledgerport.server import MANAGEMENT
 
 TIMEOUT = 30
 TOKEN = "metrics-token-0123456789abcdef"

@@ -457,3 +457,75 @@ async def test_the_dense_counts_migration_keeps_every_counts_hits(
         ("count", "", hits, 1100.0),
         ("lockout", lockout, "", 1200.0),
     ]
+
+
+async def test_the_function_health_migration_reads_what_the_runs_kept(
+    empty_store: Store,
+) -> None:
+    """Migration 0033: each function's hourly counts of runs ended, its last run ended and its
+    last error (of a run failed for good, or of an attempt to be tried again; a run given back
+    unattempted made none) are read from the runs kept, so the health is true from then on; a
+    function with no run ended has none, and a long error is kept to its first 300
+    characters."""
+    hour = 3600
+    at = 1_790_002_800.0  # the first second of an hour
+    runs = [
+        # id, function, status, ended, duration, error
+        ("run_1", "fn_1", "succeeded", at + 10, 2.0, None),
+        ("run_2", "fn_1", "failed", at + 20, 2.0, "Error: boom"),
+        ("run_3", "fn_1", "succeeded", at + hour + 5, 2.0, None),
+        ("run_4", "fn_1", "retrying", at + hour + 6, 2.0, "the worker died during the run"),
+        ("run_5", "fn_1", "retrying", at + hour + 7, None, "the service stopped during the run"),
+        ("run_6", "fn_2", "failed", at + 30, None, "x" * 301),
+        ("run_7", "fn_3", "queued", at + 40, None, None),
+    ]
+    with trio.fail_after(TIMEOUT):
+        await _migrate_up_to(empty_store, 32)
+        await _seed_app_and_installation(empty_store)
+        async with empty_store.transaction() as tx:
+            for function_id in ("fn_1", "fn_2", "fn_3"):
+                await tx.execute(
+                    "INSERT INTO functions (id, app_id, name, events, version, latest_version,"
+                    " created_at, updated_at) VALUES ($1, 'app_1', $1, '[]', 1, 1, 1, 1)",
+                    function_id,
+                )
+            await tx.executemany(
+                "INSERT INTO function_runs (id, function_id, app_id, type, body, status,"
+                " attempts, created_at, updated_at, duration_ms, error)"
+                " VALUES ($1, $2, 'app_1', 'customer.created', '{}', $3, 1, $4, $4, $5, $6)",
+                runs,
+            )
+        await empty_store.migrate()
+        hours = await empty_store.autocommit.fetch(
+            "SELECT function_id, hour, succeeded, failed FROM function_health_hours"
+            " ORDER BY function_id, hour"
+        )
+        health = await empty_store.autocommit.fetch(
+            "SELECT * FROM function_health ORDER BY function_id"
+        )
+    first = int(at // hour)
+    assert [tuple(row.values()) for row in hours] == [
+        ("fn_1", first, 1, 1),
+        ("fn_1", first + 1, 1, 0),
+        ("fn_2", first, 0, 1),
+    ]
+    assert [dict(row) for row in health] == [
+        {
+            "function_id": "fn_1",
+            "last_run_id": "run_3",
+            "last_run_at": at + hour + 5,
+            "last_run_status": "succeeded",
+            "last_error": "the worker died during the run",
+            "last_error_at": at + hour + 6,
+            "last_error_run_id": "run_4",
+        },
+        {
+            "function_id": "fn_2",
+            "last_run_id": "run_6",
+            "last_run_at": at + 30,
+            "last_run_status": "failed",
+            "last_error": "x" * 300 + "\u2026",
+            "last_error_at": at + 30,
+            "last_error_run_id": "run_6",
+        },
+    ]

@@ -24,6 +24,7 @@ import trio
 
 from ledgerport.http import NUL_FREE, prepare_document
 
+from .data_api import owner_api
 from .oauth_helpers import (
     REDIRECT_URI,
     basic,
@@ -35,6 +36,7 @@ from .oauth_helpers import (
     session_token,
     token_request,
 )
+from .webhook_world import console_for
 
 OAUTH_ENVELOPE = {"$ref": "#/components/schemas/OAuthErrorEnvelope"}
 STANDARD_ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
@@ -533,6 +535,27 @@ BUILD_TAKES = 2.0
 """What the build is made to take in the test of where it runs: a build on the loop would stall
 it that long, which is above what the loop's scheduling beside the whole suite on a slow day's
 two cores has been seen to cost (0.54 s)."""
+
+
+async def test_an_uploads_syntax_error_is_answered_as_the_document_says(
+    client: Any, admin_headers: dict[str, str], contract: Contract
+) -> None:
+    """The upload's 400 says what a syntax error's params hold, and the answer is the
+    envelope it documents."""
+    path = "/developer/apps/{app_id}/functions/{name}"
+    console = await console_for(client, admin_headers, await owner_api(client, admin_headers))
+    response = await console.call("PUT", "/functions/totals", {"source": "let x = ;", "events": []})
+    await contract.check("PUT", path, response)
+    body = await response.get_json()
+    description = contract.document["paths"][path]["put"]["responses"]["400"]["description"]
+    assert body["params"] == {"p0": 1, "p1": 9, "p2": "Unexpected token ';'"}
+    assert (
+        "FUNCTION_SOURCE_NO_HANDLER: function source is not an ES module with a handler (a syntax"
+        " error's message reads 'syntax error at line {0}, column {1}: {2}': params p0 is the"
+        " line (from 1; a line ends at LF, CR, CR LF, U+2028 or U+2029), p1 the column (from 1,"
+        " in UTF-16 code units, as a browser's text counts) and p2 the parser's words (V8's,"
+        " such as 'missing ) after argument list'); otherwise p0 is the one reason)"
+    ) in description
 
 
 async def test_the_document_is_built_off_the_event_loop(app: Any, client: Any) -> None:

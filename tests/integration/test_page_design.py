@@ -106,10 +106,15 @@ async def test_every_page_allows_its_stylesheet_and_images_and_no_inline_style(
         ]
         answers = [await _text(client, path, headers=BROWSER) for path in pages]
         _, unknown = await _text(client, "/nowhere", 404, headers=BROWSER)
+    live = {f"/console/apps/{app}/webhooks/{webhook}", f"/console/apps/{app}/functions/f"}
     for path, (response, page) in zip(pages, answers, strict=True):
         policy = _policy(response)
-        # Only the page that shows a secret once loads a script: the copy button's, from here.
-        assert policy.get("script-src") == ("'self'" if path.endswith("/secret") else None), path
+        # Only the page that shows a secret once loads a script, the copy button's, and the
+        # webhook's and the function's pages the live rows' (which opens the live stream),
+        # each from here.
+        scripts = path.endswith("/secret") or path in live
+        assert policy.get("script-src") == ("'self'" if scripts else None), path
+        assert policy.get("connect-src") == ("'self'" if path in live else None), path
         assert policy["style-src"] == "'self'", path
         assert policy["img-src"] == "'self'", path
         assert policy["frame-ancestors"] == "'none'", path

@@ -19,7 +19,16 @@ import trio
 
 from ledgerport.apps import compile_module
 from ledgerport.ops import Metrics
-from ledgerport.runtime import ApiAnswer, ApiCall, RunLimits, RunOutcome, RunRequest, SandboxPool
+from ledgerport.runtime import (
+    ApiAnswer,
+    ApiCall,
+    FetchAnswer,
+    FetchCall,
+    RunLimits,
+    RunOutcome,
+    RunRequest,
+    SandboxPool,
+)
 
 TIMEOUT = 60
 FORGED_WORKER = str(Path(__file__).with_name("forged_worker.py"))
@@ -32,6 +41,7 @@ class Ledger:
         self.going_on: str | None = None
         self.calls: list[tuple[str, str, str]] = []
         self.out_of_turn: list[tuple[str, str]] = []
+        self.fetches: list[tuple[str, str]] = []
 
     async def api(self, run: RunRequest, call: ApiCall) -> ApiAnswer:
         if run.run_id != self.going_on:
@@ -39,6 +49,10 @@ class Ledger:
         self.calls.append((run.run_id, call.method, call.path))
         await trio.sleep(0.005)
         return ApiAnswer(200, {"data": [{"run": run.run_id}]})
+
+    async def fetch(self, run: RunRequest, call: FetchCall) -> FetchAnswer:
+        self.fetches.append((run.run_id, call.url))
+        return FetchAnswer(status=200, body="fetched")
 
     async def invoke(self, pool: SandboxPool, request: RunRequest) -> RunOutcome:
         self.going_on = request.run_id
@@ -50,7 +64,7 @@ class Ledger:
 
 @asynccontextmanager
 async def pool_of(ledger: Ledger, **options: Any) -> AsyncIterator[SandboxPool]:
-    pool = SandboxPool(**{"size": 1, "api": ledger.api, **options})
+    pool = SandboxPool(**{"size": 1, "api": ledger.api, "fetch": ledger.fetch, **options})
     async with trio.open_nursery() as nursery:
         await nursery.start(pool.run)
         yield pool
@@ -285,31 +299,36 @@ async def test_a_forged_success_within_the_limits_stays_the_handlers_own() -> No
     assert json.loads(outcome.result or "null") == {"real": 1}
 
 
-async def test_the_pool_refuses_a_call_of_another_run_and_recycles_the_worker() -> None:
+@pytest.mark.parametrize("behaviour", ["other-run-api", "other-run-fetch"])
+async def test_the_pool_refuses_a_call_of_another_run_and_recycles_the_worker(
+    behaviour: str,
+) -> None:
+    """A data API call or a fetch naming another run: never made, never answered."""
     ledger = Ledger()
     metrics = Metrics()
     with trio.fail_after(TIMEOUT):
         async with pool_of(
-            ledger,
-            metrics=metrics,
-            worker_command=(sys.executable, FORGED_WORKER, "other-run-api"),
+            ledger, metrics=metrics, worker_command=(sys.executable, FORGED_WORKER, behaviour)
         ) as pool:
             (pid,) = pool.pids()
             outcome = await ledger.invoke(pool, request("export const handler = () => 1", "k:1"))
             await pool.until_full()
             (replacement,) = pool.pids()
     assert ledger.calls == []
+    assert ledger.fetches == []
     assert outcome.logs == ["unanswered"]
     assert replacement != pid
     refused = metrics.function_frames_refused.labels("other_run")._value.get()
     assert refused == 1
 
 
-async def test_a_call_sent_after_done_is_never_answered() -> None:
+@pytest.mark.parametrize("behaviour", ["api-after-done", "fetch-after-done"])
+async def test_a_call_sent_after_done_is_never_answered(behaviour: str) -> None:
+    """A data API call or a fetch sent after the run's Done: never made."""
     ledger = Ledger()
     with trio.fail_after(TIMEOUT):
         async with pool_of(
-            ledger, worker_command=(sys.executable, FORGED_WORKER, "api-after-done")
+            ledger, worker_command=(sys.executable, FORGED_WORKER, behaviour)
         ) as pool:
             first = await ledger.invoke(pool, request("export const handler = () => 1", "k:1"))
             await pool.until_full()
@@ -317,6 +336,28 @@ async def test_a_call_sent_after_done_is_never_answered() -> None:
     assert first.ok
     assert second.ok
     assert ledger.calls == []
+    assert ledger.fetches == []
+
+
+async def test_a_context_kept_past_its_run_cannot_fetch() -> None:
+    """A run's context kept in a global: its fetch in a later run throws in the guest and never
+    leaves the isolate."""
+    source = """
+    let kept = null;
+    export async function handler(event, context) {
+      if (kept === null) { kept = context; return "kept"; }
+      try { await kept.fetch("https://api.example.com/"); return "fetched"; }
+      catch (error) { return error.message; }
+    }
+    """
+    ledger = Ledger()
+    with trio.fail_after(TIMEOUT):
+        async with pool_of(ledger) as pool:
+            first = await ledger.invoke(pool, request(source, "fn_keep:1"))
+            second = await ledger.invoke(pool, request(source, "fn_keep:1"))
+    assert json.loads(first.result or "null") == "kept"
+    assert json.loads(second.result or "null") == "the run has ended: context.fetch is closed"
+    assert ledger.fetches == []
 
 
 async def test_a_done_of_another_run_fails_the_run_as_the_platforms() -> None:
@@ -372,3 +413,35 @@ async def test_a_run_cancelled_under_the_pool_gives_its_worker_up_and_the_pool_r
             after = await ledger.invoke(pool, request(VICTIM, "fn_v:1"))
     assert replacement != pid
     assert after.ok
+
+
+async def test_calls_out_and_their_answers_pass_by_no_prototype_of_the_guests() -> None:
+    """A handler that puts accessors on ``Array.prototype``'s first indexes and replaces
+    ``push`` sees none of what goes out or comes in: every call is made as written, every
+    answer arrives whole, and the run reports itself."""
+    source = """
+    let seen = 0;
+    for (let i = 0; i < 4; i++) {
+      Object.defineProperty(Array.prototype, String(i), { configurable: true,
+        get() { seen++; return "forged"; }, set(v) { seen++; } });
+    }
+    Array.prototype.push = function () { seen++; return 0; };
+    export async function handler(event, context) {
+      const page = await context.api.get("/customers");
+      const fetched = await context.fetch("http://127.0.0.1:9/x");
+      return { run: page.data[0].run, body: fetched.body, seen };
+    }
+    """
+    ledger = Ledger()
+    with trio.fail_after(TIMEOUT):
+        async with pool_of(ledger) as pool:
+            made = request(source, "fn_accessors:1")
+            outcome = await ledger.invoke(pool, made)
+    assert outcome.ok, outcome.error
+    assert json.loads(outcome.result or "null") == {
+        "run": made.run_id,
+        "body": "fetched",
+        "seen": 0,
+    }
+    assert ledger.calls == [(made.run_id, "GET", "/customers")]
+    assert ledger.fetches == [(made.run_id, "http://127.0.0.1:9/x")]

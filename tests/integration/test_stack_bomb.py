@@ -16,9 +16,9 @@ from typing import Any
 import trio
 
 from ledgerport import apps, queues, runtime
-from ledgerport.http import EXCERPT_FRAMES, EXCERPT_LINE_CHARS, SOURCE_PAGE_LINES
-from ledgerport.http.console_debug_pages import ATTEMPTS_SHOWN
-from ledgerport.http.console_pages import LISTED_EXCERPT_CHARS, RUNS_PER_FUNCTION
+from ledgerport.http.pages import EXCERPT_FRAMES, EXCERPT_LINE_CHARS, SOURCE_PAGE_LINES
+from ledgerport.http.pages.console.deliveries import ATTEMPTS_SHOWN
+from ledgerport.http.pages.console.functions import LISTED_EXCERPT_CHARS, RUNS_PER_FUNCTION
 from ledgerport.platform import Platform
 from ledgerport.storage import Store
 

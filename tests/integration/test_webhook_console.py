@@ -24,6 +24,24 @@ async def _console(client: Any, admin_headers: dict[str, str]) -> Console:
     return await console_for(client, admin_headers, api)
 
 
+FRESH = {
+    "signature": "stripe",
+    "rateLimit": None,
+    "ordering": "none",
+    "headers": {},
+    "disabledReason": None,
+    "health": {
+        "deliveredLast24h": 0,
+        "failedLast24h": 0,
+        "consecutiveFailures": 0,
+        "lastDeliveryAt": None,
+        "lastError": None,
+    },
+    "publicKey": None,
+}
+"""The fields of contract.md's third round, as a new endpoint answers them by default."""
+
+
 async def test_create_list_edit_delete(client: Any, admin_headers: dict[str, str]) -> None:
     with trio.fail_after(TIMEOUT):
         console = await _console(client, admin_headers)
@@ -39,7 +57,7 @@ async def test_create_list_edit_delete(client: Any, admin_headers: dict[str, str
         after_delete = await console.ok("GET", "/webhooks")
         again = await console.call("PATCH", f"/webhooks/{created['id']}", {"enabled": True})
     assert created["secret"].startswith(catalog.WEBHOOK_SECRET_PREFIX)
-    assert set(created) == {"id", "url", "events", "enabled", "secret"}
+    assert set(created) == {"id", "url", "events", "enabled", "secret", *FRESH}
     assert listed == {
         "data": [
             {
@@ -47,6 +65,7 @@ async def test_create_list_edit_delete(client: Any, admin_headers: dict[str, str
                 "url": URL,
                 "events": ["invoice.created", "invoice.paid"],
                 "enabled": True,
+                **FRESH,
             }
         ],
         "next": None,
@@ -56,6 +75,7 @@ async def test_create_list_edit_delete(client: Any, admin_headers: dict[str, str
         "url": URL,
         "events": ["payment.received"],
         "enabled": False,
+        **FRESH,
     }
     assert after_change["data"] == [changed]
     assert after_delete == {"data": [], "next": None}

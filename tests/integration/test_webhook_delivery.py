@@ -554,7 +554,7 @@ async def test_redelivery_of_a_failed_delivery_keeps_its_ids_and_starts_afresh(
             hooked(client, admin_headers, ["customer.created"]) as hook,
             engine_for(platform) as engine,
         ):
-            hook.receiver.default = Answer(410)
+            hook.receiver.default = Answer(500)
             await hook.api.customer()
             await deliver(engine)
             async with store.transaction() as tx:

@@ -7,11 +7,14 @@ import json
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
+from ledgerport import apps
 from ledgerport.engine import DeliveryEngine
 from ledgerport.platform import Platform
+from ledgerport.storage import Store
 
 from ..receiver import Receiver, receiving
 from .data_api import Api, owner_api
@@ -82,6 +85,9 @@ async def hooked(
 
 @asynccontextmanager
 async def engine_for(platform: Platform, **options: Any) -> AsyncIterator[DeliveryEngine]:
+    """An engine running on ``platform``; its retries follow the schedule exactly (no jitter)
+    unless ``spread`` is given, so that tests can step the clock through it."""
+    options.setdefault("spread", None)
     engine = DeliveryEngine(platform, **options)
     async with engine.running():
         yield engine
@@ -92,3 +98,30 @@ async def deliver(engine: DeliveryEngine) -> None:
     await engine.dispatch_once()
     await engine.claim_once()
     await engine.settle()
+
+
+# --- Endpoints' lifecycle (contract.md, third round) ---------------------------------------------
+
+
+def configured(platform: Platform, **changes: Any) -> Platform:
+    """``platform`` with its configuration changed (``webhook_retry_delays=(0,)``, a shorter
+    ``webhook_disable_after``): for an engine or a scheduler, beside the served platform."""
+    return replace(platform, config=replace(platform.config, **changes))
+
+
+def iso(moment: float) -> str:
+    """A moment as the console answers it: ISO 8601 in UTC, to the millisecond, ``Z``."""
+    text = datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+async def endpoint(hook: Hooked) -> dict[str, Any]:
+    """The hook's webhook as ``GET .../webhooks/{id}`` answers it now."""
+    return await hook.console.ok("GET", f"/webhooks/{hook.webhook['id']}")  # type: ignore[no-any-return]
+
+
+async def operational_events(store: Store, app_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The app's operational events recorded, oldest first, as (type, data)."""
+    async with store.transaction() as tx:
+        events = await apps.operational_events(tx, app_id)
+    return [(event.type, event.data) for event in reversed(events)]

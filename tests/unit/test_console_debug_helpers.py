@@ -11,20 +11,18 @@ from datetime import UTC, datetime
 import pytest
 
 from ledgerport.errors import InvalidInput
-from ledgerport.http import (
+from ledgerport.http.pages import (
     EXCERPT_BUDGET,
     EXCERPT_FRAMES,
     SOURCE_PAGE_LINES,
     excerpt,
-    line_href,
-    shown_stack,
-)
-from ledgerport.http.console_debug_pages import (
     form_time,
+    line_href,
     parse_form_time,
     pretty_payload,
     query_string,
     shown_log_lines,
+    shown_stack,
     url_label,
 )
 

@@ -9,7 +9,7 @@ import pytest
 
 from ledgerport import catalog
 from ledgerport.auth import Keyring
-from ledgerport.http import (
+from ledgerport.http.pages import (
     areas_out_of_reach,
     event_groups,
     kept_order,

@@ -8,12 +8,10 @@ A few modules replace or reach into code that their libraries do not promise to 
   blueprint chain (``quart.helpers._split_blueprint_path``), quart-trio's form parser;
 - ``http/_json.py``: Quart's JSON provider, which is Flask's (``_app``,
   ``_prepare_response_obj``), and Quart-Schema's conversion of answers (``app.make_response``);
-- ``http/_openapi.py``: Quart-Schema's OpenAPI provider (``build_paths``, ``_app``);
-- ``http/_wire.py``: quart-trio's ASGI connection (``__call__`` copied with one change) and
+- ``http/_document.py``: Quart-Schema's OpenAPI provider (``build_paths``, ``_app``);
+- ``server/_wire.py``: quart-trio's ASGI connection (``__call__`` copied with one change) and
   hypercorn's connection classes (``tests/unit/test_wire.py`` holds hypercorn's, with the lean
-  classes driven by hypercorn's own), ``serve.py`` hypercorn's worker on sockets of its own;
-- ``engine/_transport.py``: httpcore's connection without its pool (``has_expired``,
-  ``is_idle``, ``can_handle_request``, the ``is_readable`` answer it asks the stream for).
+  classes driven by hypercorn's own), ``serve.py`` hypercorn's worker on sockets of its own.
 
 Each test is named for the behaviour relied on and asserts it on the library alone, so a release
 that changes it fails here, naming the module that relies on it, before a user's install does.
@@ -29,14 +27,11 @@ import dataclasses
 import inspect
 import json
 import textwrap
-import time
-import typing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import flask.json.provider
-import httpcore
 import hypercorn.config
 import hypercorn.trio.run
 import pydantic
@@ -390,9 +385,9 @@ async def test_quart_request_reads_json_through_get_json() -> None:
     assert asked == [False], _relied_on(INPUT, "Request.json calling get_json()")
 
 
-# quart-trio: http/_wire.py -----------------------------------------------------------------------
+# quart-trio: server/_wire.py ---------------------------------------------------------------------
 
-WIRE = "http/_wire.py"
+WIRE = "server/_wire.py"
 QUART_TRIO_CALL = """
 async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
     request = self._create_request_from_scope(send)
@@ -405,7 +400,7 @@ with its last line awaited instead of started."""
 
 
 def test_quart_trio_http_connection_is_the_one_http_wire_copies() -> None:
-    """http/_wire.py's ``OneTaskHTTPConnection.__call__`` is quart-trio's with the answer awaited
+    """server/_wire.py's ``OneTaskHTTPConnection.__call__`` is quart-trio's with the answer awaited
     in the calling task: quart-trio's must still be that (any change is one to carry over), and
     ``handle_messages`` and ``handle_request`` take the nursery they cancel. The behaviour is
     tests/unit/test_wire.py's ``test_one_task_*``."""
@@ -463,9 +458,9 @@ async def test_flask_json_provider_prepares_an_answer_and_knows_its_app() -> Non
     assert json.loads(await made.get_data()) == {"b": 2}
 
 
-# Quart-Schema: http/_json.py and http/_openapi.py ------------------------------------------------
+# Quart-Schema: http/_json.py and http/_document.py ----------------------------------------------
 
-OPENAPI = "http/_openapi.py"
+OPENAPI = "http/_document.py"
 
 
 class _Model(pydantic.BaseModel):
@@ -542,7 +537,7 @@ async def test_quart_schema_json_provider_is_flasks_with_a_default_for_models() 
 
 
 async def test_quart_schema_openapi_document_is_built_rule_by_rule_with_build_paths() -> None:
-    """http/_openapi.py's ``DocumentProvider`` (``openapi_provider_class``) rewrites each route's
+    """http/_document.py's ``DocumentProvider`` (``openapi_provider_class``) rewrites each route's
     part of the document in ``build_paths(rule)`` and reads the routes from ``self._app``:
     Quart-Schema must make it as ``cls(app, extension)`` and build ``schema()`` from what
     ``build_paths`` answers for each route."""
@@ -576,140 +571,7 @@ async def test_quart_schema_openapi_document_is_built_rule_by_rule_with_build_pa
     )
 
 
-# httpcore: engine/_transport.py ------------------------------------------------------------------
-
-TRANSPORT = "engine/_transport.py"
-ORIGIN = httpcore.Origin(b"http", b"receiver.example", 80)
-ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello, there"
-
-
-class _Stream(httpcore.AsyncNetworkStream):
-    """A receiver's connection: each request written is answered with ``ANSWER``, read a few
-    bytes at a time; ``readable`` is what it reports as ``is_readable`` (a peer that closed, or
-    a delivery client's connection cut by ``stop_reading``)."""
-
-    def __init__(self) -> None:
-        self.pending = b""
-        self.readable = False
-        self.fail_reads = False
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        if self.fail_reads:
-            raise httpcore.ReadError("cut")
-        taken, self.pending = self.pending[:8], self.pending[8:]
-        return taken
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        self.pending += ANSWER
-
-    async def aclose(self) -> None:
-        return None
-
-    def get_extra_info(self, info: str) -> typing.Any:
-        return self.readable if info == "is_readable" else None
-
-
-class _Backend(httpcore.AsyncNetworkBackend):
-    def __init__(self, stream: _Stream) -> None:
-        self.stream = stream
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109
-        local_address: str | None = None,
-        socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        return self.stream
-
-
-def _connection(stream: _Stream, keepalive_expiry: float = 30.0) -> httpcore.AsyncHTTPConnection:
-    """A connection made as ``DeliveryClient`` makes one."""
-    return httpcore.AsyncHTTPConnection(
-        origin=ORIGIN,
-        ssl_context=None,
-        keepalive_expiry=keepalive_expiry,
-        http1=True,
-        http2=False,
-        network_backend=_Backend(stream),
-    )
-
-
-async def _post(connection: httpcore.AsyncHTTPConnection) -> httpcore.Response:
-    request = httpcore.Request(
-        "POST",
-        httpcore.URL("http://receiver.example/hook"),
-        headers=[(b"host", b"receiver.example"), (b"content-length", b"2")],
-        content=b"{}",
-    )
-    return await connection.handle_async_request(request)
-
-
-async def test_httpcore_an_idle_connection_has_expired_once_its_stream_reads_as_readable() -> None:
-    """engine/_transport.py reuses the idle connection used last unless ``has_expired()``, and
-    its cut connections answer ``is_readable`` so that they are never reused: an idle HTTP/1.1
-    connection must ask its stream, and expire when the stream says it is readable."""
-    stream = _Stream()
-    connection = _connection(stream)
-    assert connection.can_handle_request(ORIGIN), _relied_on(TRANSPORT, "can_handle_request")
-    assert not connection.can_handle_request(httpcore.Origin(b"http", b"other.example", 80))
-    with trio.fail_after(TIMEOUT):
-        response = await _post(connection)
-        assert await response.aread() == b"hello, there"
-        await response.aclose()
-    assert connection.is_idle(), _relied_on(TRANSPORT, "is_idle() after an answer read whole")
-    assert not connection.has_expired()
-    stream.readable = True
-    assert connection.has_expired(), _relied_on(
-        TRANSPORT, "has_expired() of an idle connection asking its stream for is_readable"
-    )
-
-
-async def test_httpcore_an_idle_connection_has_expired_after_its_keepalive_expiry(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """engine/_transport.py gives its connections ``keepalive_expiry`` (KEEPALIVE_EXPIRY) and
-    relies on ``has_expired()`` for it, with no timer of its own."""
-    now = 1_000.0
-    monkeypatch.setattr(time, "monotonic", lambda: now)
-    connection = _connection(_Stream(), keepalive_expiry=30.0)
-    with trio.fail_after(TIMEOUT):
-        response = await _post(connection)
-        await response.aread()
-        await response.aclose()
-    now += 29.0
-    assert not connection.has_expired()
-    now += 2.0
-    assert connection.has_expired(), _relied_on(TRANSPORT, "keepalive_expiry in has_expired()")
-
-
-async def test_httpcore_an_answer_carries_its_stream_and_a_failed_read_closes_the_connection() -> (
-    None
-):
-    """engine/_transport.py's ``stop_reading`` finds the answer's connection in
-    ``response.extensions["network_stream"]`` and makes its reads fail: the read must fail with
-    ``httpcore.ReadError`` and leave the connection not idle, so the client closes it."""
-    stream = _Stream()
-    connection = _connection(stream)
-    with trio.fail_after(TIMEOUT):
-        response = await _post(connection)
-        assert response.extensions["network_stream"] is stream, _relied_on(
-            TRANSPORT, "the network_stream extension being the backend's stream"
-        )
-        parts = response.aiter_stream()
-        assert isinstance(parts, typing.AsyncIterator)
-        first = await parts.__anext__()
-        stream.fail_reads = True
-        with pytest.raises(httpcore.ReadError):
-            async for _ in parts:
-                pass
-        await response.aclose()
-    assert first
-    assert not connection.is_idle(), _relied_on(TRANSPORT, "a failed read closing the connection")
-
-
-# hypercorn: serve.py (http/_wire.py's classes are tests/unit/test_wire.py's) ---------------------
+# hypercorn: serve.py (server/_wire.py's classes are tests/unit/test_wire.py's) -------------------
 
 SERVE = "serve.py"
 
@@ -736,3 +598,83 @@ def test_hypercorn_worker_serves_sockets_bound_beforehand() -> None:
     finally:
         for sock in sockets.insecure_sockets:
             sock.close()
+
+
+# mini-racer: runtime/sandbox.py ------------------------------------------------------------------
+
+SANDBOX = "runtime/sandbox.py"
+
+
+def _in_mini_racer(experiment: Callable[[Any], Awaitable[Any]]) -> Any:
+    """``experiment(racer)`` on an asyncio loop of its own, as the sandbox worker runs V8."""
+
+    async def main() -> Any:
+        from py_mini_racer import MiniRacer
+
+        racer = MiniRacer()
+        try:
+            return await asyncio.wait_for(experiment(racer), TIMEOUT)
+        finally:
+            racer.close()
+
+    return asyncio.run(main())
+
+
+def test_mini_racer_notification_hands_its_arguments_as_one_array_on_the_loop() -> None:
+    """The way out is ``Context._register_js_notification``: a JS function that returns at once
+    and calls ours on the worker's loop with a handle that ``_value_handle_to_python`` turns
+    into an array of the arguments, each read by ``get_object_item``."""
+    from py_mini_racer import JSArray
+
+    async def experiment(racer: Any) -> Any:
+        context = racer._ctx
+        loop = asyncio.get_running_loop()
+        called: asyncio.Future[tuple[Any, ...]] = loop.create_future()
+
+        def notified(handle: Any) -> None:
+            assert asyncio.get_running_loop() is loop, _relied_on(SANDBOX, "the loop it runs on")
+            given = context._value_handle_to_python(handle)
+            assert isinstance(given, JSArray), _relied_on(SANDBOX, "the arguments as an array")
+            called.set_result(tuple(context.get_object_item(given, i) for i in range(3)))
+
+        with context._register_js_notification(notified) as notify:
+            racer.eval("this")["__notify"] = notify
+            returned = racer.eval("__notify('report', 'run_1', '{\"ok\":true}')")
+            return returned, await called
+
+    returned, arguments = _in_mini_racer(experiment)
+    assert returned is None or type(returned).__name__ == "JSUndefinedType", _relied_on(
+        SANDBOX, "a notification returning at once, with nothing"
+    )
+    assert arguments == ("report", "run_1", '{"ok":true}'), _relied_on(
+        SANDBOX, "the notification's arguments, read one by one"
+    )
+
+
+def test_mini_racer_reads_the_notifications_arguments_without_the_guests_prototypes() -> None:
+    """The argument array is V8's own: reading its elements consults no getter a guest put on
+    ``Array.prototype``, so a guest cannot see or change what the harness passes out."""
+
+    async def experiment(racer: Any) -> Any:
+        context = racer._ctx
+        called: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def notified(handle: Any) -> None:
+            given = context._value_handle_to_python(handle)
+            called.set_result(context.get_object_item(given, 0))
+
+        with context._register_js_notification(notified) as notify:
+            racer.eval("this")["__notify"] = notify
+            racer.eval(
+                "var seen = 0;"
+                " Object.defineProperty(Array.prototype, '0', {configurable: true,"
+                " get() { seen++; return 'forged'; }, set(v) { seen++; }});"
+                " Array.prototype.push = function () { seen++; return 0; };"
+                ' __notify(\'{"kind":"api"}\')'
+            )
+            return await called, racer.eval("seen")
+
+    first, seen = _in_mini_racer(experiment)
+    assert (first, seen) == ('{"kind":"api"}', 0), _relied_on(
+        SANDBOX, "an argument array built without Array.prototype"
+    )

@@ -7,7 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from ledgerport.http import RequestTracker
+from ledgerport.server import RequestTracker
 
 
 class _GatedApp:

@@ -625,11 +625,36 @@ APP_DEVELOPERS = {"a1": "d1", "a2": "d1", "a3": "d2", "a4": "a4"}
 """The developer of each app of the run book machine (a4 has none: it is its own)."""
 
 
+def test_a_run_waiting_on_the_network_frees_its_share_of_the_cpu_not_its_tenants() -> None:
+    """A run whose calls under way are all fetches makes room for another run on a spare
+    process, and still counts against its app's share."""
+    book = RunBook(4, spare=2)
+    a, b = DueRuns("dev_a", "app_a", "bus_1"), DueRuns("dev_b", "app_b", "bus_2")
+    c = DueRuns("dev_c", "app_c", "bus_3")
+    assert dict(book.choose({a: 0.0, b: 1.0})) == {a: 2, b: 2}
+    assert book.room == 0
+    book.wait(True)  # one of a's runs fetches
+    assert book.room == 1
+    # a's share (two of four workers) is still held, its waiting run among them: c gets it.
+    assert book.choose({a: 0.0, b: 1.0, c: 2.0}) == [(c, 1)]
+    assert book.apps.held("app_a") == 2
+    book.wait(True)  # two more fetch
+    book.wait(True)
+    assert book.room == 1  # three waiting, one process left of six
+    book.wait(False)
+    book.wait(False)
+    book.wait(False)
+    assert book.room == -1  # five computing on four workers: nothing more until one ends
+    assert book.choose({a: 0.0, b: 1.0, c: 2.0}) == []
+
+
 class RunBookMachine(RuleBasedStateMachine):
-    @initialize(workers=st.integers(1, 8))
-    def start(self, workers: int) -> None:
-        self.book = RunBook(workers)
+    @initialize(workers=st.integers(1, 8), spare=st.integers(0, 4))
+    def start(self, workers: int, spare: int) -> None:
+        self.book = RunBook(workers, spare=spare)
         self.running: list[DueRuns] = []
+        self.waiting: list[bool] = []
+        """Whether each run of ``running`` waits on the network only."""
 
     @rule(
         due=st.dictionaries(
@@ -645,7 +670,8 @@ class RunBookMachine(RuleBasedStateMachine):
         for pair, count in chosen:
             assert pair in tenants
             self.running += [pair] * count
-        assert sum(count for _, count in chosen) <= room
+            self.waiting += [False] * count
+        assert sum(count for _, count in chosen) <= max(room, 0)
         gained = {pair for pair, _ in chosen}
         open_ = [pair for pair in tenants if not book.capped(pair)]
         if book.room > 0:
@@ -679,14 +705,26 @@ class RunBookMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.running)
     @rule(index=st.integers(0, 100))
     def run_ends(self, index: int) -> None:
-        self.book.ended(self.running.pop(index % len(self.running)))
+        index %= len(self.running)
+        if self.waiting.pop(index):
+            self.book.wait(False)  # its fetches end before it does
+        self.book.ended(self.running.pop(index))
+
+    @precondition(lambda self: self.running)
+    @rule(index=st.integers(0, 100))
+    def run_waits_or_computes(self, index: int) -> None:
+        index %= len(self.running)
+        self.waiting[index] = not self.waiting[index]
+        self.book.wait(self.waiting[index])
 
     @invariant()
     def within_the_shares(self) -> None:
         book = self.book
         if not hasattr(self, "running"):
             return
-        assert book.busy == len(self.running) <= book.workers
+        assert book.busy == len(self.running) <= book.workers + book.spare
+        assert book.waiting == sum(self.waiting)
+        assert book.room <= book.workers + book.spare - book.busy
         for developer, count in Counter(pair.developer for pair in self.running).items():
             # However many apps the developer has.
             assert book.developers.held(developer) == count <= book.developers.cap

@@ -16,6 +16,8 @@ from ledgerport.runtime import (
     Api,
     ApiResult,
     Done,
+    Fetch,
+    FetchResult,
     Frame,
     FrameError,
     FrameReader,
@@ -37,6 +39,35 @@ FRAMES: list[Frame] = [
         log=65536,
         result=65536,
     ),
+    Run(
+        run="run_2",
+        key="fn_1:1",
+        script="(async function () {})",
+        event="{}",
+        cpu=2.0,
+        heap=1024,
+        log=1024,
+        result=1024,
+        secrets={"STRIPE_KEY": "lpsecret_" + "0" * 32},
+    ),
+    Fetch(
+        run="run_1",
+        call=3,
+        method="POST",
+        url="https://api.example.com/v1",
+        headers=[["Authorization", "Bearer lpsecret_" + "0" * 32]],
+        body='{"a":1}',
+        at=12,
+    ),
+    FetchResult(
+        run="run_1",
+        call=3,
+        status=201,
+        headers=[["Content-Type", "application/json"]],
+        body="{}",
+        error=None,
+    ),
+    FetchResult(run="run_1", call=4, status=0, headers=[], body="", error="refused"),
     Api(run="run_1", call=1, method="GET", path="/customers", body=None),
     Api(run="run_1", call=2, method="POST", path="/customers", body='{"name":"A"}'),
     ApiResult(run="run_1", call=1, status=200, body={"data": [{"id": "cus_1"}], "next": None}),
@@ -71,6 +102,10 @@ def _map(frame: Frame, **changes: Any) -> bytes:
 _DROP = object()
 API = Api(run="run_1", call=1, method="GET", path="/x", body=None)
 DONE = Done(run="run_1", ok=True, result=None)
+FETCH = Fetch(
+    run="run_1", call=1, method="GET", url="https://a.example/", headers=[], body=None, at=0
+)
+RUN = Run(run="run_1", key="k", script="", event="{}", cpu=1.0, heap=1, log=1, result=1)
 
 REFUSED = {
     "junk": b"\xc1",
@@ -90,6 +125,12 @@ REFUSED = {
     "log times that are booleans": _map(DONE, logs=["a"], log_times=[True]),
     "log times that are no list": _map(DONE, log_times="0"),
     "a result that is a map": _map(DONE, result={"a": 1}),
+    "headers that are no pairs": _map(FETCH, headers=[["Authorization"]]),
+    "headers that are a map": _map(FETCH, headers={"Authorization": "x"}),
+    "a header value that is no string": _map(FETCH, headers=[["A", 1]]),
+    "a time that is a boolean": _map(FETCH, at=True),
+    "secrets that are no strings": _map(RUN, secrets={"KEY": 1}),
+    "secrets that are a list": _map(RUN, secrets=["KEY"]),
 }
 
 

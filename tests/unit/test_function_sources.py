@@ -17,6 +17,7 @@ from ledgerport.apps import (
     SCRIPT_NAME,
     FunctionSourceNoHandler,
     StackFrame,
+    SyntaxProblem,
     compile_module,
     source_lines,
     source_stack,
@@ -328,3 +329,66 @@ def test_a_stack_is_read_into_its_frames_with_their_positions_in_the_source() ->
 )
 def test_a_source_splits_into_the_lines_v8_numbers(source: str, lines: list[str]) -> None:
     assert source_lines(source) == lines
+
+
+TREE_SITTER_PLACES = {
+    "a missing bracket": (
+        "export const handler = (event) => {\n  context.log(event.type;\n};",
+        SyntaxProblem(2, 25, "missing )"),
+    ),
+    "a token where none fits": (
+        "const a = 1;\nconst b = a b;\nexport const handler = () => b;",
+        SyntaxProblem(2, 13, "unexpected 'b'"),
+    ),
+    # "é" is one UTF-16 code unit (two UTF-8 bytes), "😀" two (four bytes): the column counts
+    # code units, as V8 and a browser's text do.
+    "not ASCII before it": (
+        "const s = 'é😀'; const t = s s;\nexport const handler = () => t;",
+        SyntaxProblem(1, 30, "unexpected 's'"),
+    ),
+    "CR LF line ends": (
+        "const a = 1;\r\nconst b = 2;\r\nconst c = a b;\r\nexport const handler = () => c;",
+        SyntaxProblem(3, 13, "unexpected 'b'"),
+    ),
+    # V8 ends a line at U+2028 too; tree-sitter does not: the line is V8's.
+    "a line separator": (
+        "const a = 1;\u2028const b = a b;\nexport const handler = () => b;",
+        SyntaxProblem(2, 13, "unexpected 'b'"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TREE_SITTER_PLACES))
+def test_a_syntax_error_found_in_this_thread_is_placed_as_v8_places_it(name: str) -> None:
+    """Without V8 (``compile_module``), the place is tree-sitter's first error, on the line V8
+    numbers and at the column in UTF-16 code units, with words of tree-sitter's node."""
+    source, problem = TREE_SITTER_PLACES[name]
+    with pytest.raises(FunctionSourceNoHandler) as refused:
+        compile_module(source)
+    assert refused.value.syntax == problem
+
+
+def test_a_refused_import_is_placed_in_code_units_on_v8s_lines() -> None:
+    source = 'const é = "😀";\r\nconst x = 1; import y from "y";\nexport const handler = 1;'
+    with pytest.raises(InvalidInput) as refused:
+        compile_module(source)
+    assert refused.value.messages[0] == "source: import is not allowed (line 2, column 14)"
+
+
+def test_a_syntax_error_is_carried_as_the_message_its_params_and_a_place() -> None:
+    """What an envelope shows of a syntax error (its message and params p0 to p2) and what a
+    page points at (``syntax``) are one."""
+    problem = SyntaxProblem(2, 21, "missing ) after argument list")
+    refused = FunctionSourceNoHandler(problem)
+    plain = FunctionSourceNoHandler("the module exports no handler")
+    assert str(refused) == (
+        "Function source is not an ES module exporting a handler: syntax error at line 2,"
+        " column 21: missing ) after argument list"
+    )
+    assert refused.params == (2, 21, "missing ) after argument list")
+    assert refused.syntax == problem
+    assert str(plain) == (
+        "Function source is not an ES module exporting a handler: the module exports no handler"
+    )
+    assert plain.params == ("the module exports no handler",)
+    assert plain.syntax is None

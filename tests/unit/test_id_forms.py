@@ -30,6 +30,7 @@ NEVER_SENT = {
     "node": "a process's node name",
     "fn": "a function: routes name functions by their name",
     "lst": "a listing: routes reach it through its app",
+    "oev": "an operational event: sent to the operational endpoint, no request names it",
 }
 """Prefixes of ids that no request carries, so the document has no form for them."""
 

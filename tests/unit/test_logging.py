@@ -12,7 +12,6 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ledgerport.http import AccessLog
 from ledgerport.ops import (
     CONTROL_ESCAPES,
     QUIET_LOGGERS,
@@ -23,6 +22,7 @@ from ledgerport.ops import (
     loggable,
     redact,
 )
+from ledgerport.server import AccessLog
 
 FORGED = "1999-12-31 23:59:59,999 CRITICAL ledgerport.supervisor: forged"
 CONTROLS = [chr(code) for code in (*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)]

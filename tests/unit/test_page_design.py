@@ -13,11 +13,10 @@ import pytest
 
 from ledgerport import access, apps, auth, catalog
 from ledgerport.errors import InvalidInput
-from ledgerport.http import (
-    ANSWERS,
+from ledgerport.http import ANSWERS, answer_for
+from ledgerport.http.pages import (
     DESIGN_FILES,
     NOTICES,
-    answer_for,
     asset_url,
     described_scopes,
     notice_of,
@@ -31,7 +30,9 @@ from ledgerport.http import (
     time_element,
 )
 
-STATIC_DIR = Path(__file__).resolve().parents[2] / "src" / "ledgerport" / "http" / "static"
+STATIC_DIR = (
+    Path(__file__).resolve().parents[2] / "src" / "ledgerport" / "http" / "pages" / "static"
+)
 NOW = datetime(2026, 9, 22, 10, 0, 0, tzinfo=UTC).timestamp()
 
 

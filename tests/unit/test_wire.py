@@ -1,4 +1,4 @@
-"""hypercorn's HTTP/1.1 connections as ``ledgerport serve`` runs them (http._wire).
+"""hypercorn's HTTP/1.1 connections as ``ledgerport serve`` runs them (server._wire).
 
 ``CoalescingH11Protocol`` writes what hypercorn's own protocol writes, byte for byte, in fewer
 writes: a whole answer in one, a streamed one with its head in the first part's write, never an
@@ -30,7 +30,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import wrap_app
 from quart_trio import QuartTrio
 
-from ledgerport.http import (
+from ledgerport.server import (
     CoalescingH11Protocol,
     IdleTimer,
     LeanTCPServer,

@@ -1,6 +1,9 @@
 """Apps, installations, webhooks as configuration, app data, hosted functions as code and
 marketplace listings (domain, no HTTP). Their deliveries and runs are ``ledgerport.queues``."""
 
+from ._allowed_hosts import allowed_hosts_problems as allowed_hosts_problems
+from ._allowed_hosts import host_allowed as host_allowed
+from ._allowed_hosts import normal_host as normal_host
 from ._app_data import APP_DATA_FIELD_TYPES as APP_DATA_FIELD_TYPES
 from ._app_data import APP_DATA_KEY_MAX_LENGTH as APP_DATA_KEY_MAX_LENGTH
 from ._app_data import APP_DATA_KEY_PATTERN as APP_DATA_KEY_PATTERN
@@ -55,6 +58,11 @@ from ._compiler import compile_upload as compile_upload
 from ._directory import APP_KEPT_MAX as APP_KEPT_MAX
 from ._directory import APP_KEPT_SECONDS as APP_KEPT_SECONDS
 from ._directory import AppDirectory as AppDirectory
+from ._endpoint_health import Counts as Counts
+from ._endpoint_health import EndpointState as EndpointState
+from ._endpoint_health import health_counts as health_counts
+from ._endpoint_health import health_window_start as health_window_start
+from ._endpoint_health import hour_of as hour_of
 from ._errors import AppCannotAccessType as AppCannotAccessType
 from ._errors import AppDataFieldExists as AppDataFieldExists
 from ._errors import AppDataFieldNotFound as AppDataFieldNotFound
@@ -87,6 +95,7 @@ from ._errors import ResourceIdsMissing as ResourceIdsMissing
 from ._errors import RevisionInWrongState as RevisionInWrongState
 from ._errors import RevisionNotFound as RevisionNotFound
 from ._errors import ScopesNotRegistered as ScopesNotRegistered
+from ._errors import SecretNotFound as SecretNotFound
 from ._errors import SlugTaken as SlugTaken
 from ._errors import TooManyResourceIds as TooManyResourceIds
 from ._errors import UnknownAppDataField as UnknownAppDataField
@@ -135,9 +144,19 @@ from ._listings import submit_listing as submit_listing
 from ._module_source import SCRIPT_NAME as SCRIPT_NAME
 from ._module_source import CompiledModule as CompiledModule
 from ._module_source import StackFrame as StackFrame
+from ._module_source import SyntaxProblem as SyntaxProblem
 from ._module_source import source_lines as source_lines
 from ._module_source import source_stack as source_stack
 from ._module_source import stack_frames as stack_frames
+from ._operational import OPERATIONAL_TYPES as OPERATIONAL_TYPES
+from ._operational import OperationalEvent as OperationalEvent
+from ._operational import OperationalType as OperationalType
+from ._operational import add_operational_event as add_operational_event
+from ._operational import delete_operational_webhook as delete_operational_webhook
+from ._operational import operational_events as operational_events
+from ._operational import operational_webhook as operational_webhook
+from ._operational import purge_operational_events as purge_operational_events
+from ._operational import set_operational_webhook as set_operational_webhook
 from ._ratings import REVIEW_MAX_LENGTH as REVIEW_MAX_LENGTH
 from ._ratings import REVIEWS_SHOWN as REVIEWS_SHOWN
 from ._ratings import LiveListing as LiveListing
@@ -150,6 +169,34 @@ from ._ratings import rate_app as rate_app
 from ._ratings import rating_summary as rating_summary
 from ._ratings import reviews as reviews
 from ._ratings import user_rating as user_rating
+from ._schedules import SCHEDULE_MAX_CHARS as SCHEDULE_MAX_CHARS
+from ._schedules import last_tick as last_tick
+from ._schedules import next_tick as next_tick
+from ._schedules import schedule_problems as schedule_problems
+from ._secrets import AppSecret as AppSecret
+from ._secrets import SealedSecret as SealedSecret
+from ._secrets import delete_secret as delete_secret
+from ._secrets import list_secrets as list_secrets
+from ._secrets import put_secret as put_secret
+from ._secrets import sealed_secrets as sealed_secrets
+from ._secrets import secret_name_problem as secret_name_problem
+from ._signing_keys import SCHEMES as SCHEMES
+from ._signing_keys import Scheme as Scheme
+from ._signing_keys import new_signing_key as new_signing_key
+from ._signing_keys import public_key as public_key
+from ._signing_keys import signing_key_problem as signing_key_problem
+from ._source_diff import DIFF_CHARS_SHOWN as DIFF_CHARS_SHOWN
+from ._source_diff import DIFF_COMPARED_LINES as DIFF_COMPARED_LINES
+from ._source_diff import DIFF_CONTEXT as DIFF_CONTEXT
+from ._source_diff import DIFF_LINE_CHARS as DIFF_LINE_CHARS
+from ._source_diff import DIFF_LINES_SHOWN as DIFF_LINES_SHOWN
+from ._source_diff import DiffHunk as DiffHunk
+from ._source_diff import DiffKind as DiffKind
+from ._source_diff import DiffLine as DiffLine
+from ._source_diff import SourceDiff as SourceDiff
+from ._source_diff import VersionDiff as VersionDiff
+from ._source_diff import source_diff as source_diff
+from ._source_diff import version_diff as version_diff
 from ._targets import Resolver as Resolver
 from ._targets import address_allowed as address_allowed
 from ._targets import resolve as resolve
@@ -159,7 +206,13 @@ from ._targets import webhook_url_problem as webhook_url_problem
 from ._uris import is_loopback_host as is_loopback_host
 from ._uris import redirect_uri_problems as redirect_uri_problems
 from ._uris import web_url_problem as web_url_problem
+from ._webhook_controls import ORDERINGS as ORDERINGS
+from ._webhook_controls import DisabledReason as DisabledReason
+from ._webhook_controls import Ordering as Ordering
+from ._webhook_controls import header_problems as header_problems
+from ._webhooks import Rotation as Rotation
 from ._webhooks import Webhook as Webhook
+from ._webhooks import WebhookHealth as WebhookHealth
 from ._webhooks import create_webhook as create_webhook
 from ._webhooks import delete_webhook as delete_webhook
 from ._webhooks import get_webhook as get_webhook
@@ -170,4 +223,5 @@ from ._webhooks import receivable_events as receivable_events
 from ._webhooks import rotate_webhook_secret as rotate_webhook_secret
 from ._webhooks import signing_secrets as signing_secrets
 from ._webhooks import update_webhook as update_webhook
+from ._webhooks import webhook_health as webhook_health
 from ._webhooks import webhook_secret as webhook_secret

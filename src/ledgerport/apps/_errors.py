@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from ledgerport import catalog
 from ledgerport.errors import DomainError
 
+from ._module_source import SyntaxProblem
+
 
 class AppsError(DomainError):
     """Root of the apps package's errors."""
@@ -287,6 +289,13 @@ class FunctionNotFound(AppsError):
         super().__init__("Function {0} not found", params=[name])
 
 
+class SecretNotFound(AppsError):
+    """The app has no secret of that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("Secret {0} not found", params=[name])
+
+
 class FunctionVersionNotFound(AppsError):
     """The function keeps no version of that number (never uploaded, or no longer kept)."""
 
@@ -295,9 +304,22 @@ class FunctionVersionNotFound(AppsError):
 
 
 class FunctionSourceNoHandler(AppsError):
-    """The upload is not an ES module exporting ``handler``; ``reason`` says what is wrong."""
+    """The upload is not an ES module exporting ``handler``; ``reason`` says what is wrong.
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(
-            "Function source is not an ES module exporting a handler: {0}", params=[reason]
-        )
+    For a syntax error, ``reason`` is where and why (``syntax``: its line, its column and the
+    parser's words), which the message and its params carry too: ``syntax error at line {0},
+    column {1}: {2}``. Otherwise ``syntax`` is None and the one param is the reason."""
+
+    syntax: SyntaxProblem | None
+
+    def __init__(self, reason: str | SyntaxProblem) -> None:
+        prefix = "Function source is not an ES module exporting a handler: "
+        if isinstance(reason, SyntaxProblem):
+            self.syntax = reason
+            super().__init__(
+                prefix + "syntax error at line {0}, column {1}: {2}",
+                params=[reason.line, reason.column, reason.words],
+            )
+        else:
+            self.syntax = None
+            super().__init__(prefix + "{0}", params=[reason])

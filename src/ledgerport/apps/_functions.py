@@ -2,7 +2,8 @@
 the versions kept and the active one (contract.md: Hosted functions, Developer console API and
 its second round). Their runs are the queues package's.
 
-An upload is an ES module exporting ``handler`` and the event types it runs on. The module is
+An upload is an ES module exporting ``handler``, the event types it runs on and the hosts its
+``context.fetch`` may reach (``_allowed_hosts.py``). The module is
 turned into a script at upload (:mod:`._module_source`), in a worker process and before any
 transaction opens (:func:`prepare_function`): a slow parse holds neither the event loop nor the
 store. Each upload keeps its source and script as a new version, numbered on, which becomes the
@@ -11,8 +12,10 @@ rollback); the FUNCTION_VERSIONS_KEPT newest are kept, and the active one always
 types are the function's, not a version's: an upload sets them, an activation leaves them.
 Each event type must be one the app may receive: business and privacy events need their
 gating scope among the app's registered scopes (an installation may grant it), app events need
-none. Deleting a function keeps its row (``deleted_at``), so its runs stay listed until they
-age out and a run still queued for it fails unrun; the name is free again at once.
+none. A function may also have a schedule (:mod:`._schedules`: five cron fields, UTC), set by
+an upload as its event types are, with the tick it is due at next; a schedule may stand alone,
+with no event type. Deleting a function keeps its row (``deleted_at``), so its runs stay listed
+until they age out and a run still queued for it fails unrun; the name is free again at once.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
 from ledgerport.storage import Row, Transaction
 
+from ._allowed_hosts import allowed_hosts_problems, normal_allowed_hosts
 from ._apps import App
 from ._compiler import compile_upload
 from ._errors import FunctionNotFound, FunctionVersionNotFound
 from ._module_source import CompiledModule
+from ._schedules import next_tick, normal_schedule, schedule_problems
 from ._webhooks import subscription_problems
 
 _NAME = re.compile(catalog.FUNCTION_NAME_PATTERN)
@@ -54,6 +59,13 @@ class HostedFunction:
     updated_at: float
     latest_version: int
     """The newest version uploaded (the active one, unless an earlier one was activated)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """The hosts its runs' ``context.fetch`` may reach (``_allowed_hosts.py``)."""
+    schedule: str | None = None
+    """Five cron fields, UTC (None: it runs on events only)."""
+    next_run_at: float | None = None
+    """The tick of its schedule due next, not run yet (None: no schedule, or one that fires no
+    more); in the past when no process has run it yet."""
 
     @property
     def test_event_type(self) -> str:
@@ -71,6 +83,9 @@ class HostedFunction:
             created_at=float(row["created_at"]),
             updated_at=float(row["updated_at"]),
             latest_version=int(row["latest_version"]),
+            allowed_hosts=tuple(json.loads(row["allowed_hosts"])),
+            schedule=row["schedule"],
+            next_run_at=row["schedule_next_at"],
         )
 
 
@@ -85,7 +100,14 @@ class FunctionVersion:
     """The size of its source, as uploaded (UTF-8)."""
 
 
-def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[str]:
+def _problems(
+    app: App,
+    name: str,
+    source: str,
+    events: Sequence[str],
+    allowed_hosts: Sequence[str],
+    schedule: str | None = None,
+) -> list[str]:
     problems: list[str] = []
     if not _NAME.match(name):
         problems.append("name must be a letter or digit, then up to 63 letters, digits, _ or -")
@@ -98,6 +120,8 @@ def _problems(app: App, name: str, source: str, events: Sequence[str]) -> list[s
             f" (it is {size})"
         )
     problems += subscription_problems(events, app.scopes)
+    problems += allowed_hosts_problems(allowed_hosts)
+    problems += schedule_problems(schedule)
     return problems
 
 
@@ -109,6 +133,10 @@ class FunctionUpload:
     source: str
     events: tuple[str, ...]
     module: CompiledModule
+    allowed_hosts: tuple[str, ...] = ()
+    """As kept (``normal_allowed_hosts``)."""
+    schedule: str | None = None
+    """Five cron fields, UTC, as kept (:func:`normal_schedule`), or None."""
 
 
 async def prepare_function(
@@ -117,32 +145,38 @@ async def prepare_function(
     name: str,
     source: str,
     events: Sequence[str],
+    allowed_hosts: Sequence[str] = (),
+    schedule: str | None = None,
     cpu_limit: float = catalog.FUNCTION_COMPILE_SECONDS,
 ) -> FunctionUpload:
     """Check an upload of ``app``'s function ``name`` and compile its module in a worker process
     (:func:`compile_upload`), within ``cpu_limit`` seconds of CPU time. Call it before the
     transaction that stores the upload: a transaction must never wait for a parse.
 
-    Raises InvalidInput (name, size, events, bracket depth, imports, time) or
-    FunctionSourceNoHandler.
+    Raises InvalidInput (name, size, events, allowed hosts, schedule, bracket depth, imports,
+    time) or FunctionSourceNoHandler.
     """
-    problems = _problems(app, name, source, events)
+    problems = _problems(app, name, source, events, allowed_hosts, schedule)
     if problems:
         raise InvalidInput(problems)
     module = await compile_upload(source, cpu_limit=cpu_limit)
-    return FunctionUpload(name, source, tuple(events), module)
+    kept = None if schedule is None else normal_schedule(schedule)
+    return FunctionUpload(
+        name, source, tuple(events), module, normal_allowed_hosts(allowed_hosts), kept
+    )
 
 
 async def put_function(
     tx: Transaction, *, now: float, app: App, upload: FunctionUpload
 ) -> HostedFunction:
     """Create the function of ``app`` the upload names, or give it a new version: the upload's
-    source, script and events, the new version active, the versions older than the
-    FUNCTION_VERSIONS_KEPT newest deleted. The rules are checked again against ``app`` as this
-    transaction read it (its scopes may have changed since the upload was prepared); nothing is
-    parsed here. Raises InvalidInput (name, size, events, an app's 21st function)."""
-    name, source, events = upload.name, upload.source, upload.events
-    problems = _problems(app, name, source, events)
+    source, script, events, allowed hosts and schedule (:func:`_set_schedule`), the new version
+    active, the versions older than the FUNCTION_VERSIONS_KEPT newest deleted. The rules are
+    checked again against ``app`` as this transaction read it (its scopes may have changed since
+    the upload was prepared); nothing is parsed here. Raises InvalidInput (name, size, events,
+    allowed hosts, schedule, an app's 21st function)."""
+    name, source, events, hosts = upload.name, upload.source, upload.events, upload.allowed_hosts
+    problems = _problems(app, name, source, events, hosts, upload.schedule)
     if problems:
         raise InvalidInput(problems)
     # Two uploads of one name at once: the second waits and becomes the next version.
@@ -154,6 +188,7 @@ async def put_function(
         name,
     )
     events_json = json.dumps(list(events))
+    hosts_json = json.dumps(list(hosts))
     if row is None:
         count = await tx.fetchval(
             "SELECT COUNT(*) FROM functions WHERE app_id = $1 AND deleted_at IS NULL", app.id
@@ -163,23 +198,25 @@ async def put_function(
         function_id, version, created_at = new_id("fn"), 1, now
         await tx.execute(
             "INSERT INTO functions (id, app_id, name, events, version, latest_version,"
-            " created_at, updated_at) VALUES ($1, $2, $3, $4, 1, 1, $5, $5)",
+            " created_at, updated_at, allowed_hosts) VALUES ($1, $2, $3, $4, 1, 1, $5, $5, $6)",
             function_id,
             app.id,
             name,
             events_json,
             now,
+            hosts_json,
         )
     else:
         function_id, version = row["id"], int(row["latest_version"]) + 1
         created_at = float(row["created_at"])
         await tx.execute(
             "UPDATE functions SET events = $1, version = $2, latest_version = $2,"
-            " updated_at = $3 WHERE id = $4",
+            " updated_at = $3, allowed_hosts = $5 WHERE id = $4",
             events_json,
             version,
             now,
             function_id,
+            hosts_json,
         )
         await tx.execute(
             "DELETE FROM function_versions WHERE function_id = $1 AND version <= $2",
@@ -195,7 +232,39 @@ async def put_function(
         upload.module.script,
         now,
     )
-    return HostedFunction(function_id, app.id, name, events, version, created_at, now, version)
+    next_run_at = await _set_schedule(tx, function_id, row, upload.schedule, now=now)
+    return HostedFunction(
+        function_id,
+        app.id,
+        name,
+        events,
+        version,
+        created_at,
+        now,
+        version,
+        hosts,
+        schedule=upload.schedule,
+        next_run_at=next_run_at,
+    )
+
+
+async def _set_schedule(
+    tx: Transaction, function_id: str, before: Row | None, schedule: str | None, *, now: float
+) -> float | None:
+    """Keep the function's schedule and answer its next tick. A schedule uploaded again as it
+    was keeps its next tick (one due and not run yet still runs); a new one starts from the
+    first tick after ``now``."""
+    if before is not None and before["schedule"] == schedule:
+        kept: float | None = before["schedule_next_at"]
+        return kept
+    next_run_at = None if schedule is None else next_tick(schedule, now)
+    await tx.execute(
+        "UPDATE functions SET schedule = $1, schedule_next_at = $2 WHERE id = $3",
+        schedule,
+        next_run_at,
+        function_id,
+    )
+    return next_run_at
 
 
 async def list_functions(tx: Transaction, app_id: str) -> list[HostedFunction]:
@@ -300,7 +369,10 @@ async def activate_version(
 async def delete_function(tx: Transaction, *, now: float, app_id: str, name: str) -> None:
     function = await get_function(tx, app_id, name)
     await tx.execute(
-        "UPDATE functions SET deleted_at = $1, updated_at = $1 WHERE id = $2", now, function.id
+        "UPDATE functions SET deleted_at = $1, updated_at = $1, schedule_next_at = NULL"
+        " WHERE id = $2",
+        now,
+        function.id,
     )
 
 

@@ -19,20 +19,34 @@ right (:func:`source_stack` moves it back), and on a line holding ``export defau
 <expression>``, whose binding is longer than the keywords. The script names itself
 ``function.js`` for the stacks V8 writes (when evaluated as a script of its own).
 
-This module imports nothing but the standard library and tree-sitter, so that it can also run as
-the compile worker (``python -P _module_source.py <max depth>``: the source on standard input,
-the outcome as JSON on standard output; see ``_compiler.py``) without loading the service. Its
-refusals are :class:`Refused`; ``_compiler.py`` turns them into the package's errors.
+Before that, V8 itself checks the source (:func:`transform`'s ``v8``), so a source that is no
+ES module is refused where V8 stops and in V8's words (``missing ) after argument list``), as a
+browser would say it, with errors tree-sitter's grammar lets through (a name declared twice, an
+octal literal in strict mode, a bad regular expression) among them. V8 reads a script made of
+the source column for column (:func:`_check_script`), on its own line after a first statement
+that throws, so evaluating it compiles all of it and runs none of it. Where V8 finds nothing
+wrong but tree-sitter cannot read the source, or V8 is not asked (``compile_module``, in the
+caller's process), the place is tree-sitter's first error or missing node, and the words are
+ours. A source tree-sitter reads is first checked for what it loads (``import``), so that
+refusal comes before V8's.
+
+This module imports nothing but the standard library, tree-sitter and, in the compile worker
+only, mini-racer, so that it can also run as the compile worker (``python -P _module_source.py
+<max depth> <cpu seconds> <memory MiB>``: the source on standard input, the outcome as JSON on
+standard output; see ``_compiler.py``) without loading the service. Its refusals are
+:class:`Refused`; ``_compiler.py`` turns them into the package's errors.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import resource
 import signal
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import tree_sitter_javascript
@@ -51,6 +65,60 @@ DEFAULT_BINDING = "__ledgerport_default"
 """What an anonymous ``export default`` becomes (the default export is not used)."""
 _OPENING = frozenset({"(", "[", "{", "${"})
 _CLOSING = frozenset({")", "]", "}"})
+_CHECK_PREFIX = '"use strict";throw 0;\n'
+"""What stands before the source in the script V8 checks: strict mode, as a module has it, and
+a first statement that throws, so that evaluating the script compiles all of it and runs none
+of it. On a line of its own, so a position after it is the source's, one line down."""
+_ENCLOSING = frozenset(
+    {
+        "function_declaration",
+        "function_expression",
+        "generator_function",
+        "generator_function_declaration",
+        "arrow_function",
+        "method_definition",
+        "class_body",
+    }
+)
+"""Nodes under which an ``await`` is not the module's top level (a class body's static blocks
+and field initializers are not either)."""
+_EXPORT_LISTS = frozenset({"export_clause", "namespace_export", "*"})
+_STATEMENT_ENDS = frozenset({"", ";", "}"})
+"""The tokens after which an ``export`` that tree-sitter could not place in a statement still
+starts one (``""``: the source's first token)."""
+_V8_HEADER = re.compile(r"(?:<anonymous>|undefined):(\d+): (\w+): (.*)")
+"""The first line of mini-racer's text of an exception V8 raised as it compiled a script: the
+line, the error's name and its message."""
+_V8_CARET = re.compile(r"( *)\^+")
+"""Its third line: as many spaces as the column (from 0, in UTF-16 code units), then carets."""
+WORDS_MAX = 200
+"""Characters of the parser's words kept: V8 quotes what it stopped at (a whole regular
+expression, a name), which may be long."""
+OUT_OF_MEMORY = 3
+"""The compile worker's exit status when Python ran out of its memory."""
+V8Check = Callable[[str], "str | None"]
+"""What V8 says of a script: mini-racer's text of the exception V8 raised compiling it, or None
+when it compiles."""
+
+
+@dataclass(frozen=True)
+class SyntaxProblem:
+    """Where a source stops being an ES module, and the parser's words for why.
+
+    ``line`` counts from 1 as V8 does (:func:`source_lines`: a line ends at any JavaScript line
+    terminator, CR LF counting as one); ``column`` counts UTF-16 code units from 1, as V8 and a
+    browser's text do (one for each character but those outside the Basic Multilingual Plane,
+    which take two). ``words`` are V8's (``missing ) after argument list``), or, where V8 was not
+    asked or found nothing wrong, ours from tree-sitter's node (``missing )``, ``unexpected
+    'x'``).
+    """
+
+    line: int
+    column: int
+    words: str
+
+    def sentence(self) -> str:
+        return f"syntax error at line {self.line}, column {self.column}: {self.words}"
 
 
 @dataclass(frozen=True)
@@ -63,18 +131,63 @@ class CompiledModule:
 
 class Refused(Exception):
     """The source is refused: ``no_handler`` when it is not an ES module exporting ``handler``
-    (``messages`` holds the one reason), ``invalid`` when it breaks an upload rule (one sentence
-    per problem)."""
+    (``messages`` holds the one reason; ``syntax`` says where, for a syntax error), ``invalid``
+    when it breaks an upload rule (one sentence per problem)."""
 
-    def __init__(self, kind: Literal["no_handler", "invalid"], messages: list[str]) -> None:
+    def __init__(
+        self,
+        kind: Literal["no_handler", "invalid"],
+        messages: list[str],
+        syntax: SyntaxProblem | None = None,
+    ) -> None:
         self.kind = kind
         self.messages = messages
+        self.syntax = syntax
         super().__init__("; ".join(messages))
 
 
-def _where(node: Node) -> str:
-    row, column = node.start_point
-    return f"line {row + 1}, column {column + 1}"
+class _Positions:
+    """The line and column (as :class:`SyntaxProblem` counts them) of byte offsets into a
+    source, each the start of a character. Asked in ascending order, as the walks over a tree
+    ask, it decodes each byte of the source once."""
+
+    def __init__(self, code: bytes) -> None:
+        self._code = code
+        self._start()
+
+    def _start(self) -> None:
+        self._offset = 0
+        self._line = 1
+        self._column = 1
+        self._after_cr = False
+
+    def at(self, offset: int) -> tuple[int, int]:
+        if offset < self._offset:
+            self._start()
+        text = self._code[self._offset : offset].decode(errors="replace")
+        breaks = list(_SOURCE_LINE_BREAK.finditer(text))
+        if breaks:
+            # A CR that ended the text read before and the LF starting this one are one break.
+            joined = self._after_cr and text.startswith("\n")
+            self._line += len(breaks) - joined
+            self._column = 1 + _units(text[breaks[-1].end() :])
+        else:
+            self._column += _units(text)
+        if text:
+            self._after_cr = text.endswith("\r")
+        self._offset = offset
+        return self._line, self._column
+
+    def where(self, node: Node) -> str:
+        line, column = self.at(node.start_byte)
+        return f"line {line}, column {column}"
+
+
+def _units(text: str) -> int:
+    """The length of ``text`` in UTF-16 code units."""
+    if text.isascii():
+        return len(text)
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
 def _walk(root: Node) -> Iterator[tuple[Node, int]]:
@@ -158,54 +271,59 @@ def _text(node: Node) -> str:
     return (node.text or b"").decode()
 
 
-def _refuse_loading(root: Node) -> None:
+def _refuse_loading(root: Node, positions: _Positions) -> None:
     """A function loads nothing: ``import`` declarations, ``import()``, ``import.meta`` and
     re-exports from another module are refused."""
     problems: list[str] = []
     for node, depth in _walk(root):
         kind = node.type
         if kind == "import_statement":
-            problems.append(f"source: import is not allowed ({_where(node)})")
+            problems.append(f"source: import is not allowed ({positions.where(node)})")
         elif kind == "call_expression":
             function = node.child_by_field_name("function")
             if function is not None and function.type == "import":
-                problems.append(f"source: import() is not allowed ({_where(node)})")
+                problems.append(f"source: import() is not allowed ({positions.where(node)})")
         elif kind == "meta_property" and _text(node).startswith("import"):
-            problems.append(f"source: import.meta is not allowed ({_where(node)})")
+            problems.append(f"source: import.meta is not allowed ({positions.where(node)})")
         elif kind == "export_statement" and node.child_by_field_name("source") is not None:
             problems.append(
-                f"source: exporting from another module is not allowed ({_where(node)})"
+                f"source: exporting from another module is not allowed ({positions.where(node)})"
             )
         elif kind == "return_statement" and depth == 1:
-            problems.append(f"source: return outside a function ({_where(node)})")
+            problems.append(f"source: return outside a function ({positions.where(node)})")
     if problems:
         if any("import" in problem or "another module" in problem for problem in problems):
             problems.append("a hosted function loads no modules: put everything in one source")
         raise Refused("invalid", problems)
 
 
-def transform(source: str, *, max_depth: int) -> CompiledModule:
-    """The script of ``source`` (see the module docstring).
+def transform(source: str, *, max_depth: int, v8: V8Check | None = None) -> CompiledModule:
+    """The script of ``source`` (see the module docstring), checked by ``v8`` when given.
 
-    Raises Refused: ``invalid`` when brackets nest deeper than ``max_depth`` or the source
-    imports anything, ``no_handler`` when it is not an ES module (a syntax error) or exports no
-    ``handler``.
+    Raises Refused: ``invalid`` when brackets nest deeper than ``max_depth``, the source imports
+    anything or V8 runs out of stack reading it, ``no_handler`` when it is not an ES module (a
+    syntax error, with its :class:`SyntaxProblem`) or exports no ``handler``.
     """
     code = source.encode()
     root = Parser(_JAVASCRIPT).parse(code).root_node
+    positions = _Positions(code)
     deep = _too_deep(root, max_depth)
     if deep is not None:
         raise Refused(
             "invalid",
             [
                 f"source must nest brackets at most {max_depth} levels deep"
-                f" (level {max_depth + 1} at {_where(deep)})"
+                f" (level {max_depth + 1} at {positions.where(deep)})"
             ],
         )
     error = _first_error(root)
-    if error is not None:
-        raise Refused("no_handler", [f"syntax error at {_where(error)}"])
-    _refuse_loading(root)
+    if error is None:
+        _refuse_loading(root, positions)
+    problem = None if v8 is None else _v8_problem(v8(_check_script(code, root)))
+    if problem is None and error is not None:
+        problem = _tree_sitter_problem(error, positions)
+    if problem is not None:
+        raise Refused("no_handler", [problem.sentence()], problem)
     exports: dict[str, str] = {}
     edits: list[tuple[int, int, str]] = []
     for statement in root.named_children:
@@ -235,15 +353,135 @@ def transform(source: str, *, max_depth: int) -> CompiledModule:
     if "handler" not in exports:
         raise Refused("no_handler", ["the module exports no handler"])
     # The edits never overlap (one per export statement): the body is cut once, in order.
-    pieces = [_PREFIX]
+    tail = f"\n;return {{handler: {exports['handler']}}};\n}})\n//# sourceURL={SCRIPT_NAME}\n"
+    script = (_PREFIX + _edited(code, sorted(edits)) + tail.encode()).decode()
+    return CompiledModule(script, tuple(exports))
+
+
+def _tree_sitter_problem(error: Node, positions: _Positions) -> SyntaxProblem:
+    """The problem tree-sitter's first ``error`` node (an error or a missing node) names."""
+    line, column = positions.at(error.start_byte)
+    if error.is_missing:
+        return SyntaxProblem(line, column, f"missing {error.type}")
+    leaf: Node | None = error
+    while leaf is not None and leaf.child_count:
+        leaf = leaf.child(0)
+    token = "" if leaf is None else _SOURCE_LINE_BREAK.split(_text(leaf))[0][:40]
+    return SyntaxProblem(line, column, f"unexpected '{token}'" if token else "unexpected token")
+
+
+def _check_script(code: bytes, root: Node) -> str:
+    """The script V8 checks ``code`` as: the prefix (``_CHECK_PREFIX``), then the source,
+    column for column, with what a script cannot hold at its top level but a module can made
+    what a script can: ``import`` declarations and export lists blanked, the ``export`` keyword
+    blanked (``export default <expression>`` made ``0, <expression>``), an ``await`` outside
+    any function made ``void`` (``for await`` a plain ``for``), and, anywhere, ``import.meta``
+    made ``Object.meta``. An ``export`` inside a function is left for V8 to refuse, as it
+    refuses it in a module.
+
+    ``root`` may hold errors: what tree-sitter made of the tokens before the first of them is
+    what V8 reads too, so V8 stops at that first error (or at an earlier one of its own). A
+    tree without errors has no ``import.meta`` (``_refuse_loading`` refused it), so the walk
+    skips functions, and, in a source that never says ``await``, all but the top-level
+    statements."""
+    edits: list[tuple[int, int, str]] = []
+    anywhere = root.has_error
+    awaits = anywhere or b"await" in code
+    cursor = root.walk()
+    # The path down to the cursor's node: each ancestor, and whether what is under it is
+    # inside a function or a class body.
+    path: list[tuple[Node, bool]] = []
+    last_token = ""
+    exported = False  # whether that last token is an ``export`` taken off
+    while True:
+        node = cursor.node
+        assert node is not None  # a cursor always stands on a node
+        kind = node.type
+        parent, enclosed = path[-1] if path else (None, False)
+        parent_kind = "" if parent is None else parent.type
+        whole = not enclosed and (
+            kind == "import_statement"
+            or (
+                kind == "export_statement"
+                and any(child.type in _EXPORT_LISTS for child in node.children)
+            )
+        )
+        if whole:
+            edits.append((node.start_byte, node.end_byte, ""))
+        elif node.child_count == 0:
+            replacement = None
+            if kind == "import" and parent_kind == "meta_property":
+                replacement = "Object"
+            elif enclosed:
+                pass
+            elif kind == "export" and (
+                parent_kind == "export_statement" or last_token in _STATEMENT_ENDS
+            ):
+                replacement = ""
+            elif kind == "default" and last_token == "export" and exported:
+                declared = parent is not None and parent.child_by_field_name("declaration")
+                replacement = "" if declared else "0,"
+            elif kind == "await":
+                replacement = "" if parent_kind == "for_in_statement" else "void "
+            if replacement is not None:
+                edits.append((node.start_byte, node.end_byte, replacement))
+            if kind != "comment":
+                last_token = kind
+                exported = kind == "export" and replacement is not None
+        descend = not whole and (
+            anywhere
+            or (awaits and not enclosed and kind not in _ENCLOSING)
+            or kind in ("program", "export_statement")
+        )
+        if descend and cursor.goto_first_child():
+            path.append((node, enclosed or kind in _ENCLOSING))
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return _CHECK_PREFIX + _edited(code, edits).decode()
+            path.pop()
+
+
+def _edited(code: bytes, edits: list[tuple[int, int, str]]) -> bytes:
+    """``code`` with each ``(start, end, replacement)`` of ``edits`` (in order, none
+    overlapping) made: the replacement, then what keeps the lines and columns after it."""
+    pieces = []
     kept = 0
-    for start, end, replacement in sorted(edits):
+    for start, end, replacement in edits:
         pieces += [code[kept:start], _blanked(code[start:end], replacement)]
         kept = end
-    tail = f"\n;return {{handler: {exports['handler']}}};\n}})\n//# sourceURL={SCRIPT_NAME}\n"
-    pieces += [code[kept:], tail.encode()]
-    script = b"".join(pieces).decode()
-    return CompiledModule(script, tuple(exports))
+    pieces.append(code[kept:])
+    return b"".join(pieces)
+
+
+def _v8_problem(said: str | None) -> SyntaxProblem | None:
+    """The problem V8 found in a check script (``_check_script``'s), from mini-racer's text of
+    it (None: V8 found none): its first line names the script's line and V8's message, its
+    third has a caret under the column. A RangeError without a place is V8's parser running
+    out of stack (a chain of thousands of ``a => b =>`` or ``else if``, which no bracket
+    counts): refused as too deep. Text of another form says nothing V8 can be quoted on."""
+    if said is None:
+        return None
+    lines = said.split("\n")
+    header = _V8_HEADER.fullmatch(lines[0])
+    if header is None:
+        return None
+    line, name, message = int(header[1]) - 1, header[2], header[3]
+    if line < 1 and name == "RangeError":
+        raise Refused(
+            "invalid",
+            [
+                "source must nest less deeply: V8 runs out of stack reading it (a chain of"
+                " thousands of levels, such as a => b => ..., else if ... or a = b = ...)"
+            ],
+        )
+    caret = _V8_CARET.fullmatch(lines[2]) if len(lines) > 2 else None
+    if line < 1 or caret is None:
+        return None
+    words = message if name == "SyntaxError" else f"{name}: {message}"
+    if len(words) > WORDS_MAX:
+        words = words[: WORDS_MAX - 1] + "\u2026"
+    return SyntaxProblem(line, len(caret[1]) + 1, words)
 
 
 def _blanked(original: bytes, replacement: str) -> bytes:
@@ -329,18 +567,53 @@ def _declared(declaration: Node) -> Iterator[str]:
 
 def _serve_one() -> None:
     """The compile worker: one source in (UTF-8 on standard input), one outcome out (JSON on
-    standard output): ``{"script", "exports"}`` or ``{"refused", "messages"}``. Its arguments
-    are the deepest nesting allowed and the seconds of CPU it may spend: past them the kernel
-    ends it with SIGPROF (the profiling timer counts this process's own CPU time, user and
-    system, so a loaded machine's waits are not counted)."""
+    standard output): ``{"script", "exports"}`` or ``{"refused", "messages", "syntax"}``.
+
+    Its arguments are the deepest nesting allowed, the seconds of CPU it may spend and the MiB
+    of memory it may take once V8 is up. Past the seconds the kernel ends it with SIGPROF (the
+    profiling timer counts this process's own CPU time, user and system, every thread's, so a
+    loaded machine's waits are not counted). Past the memory an allocation fails: V8 then ends
+    the process (``Fatal process out of memory``), and Python's MemoryError ends it with
+    OUT_OF_MEMORY; one failing in mini-racer's own thread or in tree-sitter may crash it or
+    leave it waiting for a verdict, which the service's wall limit ends. The limit is set once
+    V8 is up, which reserves more than any source needs as it starts, and is a bound no source
+    of the largest size comes near (measured: under 90 MiB)."""
     signal.setitimer(signal.ITIMER_PROF, float(sys.argv[2]))
-    source = sys.stdin.buffer.read().decode()
-    try:
-        compiled = transform(source, max_depth=int(sys.argv[1]))
-        outcome: dict[str, object] = {"script": compiled.script, "exports": compiled.exports}
-    except Refused as refused:
-        outcome = {"refused": refused.kind, "messages": refused.messages}
+    from py_mini_racer import JSEvalException, JSParseException, MiniRacer
+
+    with MiniRacer() as racer:
+        _limit_data(int(sys.argv[3]) * 1024 * 1024)
+
+        def v8(script: str) -> str | None:
+            try:
+                racer.eval(script)
+            except JSParseException as refused:
+                return str(refused)
+            except JSEvalException:
+                pass  # compiled, then stopped by its first statement
+            return None
+
+        try:
+            source = sys.stdin.buffer.read().decode()
+            compiled = transform(source, max_depth=int(sys.argv[1]), v8=v8)
+            outcome: dict[str, object] = {"script": compiled.script, "exports": compiled.exports}
+        except Refused as refused:
+            syntax = None if refused.syntax is None else asdict(refused.syntax)
+            outcome = {"refused": refused.kind, "messages": refused.messages, "syntax": syntax}
+        except MemoryError:
+            os._exit(OUT_OF_MEMORY)
     sys.stdout.write(json.dumps(outcome))
+
+
+def _limit_data(headroom: int) -> None:
+    """Let this process's data segment (RLIMIT_DATA: the heap of V8 and of Python, V8's
+    parser's zones, tree-sitter's trees) grow ``headroom`` bytes past what it holds now."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                limit = int(line.split()[1]) * 1024 + headroom
+                resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+                return
 
 
 if __name__ == "__main__":

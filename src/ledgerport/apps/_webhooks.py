@@ -9,24 +9,34 @@ rotation the previous secret signs too, as the second ``v1``, for 24 hours; rota
 within them replaces it, so at most two secrets ever sign. Deleting a webhook keeps its row
 (``deleted_at``): deliveries still waiting for it fail at send time, and its history stays until
 the cleanup.
+
+Beyond the spec (contract.md, third round), an endpoint chooses its signature scheme (its key is
+that scheme's: ``_signing_keys.py``), a rate, ordering by record and headers of its own
+(``_webhook_controls.py``), and carries its lifecycle: why the engine switched it off, and its
+health as outcomes are recorded (``_endpoint_health.py``). The app's operational endpoint is a
+row of this table too (kind ``operational``, ``_operational.py``), which no function here
+answers: it is not one of the app's webhooks.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ledgerport import catalog
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
-from ledgerport.keys import Keyring, new_token
-from ledgerport.storage import Row, Transaction
+from ledgerport.keys import Keyring
+from ledgerport.storage import Reader, Row, Transaction
 
 from ._apps import ENTITLEMENTS_CHANNEL
+from ._endpoint_health import Counts, EndpointState, health_window_start
 from ._errors import WebhookNotFound
+from ._signing_keys import new_signing_key, public_key
 from ._targets import Resolver, resolve, webhook_target_problem
+from ._webhook_controls import DisabledReason, Ordering, Scheme, control_problems
 
 
 def _secret_context(webhook_id: str) -> str:
@@ -44,6 +54,16 @@ class Webhook:
     updated_at: float
     deleted: bool
     previous_secret_expires_at: float | None
+    signature: Scheme = "stripe"
+    rate_limit: int | None = None
+    ordering: Ordering = "none"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    public_key: str | None = None
+    """A standard-asymmetric endpoint's public key (``whpk_``...); None in the other schemes."""
+    disabled_reason: DisabledReason | None = None
+    disabled_at: float | None = None
+    """When it was last switched off, by the app or the engine (None while it is on)."""
+    health: EndpointState = field(default_factory=lambda: EndpointState())
 
     @classmethod
     def from_row(cls, row: Row) -> Webhook:
@@ -57,6 +77,14 @@ class Webhook:
             updated_at=float(row["updated_at"]),
             deleted=row["deleted_at"] is not None,
             previous_secret_expires_at=row["previous_secret_expires_at"],
+            signature=row["signature"],
+            rate_limit=row["rate_limit"],
+            ordering=row["ordering"],
+            headers=json.loads(row["headers"]),
+            public_key=row["public_key"],
+            disabled_reason=row["disabled_reason"],
+            disabled_at=row["disabled_at"],
+            health=EndpointState.from_row(row),
         )
 
     @property
@@ -127,10 +155,12 @@ async def _check(
     development: bool,
     loopback: bool,
     resolver: Resolver,
+    controls: Mapping[str, object] | None = None,
 ) -> None:
     problems = (
         _event_problems(events, await _registered_scopes(tx, app_id)) if events is not None else []
     )
+    problems += control_problems(controls or {})
     if url is not None:
         problem = await webhook_target_problem(
             url, development=development, loopback=loopback, resolver=resolver
@@ -150,39 +180,68 @@ async def create_webhook(
     url: str,
     events: Sequence[str],
     enabled: bool = True,
+    signature: Scheme = "stripe",
+    rate_limit: int | None = None,
+    ordering: Ordering = "none",
+    headers: Mapping[str, str] | None = None,
     development: bool = False,
     loopback: bool = False,
     resolver: Resolver = resolve,
-) -> tuple[Webhook, str]:
-    """A new webhook of the app; answers it and its signing secret (shown only now)."""
+) -> tuple[Webhook, str | None]:
+    """A new webhook of the app; answers it and its signing secret (shown only now), or None
+    for a standard-asymmetric endpoint, whose public key the webhook carries instead."""
+    headers = dict(headers or {})
+    controls = {
+        "signature": signature,
+        "rate_limit": rate_limit,
+        "ordering": ordering,
+        "headers": headers,
+    }
     await _check(
-        tx, app_id, url, events, development=development, loopback=loopback, resolver=resolver
+        tx,
+        app_id,
+        url,
+        events,
+        development=development,
+        loopback=loopback,
+        resolver=resolver,
+        controls=controls,
     )
     count = await tx.fetchval(
-        "SELECT COUNT(*) FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL", app_id
+        "SELECT COUNT(*) FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL"
+        " AND kind = 'endpoint'",
+        app_id,
     )
     if int(count) >= catalog.WEBHOOKS_PER_APP_MAX:
         raise InvalidInput([f"an app has at most {catalog.WEBHOOKS_PER_APP_MAX} webhooks"])
     webhook_id = new_id("wh")
-    secret = new_token(catalog.WEBHOOK_SECRET_PREFIX)
+    key = new_signing_key(signature)
     await tx.execute(
-        "INSERT INTO webhooks (id, app_id, url, events, enabled, secret, created_at, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+        "INSERT INTO webhooks (id, app_id, url, events, enabled, secret, created_at, updated_at,"
+        " signature, rate_limit, ordering, headers, public_key, switched_on_at, disabled_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $7, $13)",
         webhook_id,
         app_id,
         url,
         json.dumps(list(events)),
         enabled,
-        keyring.encrypt(secret, context=_secret_context(webhook_id)),
+        keyring.encrypt(key, context=_secret_context(webhook_id)),
         now,
+        signature,
+        rate_limit,
+        ordering,
+        json.dumps(headers),
+        public_key(key) if signature == "standard-asymmetric" else None,
+        None if enabled else now,
     )
-    return await get_webhook(tx, app_id, webhook_id), secret
+    webhook = await get_webhook(tx, app_id, webhook_id)
+    return webhook, None if signature == "standard-asymmetric" else key
 
 
 async def _webhook_row(tx: Transaction, app_id: str, webhook_id: str, *, lock: bool) -> Row:
     row = await tx.fetchrow(
         "SELECT * FROM webhooks WHERE id = $1 AND app_id = $2 AND deleted_at IS NULL"
-        + (tx.row_lock if lock else ""),
+        " AND kind = 'endpoint'" + (tx.row_lock if lock else ""),
         webhook_id,
         app_id,
     )
@@ -198,7 +257,9 @@ async def get_webhook(tx: Transaction, app_id: str, webhook_id: str) -> Webhook:
 
 async def webhook_secret(tx: Transaction, keyring: Keyring, *, app_id: str, webhook_id: str) -> str:
     """The webhook's current signing secret, for the one answer that shows it right after the
-    webhook is made or its secret rotated (the console's page; nothing else shows it again)."""
+    webhook is made or its secret rotated (the console's page, the answer to a change of
+    scheme; nothing else shows it again). A standard-asymmetric endpoint's is its private key,
+    which nothing shows: ask for its ``public_key``."""
     row = await _webhook_row(tx, app_id, webhook_id, lock=False)
     return keyring.decrypt(row["secret"], context=_secret_context(row["id"]))
 
@@ -206,10 +267,43 @@ async def webhook_secret(tx: Transaction, keyring: Keyring, *, app_id: str, webh
 async def list_webhooks(tx: Transaction, app_id: str) -> list[Webhook]:
     """The app's webhooks, oldest first (at most WEBHOOKS_PER_APP_MAX)."""
     rows = await tx.fetch(
-        "SELECT * FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL ORDER BY created_at, id",
+        "SELECT * FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL AND kind = 'endpoint'"
+        " ORDER BY created_at, id",
         app_id,
     )
     return [Webhook.from_row(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class WebhookHealth:
+    """A webhook as the console's list shows it first: the webhook (``enabled``,
+    ``disabled_reason``, and its ``health``: state, failures in a row, the last delivered, the
+    last error) and its counts of the last 24 hours."""
+
+    webhook: Webhook
+    counts: Counts
+
+
+async def webhook_health(reader: Reader, app_id: str, *, now: float) -> list[WebhookHealth]:
+    """The app's webhooks as :func:`list_webhooks` lists them, each with its health counts of
+    the last 24 hours at ``now`` (``health_counts``): one statement for all."""
+    rows = await reader.fetch(
+        "SELECT w.*, COALESCE(c.delivered, 0) AS delivered_24h, COALESCE(c.failed, 0) AS"
+        " failed_24h FROM webhooks w LEFT JOIN (SELECT webhook_id, SUM(delivered) AS delivered,"
+        " SUM(failed) AS failed FROM webhook_health_hours WHERE hour >= $2 AND webhook_id IN"
+        " (SELECT id FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL"
+        " AND kind = 'endpoint') GROUP BY webhook_id) c ON c.webhook_id = w.id"
+        " WHERE w.app_id = $1 AND w.deleted_at IS NULL AND w.kind = 'endpoint'"
+        " ORDER BY w.created_at, w.id",
+        app_id,
+        health_window_start(now),
+    )
+    return [
+        WebhookHealth(
+            Webhook.from_row(row), Counts(int(row["delivered_24h"]), int(row["failed_24h"]))
+        )
+        for row in rows
+    ]
 
 
 async def update_webhook(
@@ -219,12 +313,26 @@ async def update_webhook(
     app_id: str,
     webhook_id: str,
     changes: Mapping[str, Any],
+    keyring: Keyring | None = None,
     development: bool = False,
     loopback: bool = False,
     resolver: Resolver = resolve,
 ) -> Webhook:
-    """Change any of ``url``, ``events``, ``enabled``; the others stay."""
-    await _webhook_row(tx, app_id, webhook_id, lock=True)
+    """Change any of ``url``, ``events``, ``enabled``, ``signature``, ``rate_limit``,
+    ``ordering`` and ``headers``; the others stay.
+
+    Switched on (``enabled`` true while it was off), the endpoint's ``disabled_reason`` is
+    cleared and the disable rule's window starts again (the engine's core has the same
+    transition, ``engine/_health.py``); switched off by the app, the reason stays null. A new
+    ``signature`` scheme gets a new key at once (``keyring`` needed), which
+    :func:`webhook_secret` then answers (no overlap across schemes: the old key stops signing
+    now)."""
+    row = await _webhook_row(tx, app_id, webhook_id, lock=True)
+    controls = {
+        name: changes[name]
+        for name in ("signature", "rate_limit", "ordering", "headers")
+        if name in changes
+    }
     await _check(
         tx,
         app_id,
@@ -233,20 +341,49 @@ async def update_webhook(
         development=development,
         loopback=loopback,
         resolver=resolver,
+        controls=controls,
     )
-    columns = {
-        "url": changes.get("url"),
-        "events": json.dumps(list(changes["events"])) if "events" in changes else None,
-        "enabled": changes.get("enabled"),
+    columns: dict[str, object] = {
+        name: changes[name] for name in ("url", "rate_limit", "ordering") if name in changes
     }
-    for column, value in columns.items():
-        if column in changes:
-            await tx.execute(
-                f"UPDATE webhooks SET {column} = $1, updated_at = $2 WHERE id = $3",
-                value,
-                now,
-                webhook_id,
+    if "events" in changes:
+        columns["events"] = json.dumps(list(changes["events"]))
+    if "headers" in changes:
+        columns["headers"] = json.dumps(dict(changes["headers"]))
+    if "enabled" in changes:
+        enabled = bool(changes["enabled"])
+        columns["enabled"] = enabled
+        if enabled and not row["enabled"]:
+            columns.update(
+                disabled_reason=None,
+                disabled_at=None,
+                switched_on_at=now,
+                recent_failures="[]",
             )
+        elif not enabled and row["enabled"]:
+            columns.update(disabled_reason=None, disabled_at=now)
+    scheme = changes.get("signature")
+    if scheme is not None and scheme != row["signature"]:
+        if keyring is None:
+            raise ValueError("a change of signature scheme needs the keyring")
+        key = new_signing_key(scheme)
+        columns.update(
+            signature=scheme,
+            secret=keyring.encrypt(key, context=_secret_context(webhook_id)),
+            previous_secret=None,
+            previous_secret_expires_at=None,
+            public_key=public_key(key) if scheme == "standard-asymmetric" else None,
+            previous_public_key=None,
+        )
+    if columns:
+        names = list(columns)
+        assignments = ", ".join(f"{name} = ${index}" for index, name in enumerate(names, 3))
+        await tx.execute(
+            f"UPDATE webhooks SET updated_at = $2, {assignments} WHERE id = $1",
+            webhook_id,
+            now,
+            *(columns[name] for name in names),
+        )
     await tx.notify(ENTITLEMENTS_CHANNEL)
     return await get_webhook(tx, app_id, webhook_id)
 
@@ -263,24 +400,39 @@ async def delete_webhook(tx: Transaction, *, now: float, app_id: str, webhook_id
     await tx.notify(ENTITLEMENTS_CHANNEL)
 
 
+@dataclass(frozen=True)
+class Rotation:
+    """A new signing key: the secret (shown only now), or for a standard-asymmetric endpoint
+    its new public key, and when the previous key stops signing."""
+
+    secret: str | None
+    public_key: str | None
+    previous_expires_at: float
+
+
 async def rotate_webhook_secret(
     tx: Transaction, keyring: Keyring, *, now: float, app_id: str, webhook_id: str
-) -> tuple[str, float]:
-    """A new secret; the current one keeps signing as the second v1 for the overlap. Answers
-    the new secret (shown only now) and when the previous one stops signing."""
+) -> Rotation:
+    """A new key of the endpoint's scheme; the current one keeps signing (the second ``v1``,
+    or ``v1a``) for the overlap, and rotating again within it replaces it."""
     row = await _webhook_row(tx, app_id, webhook_id, lock=True)
-    secret = new_token(catalog.WEBHOOK_SECRET_PREFIX)
+    key = new_signing_key(row["signature"])
+    asymmetric = row["signature"] == "standard-asymmetric"
     expires_at = now + catalog.WEBHOOK_SECRET_OVERLAP
     await tx.execute(
         "UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = $1,"
-        " secret = $2, updated_at = $3 WHERE id = $4",
+        " secret = $2, updated_at = $3, previous_public_key = public_key, public_key = $5"
+        " WHERE id = $4",
         expires_at,
-        keyring.encrypt(secret, context=_secret_context(row["id"])),
+        keyring.encrypt(key, context=_secret_context(row["id"])),
         now,
         webhook_id,
+        public_key(key) if asymmetric else None,
     )
     await tx.notify(ENTITLEMENTS_CHANNEL)
-    return secret, expires_at
+    if asymmetric:
+        return Rotation(None, public_key(key), expires_at)
+    return Rotation(key, None, expires_at)
 
 
 async def purge_deleted_webhooks(tx: Transaction, *, now: float) -> int:

@@ -63,6 +63,7 @@ from ._grants import TOKEN_OWNERS_KEPT as TOKEN_OWNERS_KEPT
 from ._grants import AccessGrant as AccessGrant
 from ._grants import Outcome as Outcome
 from ._grants import RefreshRotation as RefreshRotation
+from ._grants import RunGrant as RunGrant
 from ._grants import TokenOwners as TokenOwners
 from ._grants import TokenPair as TokenPair
 from ._grants import end_installation_grants as end_installation_grants
@@ -72,9 +73,11 @@ from ._grants import issue_code as issue_code
 from ._grants import live_access_token_lookup as live_access_token_lookup
 from ._grants import live_grant as live_grant
 from ._grants import mint_run_token as mint_run_token
+from ._grants import mint_run_tokens as mint_run_tokens
 from ._grants import purge_expired_grants as purge_expired_grants
 from ._grants import redeem_code as redeem_code
 from ._grants import resolve_access_token as resolve_access_token
+from ._grants import revoke_families as revoke_families
 from ._grants import revoke_family as revoke_family
 from ._grants import revoke_token as revoke_token
 from ._grants import rotate_refresh_token as rotate_refresh_token

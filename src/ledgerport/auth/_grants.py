@@ -235,6 +235,19 @@ async def start_family_from_grant(
 RUN_GRANT_TYPE = "function_run"
 
 
+@dataclass(frozen=True)
+class RunGrant:
+    """What one hosted-function run's token grants: the installation's scopes in its business,
+    for its installing user, living ``ttl`` seconds."""
+
+    app_id: str
+    installation_id: str
+    business_id: str
+    user_id: str
+    scopes: Sequence[str]
+    ttl: float
+
+
 async def mint_run_token(
     tx: Transaction,
     keyring: Keyring,
@@ -250,27 +263,58 @@ async def mint_run_token(
     """The access token of one hosted-function run: the installation's granted scopes, for its
     installing user (whose role permissions every call reads afresh), living ``ttl`` seconds,
     with no refresh token. Answers its family's id (to revoke it when the run ends) and it."""
-    family_id = await _insert_family(
-        tx,
-        now=now,
-        app_id=app_id,
-        installation_id=installation_id,
-        business_id=business_id,
-        user_id=user_id,
-        scopes=scopes,
-        resource=None,
-        grant_type=RUN_GRANT_TYPE,
+    grant = RunGrant(app_id, installation_id, business_id, user_id, tuple(scopes), ttl)
+    (minted,) = await mint_run_tokens(tx, keyring, now=now, grants=[grant])
+    return minted
+
+
+async def mint_run_tokens(
+    tx: Transaction, keyring: Keyring, *, now: float, grants: Sequence[RunGrant]
+) -> list[tuple[str, str]]:
+    """:func:`mint_run_token` of each of ``grants``, in order, written in two statements for
+    all of them: each token's family id and the token."""
+    if not grants:
+        return []
+    minted = [(new_id("fam"), new_token(catalog.ACCESS_TOKEN_PREFIX)) for _ in grants]
+    await tx.executemany(
+        "INSERT INTO token_families (id, app_id, installation_id, business_id, user_id, scopes,"
+        " resource, grant_type, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        [
+            (
+                family_id,
+                grant.app_id,
+                grant.installation_id,
+                grant.business_id,
+                grant.user_id,
+                json.dumps(list(grant.scopes)),
+                None,
+                RUN_GRANT_TYPE,
+                now,
+            )
+            for (family_id, _), grant in zip(minted, grants, strict=True)
+        ],
     )
-    token = new_token(catalog.ACCESS_TOKEN_PREFIX)
-    await tx.execute(
+    await tx.executemany(
         "INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
         " expires_at) VALUES ($1, $2, NULL, $3, $4)",
-        keyring.hash_token(token),
-        family_id,
-        now,
-        now + ttl,
+        [
+            (keyring.hash_token(token), family_id, now, now + grant.ttl)
+            for (family_id, token), grant in zip(minted, grants, strict=True)
+        ],
     )
-    return family_id, token
+    return minted
+
+
+async def revoke_families(
+    tx: Transaction, *, now: float, family_ids: Sequence[str], reason: str
+) -> None:
+    """:func:`revoke_family` of each of ``family_ids``, in one statement for all of them."""
+    if family_ids:
+        await tx.executemany(
+            "UPDATE token_families SET revoked_at = $1, revoked_reason = $2"
+            " WHERE id = $3 AND revoked_at IS NULL",
+            [(now, reason, family_id) for family_id in family_ids],
+        )
 
 
 async def revoke_family(tx: Transaction, *, now: float, family_id: str, reason: str) -> None:

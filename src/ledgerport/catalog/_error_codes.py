@@ -140,6 +140,7 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
         ErrorCode("DELIVERY_NOT_FOUND", 404, "the webhook has no delivery with that id"),
         ErrorCode("FUNCTION_NOT_FOUND", 404, "the app has no hosted function of that name"),
         ErrorCode("RUN_NOT_FOUND", 404, "the function has no run with that id"),
+        ErrorCode("SECRET_NOT_FOUND", 404, "the app has no secret of that name"),
         ErrorCode(
             "FUNCTION_VERSION_NOT_FOUND", 404, "the function keeps no version by that number"
         ),

@@ -90,6 +90,22 @@ DELIVERY_RETENTION: Final = 30 * _DAY
 CLEANUP_INTERVAL: Final = 1 * _HOUR
 """The hourly cleanup: expired rows and, past their retention, deliveries and events."""
 CONSOLE_DELIVERIES_SHOWN: Final = 100
+WEBHOOK_DISABLE_AFTER: Final = 5 * _DAY
+"""contract.md: an endpoint with no delivered attempt for this long while at least
+WEBHOOK_DISABLE_FAILURES of its deliveries failed for good in that time is switched off
+(LEDGERPORT_WEBHOOK_DISABLE_AFTER changes it)."""
+WEBHOOK_DISABLE_FAILURES: Final = 3
+RETRY_AFTER_MAX: Final = 6 * _HOUR
+"""contract.md: the furthest a receiver's Retry-After moves a delivery's next attempt."""
+RETRY_JITTER: Final = 0.1
+"""contract.md: a retry delay is lengthened by a random part of at most this fraction of it."""
+WEBHOOK_RATE_LIMIT_MAX: Final = 1000
+"""contract.md: an endpoint's rateLimit, attempts started a second, is 1 to this."""
+WEBHOOK_HEADERS_MAX: Final = 10
+WEBHOOK_HEADER_NAME_MAX: Final = 64
+WEBHOOK_HEADER_VALUE_MAX: Final = 512
+HEALTH_WINDOW: Final = 24 * _HOUR
+"""The window of an endpoint's health counts (delivered and failed in the last 24 hours)."""
 WEBHOOKS_PER_APP_MAX: Final = 20
 """ledgerport's own: webhooks one app may have at once."""
 FUNCTIONS_PER_APP_MAX: Final = 20
@@ -110,6 +126,18 @@ FUNCTION_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 FUNCTION_NAMES_RESERVED: Final = ("new",)
 """Names no function may take: the console's page for a new function is
 ``/console/apps/{appId}/functions/new``, where a function of that name would have its own."""
+SECRET_NAME_PATTERN: Final = r"^[A-Z][A-Z0-9_]{0,63}$"
+"""contract.md: an app secret's name."""
+SECRET_VALUE_MAX_BYTES: Final = 4096
+"""contract.md: an app secret's value, in bytes of UTF-8."""
+SECRETS_PER_APP_MAX: Final = 50
+"""contract.md: secrets one app may have."""
+FUNCTION_ALLOWED_HOSTS_MAX: Final = 20
+"""contract.md: host names a function's ``allowedHosts`` may list."""
+FUNCTION_FETCHES_PER_RUN_MAX: Final = 50
+"""contract.md: ``context.fetch`` calls one run may make."""
+FUNCTION_FETCH_ANSWER_MAX_BYTES: Final = 1024 * 1024
+"""contract.md: bytes of a fetch's answer read at most."""
 CONSOLE_RUNS_SHOWN: Final = 100
 """A function's most recent runs the console lists."""
 EVENT_RETENTION: Final = 30 * _DAY

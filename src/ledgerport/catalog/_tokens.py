@@ -19,6 +19,8 @@ ACCESS_TOKEN_PREFIX: Final = "lp_at_"
 REFRESH_TOKEN_PREFIX: Final = "lp_rt_"
 DEVICE_CODE_PREFIX: Final = "lp_dc_"
 WEBHOOK_SECRET_PREFIX: Final = "whsec_"
+WEBHOOK_PRIVATE_KEY_PREFIX: Final = "whsk_"
+"""A standard-asymmetric endpoint's Ed25519 key, kept sealed and never shown."""
 """Fixed by the spec: a webhook signing secret begins with it."""
 
 TOKEN_PREFIXES: Final[Mapping[str, str]] = MappingProxyType(
@@ -33,6 +35,7 @@ TOKEN_PREFIXES: Final[Mapping[str, str]] = MappingProxyType(
         "refresh token": REFRESH_TOKEN_PREFIX,
         "device code": DEVICE_CODE_PREFIX,
         "webhook signing secret": WEBHOOK_SECRET_PREFIX,
+        "webhook private key": WEBHOOK_PRIVATE_KEY_PREFIX,
     }
 )
 """Every kind of secret the service hands out, by name."""

@@ -33,16 +33,27 @@ class RunBook:
     runs.
 
     A worker counts against its run's developer, app and business from the run's claim to its
-    end, whether the run computes or waits. Every worker that ends is handed out again by
+    end, whether the run computes or waits.
+
+    A run waiting on the network (``context.fetch``, made by the engine: :meth:`wait`) keeps
+    its worker process, whose isolate holds the handler's state, but not its share of the CPU:
+    the book then has room for another run, on one of ``spare`` processes more than
+    ``workers``, so as many runs compute at once as there are workers, and up to ``spare``
+    more wait on the network beside them. A waiting run still counts against its developer,
+    app and business, as one computing does: an app whose runs wait on a slow service fills
+    its own share, not the others'. Every worker that ends is handed out again by
     :meth:`choose`, among everything due at that moment: to the developer running least, within
     it to the app running least, within that to the business running least, and between
     tenants running as much to the one whose oldest due run has waited longest. The runner
     takes no run outside it, so no tenant's backlog gets ahead of another's, and a developer's
     apps together keep at most what one app would."""
 
-    def __init__(self, workers: int, *, share: int | None = None) -> None:
+    def __init__(self, workers: int, *, share: int | None = None, spare: int = 0) -> None:
         cap = share if share is not None else half_share(workers)
         self.workers = workers
+        self.spare = spare
+        self.waiting = 0
+        """Runs claimed whose every call under way is a fetch: they use no CPU."""
         self.developers: Capped[str] = Capped(cap)
         self.apps: Capped[str] = Capped(cap)
         self.businesses: Capped[str] = Capped(cap)
@@ -57,7 +68,13 @@ class RunBook:
 
     @property
     def room(self) -> int:
-        return self.workers - self.busy
+        """Runs that may be claimed now: a worker's share of the CPU free, and a process."""
+        computing = self.busy - self.waiting
+        return min(self.workers - computing, self.workers + self.spare - self.busy)
+
+    def wait(self, waiting: bool) -> None:
+        """A run claimed begins (True) or ends (False) waiting on the network only."""
+        self.waiting += 1 if waiting else -1
 
     def choose(self, due: Mapping[DueRuns, float]) -> list[tuple[DueRuns, int]]:
         """How many runs of each tenant of ``due`` (each with when its oldest run was due) to
@@ -69,10 +86,12 @@ class RunBook:
         taken. Tenants left out are counted as held back. :meth:`ended` gives back a worker,
         also one whose claim found no run."""
         open_: dict[str, dict[str, list[DueRuns]]] = {}
-        self._since = {}
+        since: dict[tuple[str, ...], float] = {}
+        self._since = since
         for pair, at in due.items():
             for key in ((pair.developer,), (pair.developer, pair.app_id)):
-                self._since[key] = min(self._since.get(key, at), at)
+                if at < since.get(key, at + 1):
+                    since[key] = at
             if not self.capped(pair):
                 open_.setdefault(pair.developer, {}).setdefault(pair.app_id, []).append(pair)
         chosen: Counter[DueRuns] = Counter()
@@ -80,13 +99,21 @@ class RunBook:
             developer = min(open_, key=self._developer_rank)
             apps = open_[developer]
             app_id = min(apps, key=lambda app: self._app_rank(developer, app))
-            pair = min(apps[app_id], key=lambda tenant: self._business_rank(tenant, due))
+            # Within the app, the business running least, then the one waiting longest.
+            held = self.tenants.held
+            pair = min(
+                apps[app_id], key=lambda tenant: (held(tenant), due[tenant], tenant.business)
+            )
             self._start(pair)
             chosen[pair] += 1
             self._close_capped(open_, pair)
-        for pair in due:
-            if pair not in chosen:
-                self.held_back[Refusal.OWN_CAP if self.capped(pair) else Refusal.TOTAL] += 1
+        left_out = [pair for pair in due if pair not in chosen]
+        if left_out:
+            capped = sum(1 for pair in left_out if self.capped(pair))
+            if capped:
+                self.held_back[Refusal.OWN_CAP] += capped
+            if len(left_out) > capped:
+                self.held_back[Refusal.TOTAL] += len(left_out) - capped
         return list(chosen.items())
 
     def _developer_rank(self, developer: str) -> tuple[int, float, str]:
@@ -94,9 +121,6 @@ class RunBook:
 
     def _app_rank(self, developer: str, app_id: str) -> tuple[int, float, str]:
         return (self.apps.held(app_id), self._since[(developer, app_id)], app_id)
-
-    def _business_rank(self, pair: DueRuns, due: Mapping[DueRuns, float]) -> tuple[int, float, str]:
-        return (self.tenants.held(pair), due[pair], pair.business)
 
     def _close_capped(self, open_: dict[str, dict[str, list[DueRuns]]], pair: DueRuns) -> None:
         """Leave out of ``open_`` what ``pair``'s start brought to its share."""
@@ -145,3 +169,4 @@ class RunBook:
         self.tenants.clear()
         self.businesses.clear()
         self.busy = 0
+        self.waiting = 0

@@ -1,6 +1,9 @@
 """Periodic housekeeping on fixed intervals: expired rows and events past retention are purged,
-sent invoices past their due date are marked overdue, and the apps keeping more run output and
-attempt bodies than their storage quota have their oldest dropped."""
+sent invoices past their due date are marked overdue, the apps keeping more run output and
+attempt bodies than their storage quota have their oldest dropped, and every minute the disable
+rule of failing endpoints is checked against the clock (``_lifecycle.tick_endpoints``: an
+endpoint's window can close with no attempt at all). The ticker of functions' schedules
+(``_schedules.py``) runs beside them."""
 
 from __future__ import annotations
 
@@ -10,6 +13,10 @@ import trio
 
 from ledgerport import apps, auth, books, catalog, queues
 from ledgerport.platform import Platform
+from ledgerport.storage import StorageError
+
+from ._lifecycle import tick_endpoints
+from ._schedules import ScheduleTicker
 
 log = logging.getLogger("ledgerport.scheduler")
 
@@ -23,11 +30,14 @@ TRIM_APPS = 100
 """Apps over their quota one pass trims at most, those keeping the most first."""
 TRIM_BATCHES = 40
 """Trimming transactions one pass spends on one app at most (of queues.TRIM_BATCH items)."""
+ENDPOINT_CHECK_INTERVAL = 60.0
+"""Seconds between two checks of failing endpoints against the disable rule's clock."""
 
 
 class Scheduler:
     """Runs the hourly work (the cleanup of expired rows and events past their retention, and
-    overdue invoices) and, every few seconds, the storage quota's trimming."""
+    overdue invoices), every few seconds the storage quota's trimming, and the ticks of
+    functions' schedules (:attr:`schedules`)."""
 
     def __init__(
         self,
@@ -41,6 +51,7 @@ class Scheduler:
         self._interval = interval
         self._overdue_batch = overdue_batch
         self._trim_interval = trim_interval
+        self.schedules = ScheduleTicker(platform)
 
     async def cleanup_once(self) -> dict[str, int]:
         """Purge what has expired; answers the rows removed by kind."""
@@ -58,6 +69,10 @@ class Scheduler:
                 "idempotency_key": await apps.purge_idempotency_keys(tx, now=now),
                 "delivery": await queues.purge_deliveries(tx, now=now),
                 "function_run": await queues.purge_runs(tx, now=now),
+                "operational_event": await apps.purge_operational_events(tx, now=now),
+                "endpoint_health_hour": await queues.purge_health_hours(
+                    tx, before_hour=apps.hour_of(now - catalog.HEALTH_WINDOW)
+                ),
             }
             # What the purged deliveries and runs kept: deleted webhooks and functions.
             await apps.purge_deleted_webhooks(tx, now=now)
@@ -112,6 +127,26 @@ class Scheduler:
                 metrics.app_storage_trimmed_bytes.labels(kind).inc(size)
                 metrics.app_storage_trimmed_items.labels(kind).inc(items)
 
+    async def check_endpoints_once(self) -> int:
+        """Switch off the endpoints whose disable rule the clock completed; answers how
+        many."""
+        p = self._platform
+        async with p.store.transaction(background=True) as tx:
+            switched_off = await tick_endpoints(
+                tx, now=p.now(), disable_after=p.config.webhook_disable_after
+            )
+        for reason, count in switched_off.items():
+            p.metrics.webhook_endpoints_disabled.labels(reason).inc(count)
+        return sum(switched_off.values())
+
+    async def _checking_endpoints(self) -> None:
+        while True:
+            try:
+                await self.check_endpoints_once()
+            except StorageError as exc:
+                log.warning("scheduler: checking failing endpoints: %s", exc)
+            await trio.sleep(ENDPOINT_CHECK_INTERVAL)
+
     async def _trimming(self) -> None:
         while True:
             await self.trim_once()
@@ -120,6 +155,8 @@ class Scheduler:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._trimming)
+            nursery.start_soon(self._checking_endpoints)
+            await nursery.start(self.schedules.run)
             task_status.started()
             while True:
                 await self.cleanup_once()

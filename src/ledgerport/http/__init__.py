@@ -1,34 +1,12 @@
-"""HTTP front: OAuth, data API, console, operator API and pages on quart-trio."""
+"""HTTP front: OAuth, data API, developer API, operator API on quart-trio, and the pages a
+browser sees (``http.pages``)."""
 
 from ._app import create_app as create_app
 from ._app import prepare_document as prepare_document
 from ._app import use_platform as use_platform
-from ._asgi import MANAGEMENT as MANAGEMENT
-from ._asgi import ManagementListener as ManagementListener
-from ._console_forms import EventChoice as EventChoice
-from ._console_forms import EventGroup as EventGroup
-from ._console_forms import SourceProblem as SourceProblem
-from ._console_forms import areas_out_of_reach as areas_out_of_reach
-from ._console_forms import event_groups as event_groups
-from ._console_forms import kept_order as kept_order
-from ._console_forms import secret_fingerprint as secret_fingerprint
-from ._console_forms import source_problem as source_problem
-from ._design import DESIGN_FILES as DESIGN_FILES
-from ._design import asset_url as asset_url
-from ._design import described_scopes as described_scopes
-from ._design import relative_time as relative_time
-from ._design import render_markdown as render_markdown
-from ._design import served_file as served_file
-from ._design import stars_element as stars_element
-from ._design import stars_label as stars_label
-from ._design import time_element as time_element
-from ._drain import RequestTracker as RequestTracker
+from ._error_answer import Answer as Answer
 from ._errors import ANSWERS as ANSWERS
-from ._errors import NOTICES as NOTICES
-from ._errors import Answer as Answer
 from ._errors import answer_for as answer_for
-from ._errors import notice_of as notice_of
-from ._errors import notice_text as notice_text
 from ._forms import DATE as DATE
 from ._forms import NON_NEGATIVE_DECIMAL as NON_NEGATIVE_DECIMAL
 from ._forms import NOT_BLANK as NOT_BLANK
@@ -41,19 +19,7 @@ from ._ids import RECORD_IDS as RECORD_IDS
 from ._ids import IdKind as IdKind
 from ._ids import token_schema as token_schema
 from ._in_process import in_process_api as in_process_api
+from ._live import STREAMS_PER_DEVELOPER as STREAMS_PER_DEVELOPER
+from ._live import Broadcaster as Broadcaster
+from ._live import end_live_streams as end_live_streams
 from ._openapi import NUL_FREE as NUL_FREE
-from ._pages import page_csp as page_csp
-from ._serving import AccessLog as AccessLog
-from ._serving import ConnectionGuard as ConnectionGuard
-from ._source_views import EXCERPT_BUDGET as EXCERPT_BUDGET
-from ._source_views import EXCERPT_FRAMES as EXCERPT_FRAMES
-from ._source_views import EXCERPT_LINE_CHARS as EXCERPT_LINE_CHARS
-from ._source_views import SOURCE_PAGE_LINES as SOURCE_PAGE_LINES
-from ._source_views import excerpt as excerpt
-from ._source_views import line_href as line_href
-from ._source_views import shown_stack as shown_stack
-from ._wire import CoalescingH11Protocol as CoalescingH11Protocol
-from ._wire import IdleTimer as IdleTimer
-from ._wire import LeanTCPServer as LeanTCPServer
-from ._wire import OneTaskHTTPConnection as OneTaskHTTPConnection
-from ._wire import lean_connections as lean_connections

@@ -12,32 +12,20 @@ from werkzeug.exceptions import NotFound
 from ledgerport import __version__, catalog
 from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
+from ledgerport.server import MANAGEMENT, MANAGEMENT_PATHS, OneTaskHTTPConnection
 
-from . import (
-    _ops,
-    admin,
-    authorize,
-    bridge,
-    console_debug_pages,
-    console_pages,
-    device,
-    marketplace,
-    oauth,
-    pages,
-)
-from ._asgi import MANAGEMENT, MANAGEMENT_PATHS
-from ._browser import SESSION_COOKIE, page_csp
+from . import _ops, admin, oauth
+from ._browser import SESSION_COOKIE
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
-from ._errors import OAUTH, page_shape, register_error_handlers
+from ._document import provider_for, serve_document
+from ._envelopes import OAUTH, register_error_handlers
 from ._input import CheckedRequest, refuse_nul_in_url
 from ._json import answer_with_orjson, skip_conversion_of_plain_answers
-from ._openapi import provider_for, serve_document
-from ._pages import PROBLEM_TITLE
-from ._wire import OneTaskHTTPConnection
 from .api import RecordIdConverter
 from .api import blueprint as api_blueprint
 from .developer import blueprint as developer_blueprint
+from .pages import PAGES, page_csp
 
 _SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
@@ -76,18 +64,7 @@ def create_app(platform: Platform) -> QuartTrio:
     use_platform(app, platform)
     # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere. The
     # OpenAPI document states the same shapes.
-    error_shapes = {
-        oauth.blueprint.name: OAUTH,
-        pages.blueprint.name: page_shape(pages.PAGE_TITLE, pages.WAYS),
-        authorize.blueprint.name: page_shape(PROBLEM_TITLE),
-        device.blueprint.name: page_shape(PROBLEM_TITLE, device.WAYS),
-        bridge.blueprint.name: page_shape(bridge.PAGE_TITLE, bridge.WAYS),
-        console_pages.blueprint.name: page_shape(console_pages.PAGE_TITLE, console_pages.WAYS),
-        console_debug_pages.blueprint.name: page_shape(
-            console_pages.PAGE_TITLE, console_pages.WAYS
-        ),
-        marketplace.blueprint.name: page_shape(marketplace.PAGE_TITLE, marketplace.WAYS),
-    }
+    error_shapes = {oauth.blueprint.name: OAUTH, **PAGES.error_shapes}
     QuartSchema(
         app,
         openapi_path="/openapi.json",
@@ -108,20 +85,13 @@ def create_app(platform: Platform) -> QuartTrio:
     answer_with_orjson(app)
     skip_conversion_of_plain_answers(app)
     app.extensions[PREPARE_DOCUMENT] = serve_document(app)
-    register_error_handlers(app, error_shapes)
+    register_error_handlers(app, error_shapes, unrouted_page=PAGES.unrouted)
     app.url_map.converters["record"] = RecordIdConverter
     for blueprint in (
         _ops.blueprint,
         admin.blueprint,
-        pages.blueprint,
         oauth.blueprint,
-        authorize.blueprint,
-        device.blueprint,
-        bridge.blueprint,
-        bridge.token_blueprint,
-        console_pages.blueprint,
-        console_debug_pages.blueprint,
-        marketplace.blueprint,
+        *PAGES.blueprints,
         api_blueprint,
         developer_blueprint,
     ):

@@ -1,42 +1,56 @@
-"""Browser sessions on the application host: the login cookie, who is signed in, and the pages
-with forms (``form_page``), which show the notice the last form's answer left for them
-(``_pages.with_notice``, words from the notice table in ``_errors``)."""
+"""Browser sessions on the application host, which the pages and the console's JSON API share:
+the login cookie and who is signed in, the cookie flags, and the CSRF token bound to a random
+cookie.
+
+CSRF uses a double-submit token bound to a random cookie: a form (or a page's script, in
+``X-CSRF-Token``) carries HMAC(cookie), which a page on another origin can neither read nor
+compute.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import hmac
+import secrets
 
-from pydantic import Field
-from quart import Response as PageResponse
+from quart import g, request
 from werkzeug.sansio.response import Response
 
-from ._errors import notice_text
-from ._openapi import Param
-from ._pages import (
-    CSRF_COOKIE,
-    clear_notice,
-    cookie_flags,
-    html_page,
-    notice_for_this_page,
-)
-from ._pages import SESSION_COOKIE as SESSION_COOKIE
-from ._pages import csrf_valid as csrf_valid
-from ._pages import current_user as current_user
-from ._pages import current_user_id as current_user_id
-from ._pages import page_csp as page_csp
-from ._pages import require_form_token as require_form_token
-from ._pages import returns_to as returns_to
-from ._pages import with_notice as with_notice
+from ledgerport import auth
 
-CSRF_COOKIE_PARAM = Param(
-    CSRF_COOKIE,
-    "cookie",
-    "The random value the form's csrf_token is bound to, set by the page showing the form",
-    required=True,
-)
-"""What every form of the application host posts with, in the OpenAPI document."""
-CsrfToken = Annotated[str, Field(min_length=1, description="The form's token, bound to lp_csrf")]
-"""The field every form of the application host carries, in the OpenAPI document."""
+from ._context import platform, unit_of_work
+
+SESSION_COOKIE = "lp_session"
+CSRF_COOKIE = "lp_csrf"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing: the CSRF checks let them through."""
+_SIGNED_IN = "ledgerport_signed_in"
+"""Where a request keeps the signed-in user's id once looked up (``g``)."""
+
+
+def cookie_flags() -> dict[str, object]:
+    return {
+        "httponly": True,
+        "samesite": "Lax",
+        "secure": not platform().config.development,
+        "path": "/",
+    }
+
+
+def csrf_token(response_cookies: dict[str, str]) -> str:
+    """The token to embed in a form; sets the CSRF cookie (via ``response_cookies``) if absent."""
+    seed = request.cookies.get(CSRF_COOKIE) or response_cookies.get(CSRF_COOKIE)
+    if not seed:
+        seed = secrets.token_urlsafe(32)
+        response_cookies[CSRF_COOKIE] = seed
+    return platform().keyring.mac(f"csrf:{seed}")
+
+
+def csrf_valid(submitted: str | None) -> bool:
+    seed = request.cookies.get(CSRF_COOKIE)
+    # A token is ASCII; compare_digest refuses to compare other text (TypeError).
+    if not seed or not submitted or not submitted.isascii():
+        return False
+    return hmac.compare_digest(platform().keyring.mac(f"csrf:{seed}"), submitted)
 
 
 def set_session_cookie(response: Response, session: str) -> None:
@@ -47,27 +61,16 @@ def clear_session_cookie(response: Response) -> None:
     response.delete_cookie(SESSION_COOKIE, path="/")
 
 
-def safe_next(value: str | None) -> str:
-    """A same-site path to return to; anything else (absolute URLs, ``//host``) becomes ``/``."""
-    if (
-        not value
-        or not value.startswith("/")
-        or value.startswith("//")
-        or "\\" in value
-        or any(ord(ch) < 0x20 for ch in value)
-    ):
-        return "/"
-    return value
-
-
-async def form_page(
-    template: str, *, status: int = 200, csp: str | None = None, **values: object
-) -> PageResponse:
-    """A page with forms: rendered with a CSRF token (its cookie set when absent) and the
-    notice the last form's answer left for it (:func:`with_notice`), which it clears, so a
-    reload shows none; never cached. ``csp`` replaces the application's page policy."""
-    left = notice_for_this_page()
-    notice = notice_text(*left) if left is not None else None
-    response = await html_page(template, status=status, csp=csp, notice=notice, **values)
-    clear_notice(response)
-    return response
+async def current_user_id() -> str | None:
+    """The signed-in user of this browser, or None (looked up once per request)."""
+    if hasattr(g, _SIGNED_IN):
+        known: str | None = getattr(g, _SIGNED_IN)
+        return known
+    session = request.cookies.get(SESSION_COOKIE)
+    user_id = None
+    if session:
+        p = platform()
+        async with unit_of_work() as tx:
+            user_id = await auth.login_session_user(tx, p.keyring, now=p.now(), session=session)
+    setattr(g, _SIGNED_IN, user_id)
+    return user_id

@@ -26,7 +26,7 @@ from werkzeug.routing import MapAdapter, RoutingException
 from ledgerport.runtime import ApiAnswer, ApiCall, DataApi
 
 from ._context import FROM_A_RUN
-from ._errors import envelope
+from ._envelopes import envelope
 from .api import blueprint as api_blueprint
 
 IN_PROCESS_CLIENT = ("127.0.0.1", 0)

@@ -13,8 +13,8 @@ from werkzeug.exceptions import NotFound
 
 from ledgerport import auth, storage
 from ledgerport.ops import NotReady
+from ledgerport.server import MANAGEMENT
 
-from ._asgi import MANAGEMENT
 from ._context import platform
 from ._failing import refresh_failing_gauges
 from ._openapi import TEXT, Reply, json_reply, operation

@@ -28,7 +28,9 @@ class Redaction(NamedTuple):
 REDACTIONS = (
     # ledgerport's own prefixed tokens and webhook secrets
     Redaction(re.compile(r"\b(lp_[a-z]+_)[A-Za-z0-9_\-]{8,}"), r"\1[REDACTED]", "lp_"),
-    Redaction(re.compile(r"\b(whsec_)[A-Za-z0-9_\-]{8,}"), r"\1[REDACTED]", "whsec_"),
+    # (base64url for the stripe scheme's secrets, standard base64 for Standard Webhooks' secrets
+    # and Ed25519 keys)
+    Redaction(re.compile(r"\b(whsec_|whsk_)[A-Za-z0-9_\-+/=]{8,}"), r"\1[REDACTED]", "wh"),
     # Authorization header values and key=value secrets in query strings or forms
     Redaction(
         re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]+"),

@@ -251,6 +251,20 @@ class Metrics:
             ["outcome", "type"],
             registry=self.registry,
         )
+        self.webhook_endpoints_disabled = Counter(
+            "ledgerport_webhook_endpoints_disabled_total",
+            "Webhook endpoints the engine switched off, by reason (gone: a 410 answer; failing:"
+            " LEDGERPORT_WEBHOOK_DISABLE_AFTER without a delivered attempt).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("gone", "failing"):  # served at 0 from the start, as the dashboard reads
+            self.webhook_endpoints_disabled.labels(reason)
+        self.webhook_rate_limited = Counter(
+            "ledgerport_webhook_rate_waits_total",
+            "Attempts that waited for the next second of their endpoint's rateLimit.",
+            registry=self.registry,
+        )
         self.delivery_attempt_seconds = Histogram(
             "ledgerport_webhook_attempt_duration_seconds",
             "Time from sending a webhook attempt to its answer (or its failure).",
@@ -354,6 +368,12 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.function_schedule_runs = Counter(
+            "ledgerport_function_schedule_runs_total",
+            "Hosted-function runs queued by the ticks of functions' schedules (one a tick and"
+            " ACTIVE installation).",
+            registry=self.registry,
+        )
         self.function_runs = Counter(
             "ledgerport_function_runs_total",
             "Hosted-function runs ended, by outcome (succeeded, failed, retrying: the platform"
@@ -361,6 +381,16 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.function_fetches = Counter(
+            "ledgerport_function_fetches_total",
+            "Hosted functions' context.fetch calls, by outcome (answered: the host answered,"
+            " whatever its status; refused: a rule of the function or the platform refused it;"
+            " failed: no connection, no answer in time, or one too large).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in ("answered", "refused", "failed"):
+            self.function_fetches.labels(outcome)
         self.function_run_seconds = Histogram(
             "ledgerport_function_run_duration_seconds",
             "Wall time of a hosted-function run in its sandbox worker.",

@@ -1,6 +1,7 @@
 """The queue protocol of webhook deliveries and hosted-function runs (domain, no HTTP): fan-out
 of committed events, claims and their leases, the send-time check, attempt outcomes and runs
-ended, the history the console shows, redelivery, test deliveries and test runs, the nodes that
+ended, the history the console shows, redelivery, test deliveries and test runs, the ticks of
+functions' schedules, the nodes that
 claim and the takeover of a dead node's claims. Used by the engine and by the console; it reads
 ``apps``' configuration (webhooks, functions), which never imports it."""
 
@@ -8,7 +9,9 @@ from ._attempts import RESPONSE_BODY_KEPT as RESPONSE_BODY_KEPT
 from ._attempts import AttemptMade as AttemptMade
 from ._attempts import LoggedAttempt as LoggedAttempt
 from ._attempts import attempt_log as attempt_log
+from ._bodies import SCHEDULE_TYPE as SCHEDULE_TYPE
 from ._bodies import TEST_BUSINESS_ID as TEST_BUSINESS_ID
+from ._deliveries import ATTEMPTS_ENDED_CHANNEL as ATTEMPTS_ENDED_CHANNEL
 from ._deliveries import DELIVERIES_CHANNEL as DELIVERIES_CHANNEL
 from ._deliveries import DELIVERY_STATUSES as DELIVERY_STATUSES
 from ._deliveries import AttemptOutcome as AttemptOutcome
@@ -22,7 +25,15 @@ from ._deliveries import purge_deliveries as purge_deliveries
 from ._deliveries import queue_depth as queue_depth
 from ._deliveries import record_outcomes as record_outcomes
 from ._deliveries import release_claims as release_claims
+from ._deliveries import release_next as release_next
 from ._deliveries import renew_claims as renew_claims
+from ._endpoint_health import EndpointWrite as EndpointWrite
+from ._endpoint_health import count_hours as count_hours
+from ._endpoint_health import endpoints_failing as endpoints_failing
+from ._endpoint_health import lock_endpoints as lock_endpoints
+from ._endpoint_health import purge_health_hours as purge_health_hours
+from ._endpoint_health import queue_operational_delivery as queue_operational_delivery
+from ._endpoint_health import write_endpoints as write_endpoints
 from ._errors import DeliveryNotFound as DeliveryNotFound
 from ._errors import QueuesError as QueuesError
 from ._errors import RedeliveryRefused as RedeliveryRefused
@@ -36,9 +47,17 @@ from ._fan_out import Pending as Pending
 from ._fan_out import delivery_id_for as delivery_id_for
 from ._fan_out import dispatch_backlog as dispatch_backlog
 from ._fan_out import event_log_length as event_log_length
+from ._fan_out import open_records as open_records
 from ._fan_out import pending_events as pending_events
 from ._fan_out import plan_fan_out as plan_fan_out
+from ._fan_out import record_of as record_of
 from ._fan_out import write_fan_out as write_fan_out
+from ._function_health import FUNCTION_HEALTH_ERROR_CHARS as FUNCTION_HEALTH_ERROR_CHARS
+from ._function_health import EndedStatus as EndedStatus
+from ._function_health import FunctionHealth as FunctionHealth
+from ._function_health import LastError as LastError
+from ._function_health import LastRun as LastRun
+from ._function_health import function_health as function_health
 from ._history import RECOVER_MAX as RECOVER_MAX
 from ._history import DeliveryDetail as DeliveryDetail
 from ._history import DeliveryPage as DeliveryPage
@@ -46,12 +65,15 @@ from ._history import Recovered as Recovered
 from ._history import Redeliverable as Redeliverable
 from ._history import create_test_delivery as create_test_delivery
 from ._history import delivery_page as delivery_page
+from ._history import first_failed_since as first_failed_since
 from ._history import get_delivery as get_delivery
 from ._history import recent_deliveries as recent_deliveries
 from ._history import recover as recover
+from ._history import recover_count as recover_count
 from ._history import redeliver as redeliver
 from ._history import redelivery_check as redelivery_check
 from ._history import redelivery_refusal as redelivery_refusal
+from ._history import waiting_deliveries as waiting_deliveries
 from ._nodes import NODE_KEY_PREFIX as NODE_KEY_PREFIX
 from ._nodes import TakenOver as TakenOver
 from ._nodes import register_node as register_node
@@ -66,6 +88,7 @@ from ._quota import trim_oldest as trim_oldest
 from ._runs import FUNCTION_RUNS_CHANNEL as FUNCTION_RUNS_CHANNEL
 from ._runs import RUN_EXCERPT_CHARS as RUN_EXCERPT_CHARS
 from ._runs import RUN_STATUSES as RUN_STATUSES
+from ._runs import RUNS_ENDED_CHANNEL as RUNS_ENDED_CHANNEL
 from ._runs import ClaimedRun as ClaimedRun
 from ._runs import FunctionRun as FunctionRun
 from ._runs import RunDetail as RunDetail
@@ -82,8 +105,26 @@ from ._runs import record_runs as record_runs
 from ._runs import replay_run as replay_run
 from ._runs import run_due_times as run_due_times
 from ._runs import run_plan as run_plan
+from ._runs import run_plans as run_plans
 from ._runs import run_queue_depth as run_queue_depth
+from ._runs import unclaim_runs as unclaim_runs
+from ._schedules import ScheduleTick as ScheduleTick
+from ._schedules import next_tick_due_at as next_tick_due_at
+from ._schedules import run_due_tick as run_due_tick
+from ._schedules import scheduled_run_id as scheduled_run_id
 from ._send_checks import SendPlan as SendPlan
 from ._send_checks import send_plan as send_plan
 from ._send_checks import send_plans as send_plans
+from ._send_rate import take_sends as take_sends
+from ._streams import RESUME_WINDOW as RESUME_WINDOW
+from ._streams import STREAM_CHANNELS as STREAM_CHANNELS
+from ._streams import STREAM_KINDS as STREAM_KINDS
+from ._streams import Cursor as Cursor
+from ._streams import Ended as Ended
+from ._streams import EndedAttempt as EndedAttempt
+from ._streams import EndedRun as EndedRun
+from ._streams import StreamKind as StreamKind
+from ._streams import StreamStart as StreamStart
+from ._streams import ended_after as ended_after
+from ._streams import stream_start as stream_start
 from ._tenants import DueTenant as DueTenant

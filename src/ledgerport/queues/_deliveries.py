@@ -27,6 +27,9 @@ DeliveryStatus = Literal["queued", "retrying", "delivered", "failed"]
 DELIVERY_STATUSES: tuple[DeliveryStatus, ...] = ("queued", "retrying", "delivered", "failed")
 DELIVERIES_CHANNEL = "deliveries"
 """Notified by every commit that queues deliveries for an attempt (a test, a redelivery)."""
+ATTEMPTS_ENDED_CHANNEL = "attempts_ended"
+"""Notified by every commit that records attempts' outcomes: the live streams read then
+(``_streams.py``)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class ClaimedDelivery:
     """Attempts made before this one."""
     lease: str
     created_at: float
+    order_key: str | None = None
+    """The record its endpoint orders it by (``ordering: record``), or None."""
 
     @classmethod
     def from_row(cls, row: Row, lease: str) -> ClaimedDelivery:
@@ -101,14 +106,27 @@ class ClaimedDelivery:
             attempts=int(row["attempts"]),
             lease=lease,
             created_at=float(row["created_at"]),
+            order_key=row["order_key"],
         )
+
+
+FAN_OUT_LOCK = 0x6C70_6661_6E6F
+"""The advisory lock fan-outs take turns by on PostgreSQL (an arbitrary constant of ours). A
+redelivery or recovery holds it too while it reads which records have an open delivery and
+parks its own behind them, and the recording of outcomes that end ordered deliveries holds it
+shared (recorders never wait for each other): a head then never ends unseen by a transaction
+parking a delivery behind it. Either the parking commits first, and the end's release finds
+the parked delivery, or the end does, and the parking transaction sees the record free."""
 
 
 INSERT_DELIVERY = (
     "INSERT INTO webhook_deliveries (id, webhook_id, app_id, event_id, business_id, type, body,"
-    " status, attempts, created_at, updated_at, next_attempt_at, lease)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $9, $10)"
+    " status, attempts, created_at, updated_at, next_attempt_at, lease, order_key, event_seq)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8, $9, $10, $11, $12)"
 )
+"""A new delivery: id, webhook, app, event, business, type, body, now, when it is due (None:
+it waits for the one before it about its record), the lease that claims it (or None), its
+record when its endpoint orders by record (else None), and its event's place in the log."""
 
 
 # --- Claims and attempts -------------------------------------------------------------------------
@@ -147,7 +165,7 @@ async def claim_due(
         tx,
         select=(
             "SELECT id, webhook_id, app_id, event_id, business_id, type, body, attempts,"
-            " created_at, next_attempt_at FROM webhook_deliveries"
+            " created_at, next_attempt_at, order_key FROM webhook_deliveries"
             f" WHERE status IN ('queued', 'retrying') AND next_attempt_at <= $1{passed_over}"
         ),
         key=TENANT,
@@ -214,6 +232,9 @@ class AttemptOutcome:
     next_attempt_at: float | None
     first_attempt_at: float | None
     made: AttemptMade | None = None
+    ordered: bool = False
+    """Its delivery is ordered by record: once it is delivered or failed, the next one about
+    its record is due (:func:`release_next`)."""
 
 
 async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -> None:
@@ -225,18 +246,24 @@ async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -
     Rows are locked and written in the order of their ids, the order :func:`renew_claims`
     locks them in: two transactions of an engine over the same claims wait for each other,
     never deadlock. On PostgreSQL a batch is one statement (and the apps' counts at the
-    commit); on SQLite, whose one writer holds the database, two and the counts."""
+    commit), after FAN_OUT_LOCK is held shared when it ends ordered deliveries; on SQLite, whose
+    one writer holds the database, two and the counts."""
     by_id: dict[str, AttemptOutcome] = {}
     for outcome in outcomes:
         by_id.setdefault(outcome.delivery_id, outcome)
     ordered = [by_id[delivery_id] for delivery_id in sorted(by_id)]
     if not ordered:
         return
+    await tx.notify(ATTEMPTS_ENDED_CHANNEL)
     rows = [_row(o) for o in ordered]
+    ended = [o.delivery_id for o in ordered if o.ordered and o.status in ("delivered", "failed")]
     if tx.kind == "postgresql":
+        if ended:
+            await tx.execute("SELECT pg_advisory_xact_lock_shared($1)", FAN_OUT_LOCK)
         columns = [list(column) for column in zip(*rows, strict=True)]
         counted = await tx.fetch(_RECORD_POSTGRES, *columns)
         count_kept(tx, [(row["app_id"], int(row["size"])) for row in counted])
+        await release_next(tx, ended, now=ordered[0].finished_at)
         return
     made = [row for row, o in zip(rows, ordered, strict=True) if o.made is not None]
     if made:
@@ -245,6 +272,38 @@ async def record_outcomes(tx: Transaction, outcomes: Sequence[AttemptOutcome]) -
         if bodies:
             await tx.executemany(_COUNT_SQLITE, bodies)
     await tx.executemany(_RECORD_SQLITE, [row[:10] for row in rows])
+    await release_next(tx, ended, now=ordered[0].finished_at)
+
+
+async def release_next(tx: Transaction, delivery_ids: Sequence[str], *, now: float) -> int:
+    """Ordering by record: for each of ``delivery_ids`` that is an ordered delivery now
+    delivered or failed, the next one about its record (the oldest waiting by its event's place
+    in the log) is due at ``now``, unless another about the record is due or under way already
+    (a redelivery took the turn). Answers how many were released.
+
+    Deliveries released are queued deliveries due now: the commit wakes every engine's claimer
+    (DELIVERIES_CHANNEL), as any commit that queues deliveries does. Without it the next
+    delivery about a record waited for a claim woken by something else, at worst the claimer's
+    poll (5 s a delivery, when an endpoint's only backlog is one record's)."""
+    if not delivery_ids:
+        return 0
+    released = await tx.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id IN ("
+        " SELECT (SELECT n.id FROM webhook_deliveries n WHERE n.webhook_id = d.webhook_id"
+        " AND n.order_key = d.order_key AND n.status IN ('queued', 'retrying')"
+        " AND n.next_attempt_at IS NULL ORDER BY n.event_seq, n.id LIMIT 1)"
+        " FROM webhook_deliveries d"
+        f" WHERE d.id IN ({placeholders(len(delivery_ids), start=2)})"
+        " AND d.order_key IS NOT NULL AND d.status IN ('delivered', 'failed')"
+        " AND NOT EXISTS (SELECT 1 FROM webhook_deliveries h WHERE h.webhook_id = d.webhook_id"
+        " AND h.order_key = d.order_key AND h.status IN ('queued', 'retrying')"
+        " AND h.next_attempt_at IS NOT NULL))",
+        now,
+        *delivery_ids,
+    )
+    if released:
+        await tx.notify(DELIVERIES_CHANNEL)
+    return released
 
 
 def _row(o: AttemptOutcome) -> tuple[object, ...]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledgerport import catalog
@@ -26,7 +26,7 @@ from ledgerport.keys import Keyring
 from ledgerport.storage import Row, Transaction, placeholders
 
 from ._bodies import delivery_body
-from ._deliveries import INSERT_DELIVERY, ClaimedDelivery
+from ._deliveries import FAN_OUT_LOCK, INSERT_DELIVERY, ClaimedDelivery
 from ._runs import FUNCTION_RUNS_CHANNEL, INSERT_RUN
 from ._send_checks import SendPlan, plan_for
 
@@ -50,6 +50,10 @@ class Pending:
     shares are its developer's)."""
     functions: list[Row] = field(default_factory=list)
     """Hosted functions not deleted: ``id``, ``app_id``, ``events`` and ``pinned_version``."""
+    open_records: set[tuple[str, str]] = field(default_factory=set)
+    """(webhook id, record) of the endpoints ordered by record that have a delivery about that
+    record still open (queued or retrying), among the records of these events: a new one
+    waits its turn behind it."""
 
 
 _EVENT_COLUMNS = (
@@ -77,6 +81,20 @@ _WEBHOOK_COLUMNS = (
     "created_at",
     "updated_at",
     "deleted_at",
+    "signature",
+    "rate_limit",
+    "ordering",
+    "headers",
+    "public_key",
+    "disabled_reason",
+    "disabled_at",
+    "health",
+    "consecutive_failures",
+    "last_delivery_at",
+    "last_error",
+    "switched_on_at",
+    "failing_since",
+    "recent_failures",
     "app_status",
     "app_scopes",
     "pinned_version",
@@ -94,7 +112,13 @@ def _json_rows(tx: Transaction, relation: str, columns: Sequence[str]) -> str:
 
 async def pending_events(tx: Transaction, limit: int) -> Pending:
     """The oldest marks of events not fanned out yet (at most ``limit``; on PostgreSQL those no
-    other transaction holds), their events and their audiences (see :class:`Pending`)."""
+    other transaction holds), their events and their audiences (see :class:`Pending`).
+
+    On PostgreSQL, fan-outs take turns (a lock held until the transaction ends): ordering by
+    record needs each fan-out to see the deliveries the one before it created, so that a later
+    event about a record never goes ahead of an earlier one fanned out by another process."""
+    if tx.kind == "postgresql":
+        await tx.execute("SELECT pg_advisory_xact_lock($1)", FAN_OUT_LOCK)
     row = await tx.fetchrow(
         "WITH marks AS (SELECT position, event_id FROM event_dispatch ORDER BY position"
         f" LIMIT $1{tx.skip_locked}),"
@@ -107,7 +131,8 @@ async def pending_events(tx: Transaction, limit: int) -> Pending:
         " hooks AS (SELECT w.*, a.status AS app_status, a.scopes AS app_scopes,"
         " a.pinned_version, COALESCE(a.developer_user_id, a.id) AS developer"
         " FROM webhooks w JOIN apps a ON a.id = w.app_id"
-        " WHERE w.deleted_at IS NULL AND w.enabled AND w.app_id IN (SELECT app_id FROM reachable)),"
+        " WHERE w.deleted_at IS NULL AND w.enabled AND w.kind = 'endpoint'"
+        " AND w.app_id IN (SELECT app_id FROM reachable)),"
         " fns AS (SELECT f.id, f.app_id, f.events, f.created_at, a.pinned_version"
         " FROM functions f JOIN apps a ON a.id = f.app_id"
         " WHERE f.deleted_at IS NULL AND f.app_id IN (SELECT app_id FROM reachable))"
@@ -119,7 +144,7 @@ async def pending_events(tx: Transaction, limit: int) -> Pending:
     )
     assert row is not None
     events = sorted(json.loads(row["events"]), key=lambda event: int(event["seq"]))
-    return Pending(
+    pending = Pending(
         positions=[int(event["position"]) for event in events],
         events=[Event.from_row(event) for event in events],
         installations=json.loads(row["installations"]),
@@ -128,6 +153,38 @@ async def pending_events(tx: Transaction, limit: int) -> Pending:
         ),
         functions=sorted(json.loads(row["functions"]), key=lambda fn: (fn["created_at"], fn["id"])),
     )
+    ordered = [hook for hook in pending.webhooks if hook["ordering"] == "record"]
+    if ordered:
+        records = {key for key in map(record_of, pending.events) if key is not None}
+        pending.open_records.update(
+            await open_records(tx, [hook["id"] for hook in ordered], sorted(records))
+        )
+    return pending
+
+
+def record_of(event: Event) -> str | None:
+    """The record an event is about, for ordering by record: its ``data.id`` (None when it
+    has none: such an event is not ordered)."""
+    key = event.data.get("id") if isinstance(event.data, Mapping) else None
+    return key if isinstance(key, str) and key else None
+
+
+async def open_records(
+    tx: Transaction, webhook_ids: Sequence[str], records: Sequence[str]
+) -> set[tuple[str, str]]:
+    """Which of ``records`` each of ``webhook_ids`` has an open delivery about (queued or
+    retrying, due or waiting its turn)."""
+    if not webhook_ids or not records:
+        return set()
+    rows = await tx.fetch(
+        "SELECT DISTINCT webhook_id, order_key FROM webhook_deliveries"
+        f" WHERE webhook_id IN ({placeholders(len(webhook_ids))})"
+        f" AND order_key IN ({placeholders(len(records), start=len(webhook_ids) + 1)})"
+        " AND status IN ('queued', 'retrying')",
+        *webhook_ids,
+        *records,
+    )
+    return {(row["webhook_id"], row["order_key"]) for row in rows}
 
 
 def delivery_id_for(event_id: str, webhook_id: str) -> str:
@@ -208,6 +265,7 @@ def plan_fan_out(
     runs: list[tuple[object, ...]] = []
     rows: list[tuple[object, ...]] = []
     claimed: list[ClaimedDelivery] = []
+    open_records = set(pending.open_records)
     taken = len(pending.events)
     for index, event in enumerate(pending.events):
         if max_rows is not None and len(rows) + len(runs) >= max_rows:
@@ -239,7 +297,13 @@ def plan_fan_out(
                     created=event.created,
                     data=event.data,
                 )
-                held = take(app_id, event.business_id or "", webhook.id)
+                order_key = record_of(event) if webhook.ordering == "record" else None
+                waits = False
+                if order_key is not None:
+                    # Behind an open delivery about the same record: it waits its turn.
+                    waits = (webhook.id, order_key) in open_records
+                    open_records.add((webhook.id, order_key))
+                held = not waits and take(app_id, event.business_id or "", webhook.id)
                 rows.append(
                     (
                         delivery_id,
@@ -250,8 +314,10 @@ def plan_fan_out(
                         event.type,
                         body,
                         now,
-                        lease_until if held else now,
+                        None if waits else lease_until if held else now,
                         lease if held else None,
+                        order_key,
+                        event.seq,
                     )
                 )
                 if held:
@@ -267,6 +333,7 @@ def plan_fan_out(
                             0,
                             lease,
                             now,
+                            order_key,
                         )
                     )
     by_webhook: dict[str, list[ClaimedDelivery]] = {}

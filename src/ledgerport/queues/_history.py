@@ -3,7 +3,10 @@ delivery; contract.md: Developer console API and its second round): the recent d
 filtered, a page at a time; one delivery whole, with its payload and attempt log; test
 deliveries; redelivery of one delivery and recovery of a webhook's failed deliveries since a
 moment, both by one rule (:func:`redelivery_refusal`), which a page also asks before it offers
-the redeliver button (:func:`redelivery_check`).
+the redeliver button (:func:`redelivery_check`) and before it asks to confirm a recovery
+(:func:`recover_count`, what the recovery would do, counted by its own selection); and how
+many deliveries wait for an attempt (:func:`waiting_deliveries`, those switching a webhook off
+fails unsent).
 
 Every read and write here is scoped to one webhook, which the caller has found among its own
 app's: a delivery of another webhook is not found, whatever its id or its event.
@@ -19,14 +22,14 @@ from ledgerport import catalog
 from ledgerport.apps import Webhook
 from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
-from ledgerport.storage import Row, Transaction, placeholders
+from ledgerport.storage import Reader, Row, Transaction, placeholders
 
 from ._attempts import LoggedAttempt, attempt_log
 from ._bodies import test_body
-from ._deliveries import INSERT_DELIVERY, Delivery, DeliveryStatus
+from ._deliveries import FAN_OUT_LOCK, INSERT_DELIVERY, Delivery, DeliveryStatus
 from ._entitlement import gating_scope, installation_scopes
 from ._errors import DeliveryNotFound, RedeliveryRefused
-from ._fan_out import delivery_id_for
+from ._fan_out import delivery_id_for, open_records
 
 RECOVER_MAX = 500
 """Failed deliveries one recovery looks at, at most (one transaction: on SQLite it holds the
@@ -40,11 +43,21 @@ _LISTED = (
 
 
 async def create_test_delivery(
-    tx: Transaction, *, now: float, webhook: Webhook, pinned_version: str | None
+    tx: Transaction,
+    *,
+    now: float,
+    webhook: Webhook,
+    pinned_version: str | None,
+    type: str | None = None,
 ) -> str:
-    """Queue a test delivery (spec: Test delivery); answers its id."""
+    """Queue a test delivery (spec: Test delivery) of ``type``'s sample, an event type the
+    webhook subscribes to (contract.md, third round; default: its first, else the spec's
+    default), and answer its id. A type it does not subscribe to is an InvalidInput. Test
+    deliveries are never ordered: they carry no record."""
+    if type is not None and type not in webhook.events:
+        raise InvalidInput([f"type {type!r} is not an event type the webhook subscribes to"])
     delivery_id = new_id("dlv")
-    kind, body = test_body(delivery_id, webhook.test_event_type, now, pinned_version)
+    kind, body = test_body(delivery_id, type or webhook.test_event_type, now, pinned_version)
     await tx.execute(
         INSERT_DELIVERY,
         delivery_id,
@@ -56,6 +69,8 @@ async def create_test_delivery(
         body,
         now,
         now,
+        None,
+        None,
         None,
     )
     return delivery_id
@@ -251,17 +266,53 @@ async def _granted(
 
 
 async def _requeue(tx: Transaction, *, now: float, delivery_ids: Sequence[str]) -> int:
-    """Queue the deliveries again, those delivered or failed; answers how many."""
+    """Queue the deliveries again, those delivered or failed; answers how many.
+
+    The order rules hold: a delivery ordered by record (it has an ``order_key``) is due now
+    only when no other delivery about its record is open and none of those queued here before
+    it (by its event's place in the log) is about the same record; else it waits its turn
+    (no ``next_attempt_at``), released as the ones before it end. On PostgreSQL it reads the
+    open ones holding FAN_OUT_LOCK, as a fan-out does."""
     if not delivery_ids:
         return 0
-    return await tx.execute(
-        "UPDATE webhook_deliveries SET status = 'queued', attempts = 0, response_code = NULL,"
-        " last_error = NULL, next_attempt_at = $1, updated_at = $1, lease = NULL"
-        f" WHERE id IN ({placeholders(len(delivery_ids), start=2)})"
-        " AND status IN ('delivered', 'failed')",
-        now,
+    rows = await tx.fetch(
+        "SELECT id, webhook_id, order_key, event_seq FROM webhook_deliveries"
+        f" WHERE id IN ({placeholders(len(delivery_ids))}) AND status IN ('delivered', 'failed')",
         *delivery_ids,
     )
+    keyed = sorted(
+        (row for row in rows if row["order_key"] is not None),
+        key=lambda row: (row["event_seq"] or 0, row["id"]),
+    )
+    if keyed and tx.kind == "postgresql":
+        # Parking behind open deliveries takes turns with fan-outs and the ends of heads.
+        await tx.execute("SELECT pg_advisory_xact_lock($1)", FAN_OUT_LOCK)
+    busy = await open_records(
+        tx,
+        sorted({row["webhook_id"] for row in keyed}),
+        sorted({row["order_key"] for row in keyed}),
+    )
+    waiting: list[str] = []
+    for row in keyed:
+        record = (row["webhook_id"], row["order_key"])
+        if record in busy:
+            waiting.append(row["id"])
+        busy.add(record)
+    due = [row["id"] for row in rows if row["id"] not in set(waiting)]
+    queued = 0
+    for ids, at in ((due, now), (waiting, None)):
+        if ids:
+            queued += await tx.execute(
+                "UPDATE webhook_deliveries SET status = 'queued', attempts = 0,"
+                " response_code = NULL, last_error = NULL, next_attempt_at = $1,"
+                " updated_at = $2, lease = NULL"
+                f" WHERE id IN ({placeholders(len(ids), start=3)})"
+                " AND status IN ('delivered', 'failed')",
+                at,
+                now,
+                *ids,
+            )
+    return queued
 
 
 async def _refusal(
@@ -298,6 +349,19 @@ async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_i
     return delivery_id
 
 
+async def first_failed_since(tx: Transaction, webhook_id: str, moment: float) -> float | None:
+    """When the oldest of the webhook's deliveries that failed for good at or after ``moment``
+    was created (None: none did): where a recovery of what failed since then starts, since a
+    recovery goes by when deliveries were created."""
+    value = await tx.fetchval(
+        "SELECT MIN(created_at) FROM webhook_deliveries"
+        " WHERE webhook_id = $1 AND status = 'failed' AND updated_at >= $2",
+        webhook_id,
+        moment,
+    )
+    return None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class Recovered:
     """What a recovery did: the deliveries queued again, those the rule refused, and where the
@@ -309,21 +373,20 @@ class Recovered:
     next: str | None
 
 
-async def recover(
+async def _recoverable(
     tx: Transaction,
     *,
     now: float,
     webhook: Webhook,
     since: float,
-    after: str | None = None,
-    limit: int = RECOVER_MAX,
-) -> Recovered:
-    """Redeliver every failed delivery of the webhook created at or after ``since`` (within the
-    history kept, and not in the future), oldest first, by the rule of :func:`redeliver`; those
-    it refuses are skipped and counted. At most ``limit`` are looked at in this transaction:
-    when more are left, ``next`` names the last one looked at, and a recovery ``after`` it goes
-    on from there. Raises InvalidInput for a ``since`` out of bounds or an ``after`` that is no
-    delivery of the webhook since then."""
+    after: str | None,
+    limit: int,
+    lock: bool,
+) -> tuple[list[Redeliverable], list[str], bool]:
+    """What a recovery looks at (the webhook's failed deliveries created at or after ``since``,
+    after ``after``, oldest first, ``limit`` at most), those of them :func:`redelivery_refusal`
+    lets go again, and whether more are left; with ``lock``, what it looks at stays locked
+    until the transaction ends. Raises InvalidInput as :func:`recover` does."""
     problems = []
     if since < now - catalog.DELIVERY_RETENTION:
         problems.append("since must be within the last 30 days (the history kept)")
@@ -343,15 +406,67 @@ async def recover(
             raise InvalidInput(["after must be the next of an earlier recovery of this webhook"])
         start = "(d.created_at, d.id) > ($3, $4) AND d.created_at >= $2"
         args += [float(mark), after]
+    locking = _lock_deliveries(tx) if lock else ""
     rows = await tx.fetch(
         f"{_REDELIVERABLE} AND d.status = 'failed' AND {start}"
-        f" ORDER BY d.created_at, d.id LIMIT ${len(args) + 1}{_lock_deliveries(tx)}",
+        f" ORDER BY d.created_at, d.id LIMIT ${len(args) + 1}{locking}",
         *args,
         limit + 1,
     )
     looked_at = [Redeliverable.from_row(row) for row in rows[:limit]]
     granted = await _granted(tx, looked_at)
     chosen = [d.id for d in looked_at if redelivery_refusal(d, now=now, granted=granted) is None]
+    return looked_at, chosen, len(rows) > limit
+
+
+async def recover(
+    tx: Transaction,
+    *,
+    now: float,
+    webhook: Webhook,
+    since: float,
+    after: str | None = None,
+    limit: int = RECOVER_MAX,
+) -> Recovered:
+    """Redeliver every failed delivery of the webhook created at or after ``since`` (within the
+    history kept, and not in the future), oldest first, by the rule of :func:`redeliver`; those
+    it refuses are skipped and counted. At most ``limit`` are looked at in this transaction:
+    when more are left, ``next`` names the last one looked at, and a recovery ``after`` it goes
+    on from there. Raises InvalidInput for a ``since`` out of bounds or an ``after`` that is no
+    delivery of the webhook since then."""
+    looked_at, chosen, more = await _recoverable(
+        tx, now=now, webhook=webhook, since=since, after=after, limit=limit, lock=True
+    )
     queued = await _requeue(tx, now=now, delivery_ids=chosen)
-    more = len(rows) > limit
     return Recovered(queued, len(looked_at) - queued, looked_at[-1].id if more else None)
+
+
+async def recover_count(
+    tx: Transaction,
+    *,
+    now: float,
+    webhook: Webhook,
+    since: float,
+    after: str | None = None,
+    limit: int = RECOVER_MAX,
+) -> Recovered:
+    """What :func:`recover` with the same arguments would answer at ``now``, counted by the same
+    rule on the same deliveries, changing nothing and locking nothing: what a page says before
+    it asks to confirm a recovery. Raises InvalidInput as :func:`recover` does."""
+    looked_at, chosen, more = await _recoverable(
+        tx, now=now, webhook=webhook, since=since, after=after, limit=limit, lock=False
+    )
+    return Recovered(len(chosen), len(looked_at) - len(chosen), looked_at[-1].id if more else None)
+
+
+async def waiting_deliveries(reader: Reader, webhook_id: str) -> int:
+    """How many of the webhook's deliveries wait for an attempt (queued, retrying, or waiting
+    their turn behind an earlier one about their record): those switching it off or deleting
+    it fails unsent (the send-time check), as a page says before it asks to confirm. An
+    attempt already under way when it goes off may still be made."""
+    count = await reader.fetchval(
+        "SELECT COUNT(*) FROM webhook_deliveries"
+        " WHERE webhook_id = $1 AND status IN ('queued', 'retrying')",
+        webhook_id,
+    )
+    return int(count)

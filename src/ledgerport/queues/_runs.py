@@ -8,18 +8,19 @@ deliveries (``_deliveries.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ledgerport import catalog
-from ledgerport.apps import HostedFunction
+from ledgerport.apps import HostedFunction, SealedSecret, hour_of, sealed_secrets
 from ledgerport.ids import new_id
 from ledgerport.runtime import bounded_stack
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
 
-from ._bodies import test_body
+from ._bodies import SCHEDULE_TYPE, test_body
 from ._errors import RunNotFound
+from ._function_health import RunHealth, purge_function_health_hours, record_health
 from ._quota import count_kept, text_bytes
 from ._tenants import TENANT, DueTenant, due_tenants, tenant_key
 
@@ -27,6 +28,9 @@ RunStatus = Literal["queued", "retrying", "succeeded", "failed"]
 RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "retrying", "succeeded", "failed")
 FUNCTION_RUNS_CHANNEL = "function_runs"
 """Notified by every commit that queues hosted-function runs."""
+RUNS_ENDED_CHANNEL = "runs_ended"
+"""Notified by every commit that records how runs ended: the live streams read then
+(``_streams.py``)."""
 INSERT_RUN = (
     "INSERT INTO function_runs (id, function_id, app_id, event_id, business_id, type,"
     " body, status, attempts, created_at, updated_at, next_attempt_at, replay_of)"
@@ -321,6 +325,17 @@ async def claim_runs(
     ]
 
 
+async def unclaim_runs(tx: Transaction, runs: Sequence[ClaimedRun], *, now: float) -> None:
+    """Give claimed runs back as they were, unstarted: their lease let go, due again at
+    ``now`` (a run a runner claimed in a line and did not reach in time)."""
+    if runs:
+        await tx.executemany(
+            "UPDATE function_runs SET lease = NULL, next_attempt_at = $1"
+            " WHERE id = $2 AND lease = $3",
+            [(now, run.id, run.lease) for run in runs],
+        )
+
+
 async def next_run_due_at(tx: Transaction) -> float | None:
     value = await tx.fetchval(
         "SELECT MIN(next_attempt_at) FROM function_runs WHERE status IN ('queued', 'retrying')"
@@ -347,31 +362,77 @@ class RunPlan:
     installation_id: str | None
     user_id: str | None
     scopes: tuple[str, ...]
+    allowed_hosts: tuple[str, ...] = ()
+    """The hosts the run's ``context.fetch`` may reach."""
+    secrets: Mapping[str, SealedSecret] = field(default_factory=dict)
+    """The app's secrets, sealed, by name, as the run was claimed."""
 
 
 async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
-    """The run's plan, or why it must fail unrun: the function deleted, the app stopped, or
-    for a business or privacy event the installation ended or the event's scope no longer
-    held (the same rules as a webhook delivery's send-time check)."""
-    row = await tx.fetchrow(
-        "SELECT f.deleted_at, f.version, v.script, a.status AS app_status, a.scopes AS app_scopes"
-        " FROM functions f JOIN function_versions v ON v.function_id = f.id"
-        " AND v.version = f.version JOIN apps a ON a.id = f.app_id WHERE f.id = $1",
-        run.function_id,
-    )
+    """The run's plan, or why it must fail unrun: the function deleted, the app stopped, for a
+    business or privacy event the installation ended or the event's scope no longer held (the
+    same rules as a webhook delivery's send-time check), for a scheduled run the installation
+    ended."""
+    (plan,) = await run_plans(tx, [run])
+    return plan
+
+
+INSTALLATIONS_READ = 100
+"""Businesses whose installation of an app one statement of :func:`run_plans` reads at most."""
+
+
+async def run_plans(tx: Transaction, runs: Sequence[ClaimedRun]) -> list[RunPlan | str]:
+    """:func:`run_plan` of each of ``runs``, in order, reading each function, each app's
+    secrets and each app's installations once for all of them (a line of a schedule's runs is
+    one function's, in many businesses)."""
+    functions: dict[str, Row | None] = {}
+    for function_id in dict.fromkeys(run.function_id for run in runs):
+        functions[function_id] = await tx.fetchrow(
+            "SELECT f.deleted_at, f.version, f.allowed_hosts, v.script, a.status AS app_status,"
+            " a.scopes AS app_scopes"
+            " FROM functions f JOIN function_versions v ON v.function_id = f.id"
+            " AND v.version = f.version JOIN apps a ON a.id = f.app_id WHERE f.id = $1",
+            function_id,
+        )
+    businesses: dict[str, list[str]] = {}
+    for run in runs:
+        if run.business_id:
+            businesses.setdefault(run.app_id, []).append(run.business_id)
+    installations: dict[tuple[str, str], Row] = {}
+    for app_id, wanted in businesses.items():
+        unique = list(dict.fromkeys(wanted))
+        for at in range(0, len(unique), INSTALLATIONS_READ):
+            part = unique[at : at + INSTALLATIONS_READ]
+            marks = placeholders(len(part), start=2)
+            for found in await tx.fetch(
+                "SELECT i.business_id, i.id, i.user_id, i.scopes, m.active AS member_active"
+                " FROM installations i LEFT JOIN memberships m"
+                " ON m.business_id = i.business_id AND m.user_id = i.user_id"
+                f" WHERE i.app_id = $1 AND i.business_id IN ({marks}) AND i.state = 'ACTIVE'",
+                app_id,
+                *part,
+            ):
+                installations.setdefault((app_id, found["business_id"]), found)
+    secrets: dict[str, dict[str, SealedSecret]] = {}
+    plans: list[RunPlan | str] = []
+    for run in runs:
+        installation = installations.get((run.app_id, run.business_id or ""))
+        plan = _plan(run, functions[run.function_id], installation)
+        if isinstance(plan, RunPlan):
+            if run.app_id not in secrets:
+                secrets[run.app_id] = await sealed_secrets(tx, run.app_id)
+            plan = replace(plan, secrets=secrets[run.app_id])
+        plans.append(plan)
+    return plans
+
+
+def _plan(run: ClaimedRun, row: Row | None, installation: Row | None) -> RunPlan | str:
+    """The rules of :func:`run_plan` on what was read: the function (``row``) and the
+    installation of the run's app in its business."""
     if row is None or row["deleted_at"] is not None:
         return "function deleted"
     if row["app_status"] != "ACTIVE":
         return f"app {row['app_status'].lower()}"
-    installation = None
-    if run.business_id:
-        installation = await tx.fetchrow(
-            "SELECT i.id, i.user_id, i.scopes, m.active AS member_active FROM installations i"
-            " LEFT JOIN memberships m ON m.business_id = i.business_id AND m.user_id = i.user_id"
-            " WHERE i.app_id = $1 AND i.business_id = $2 AND i.state = 'ACTIVE'",
-            run.app_id,
-            run.business_id,
-        )
     kind = catalog.event_type(run.type)
     # A test run (the console's, on a sample: no event) runs in no business, with no token.
     if kind is not None and kind.audience != "app" and run.event_id is not None:
@@ -380,6 +441,8 @@ async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
         held = set(json.loads(installation["scopes"])) & set(json.loads(row["app_scopes"]))
         if kind.scope not in held:
             return f"scope {kind.scope} no longer held"
+    if run.type == SCHEDULE_TYPE and run.business_id and installation is None:
+        return "app not installed in the business"  # ended since the tick
     if installation is not None and not installation["member_active"]:
         # The installing user is no longer an active member: the run gets no token to act
         # with (its calls answer 503), as their own tokens are refused.
@@ -390,6 +453,7 @@ async def run_plan(tx: Transaction, run: ClaimedRun) -> RunPlan | str:
         installation_id=None if installation is None else installation["id"],
         user_id=None if installation is None else installation["user_id"],
         scopes=() if installation is None else tuple(json.loads(installation["scopes"])),
+        allowed_hosts=tuple(json.loads(row["allowed_hosts"])),
     )
 
 
@@ -422,17 +486,20 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
     """Record how runs ended; a run whose claim no longer holds the lease changes nothing. The
     stack is stored within its bounds (``runtime.bounded_stack``) whoever recorded it, and what
     the run wrote is counted to its app's storage (``_quota.py``): a run tried again replaces
-    its earlier output."""
+    its earlier output. What the ends say of their functions' health is written in the same
+    transaction (``_function_health.py``)."""
     if not ended:
         return
+    await tx.notify(RUNS_ENDED_CHANNEL)
     held = await tx.fetch(
-        "SELECT id, app_id, lease, output_bytes FROM function_runs"
+        "SELECT id, app_id, function_id, lease, output_bytes FROM function_runs"
         f" WHERE id IN ({placeholders(len(ended))}) ORDER BY id{tx.row_lock}",
         *[run.run_id for run in ended],
     )
     owned = {row["id"]: row for row in held}
     rows = []
     changes = []
+    health = []
     for run in ended:
         logs = json.dumps(list(run.logs))
         stack = bounded_stack(run.stack)
@@ -445,6 +512,16 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
         before = owned.get(run.run_id)
         if before is not None and before["lease"] == run.lease:
             changes.append((before["app_id"], size - int(before["output_bytes"])))
+            health.append(
+                RunHealth(
+                    function_id=before["function_id"],
+                    run_id=run.run_id,
+                    at=run.finished_at,
+                    status=run.status,
+                    error=run.error,
+                    attempted=run.duration_ms is not None,
+                )
+            )
         rows.append(
             (
                 run.status,
@@ -472,12 +549,15 @@ async def record_runs(tx: Transaction, ended: Sequence[RunEnded]) -> None:
         rows,
     )
     count_kept(tx, changes)
+    await record_health(tx, health)
 
 
 async def purge_runs(tx: Transaction, *, now: float) -> int:
     """Delete ended runs past the history kept (30 days, as for deliveries), taking what they
-    wrote off their apps' storage; answers how many. ``apps.purge_deleted_functions`` then
-    deletes the deleted functions they kept."""
+    wrote off their apps' storage, and the functions' hourly counts of runs past every health
+    window; answers how many runs. ``apps.purge_deleted_functions`` then deletes the deleted
+    functions they kept."""
+    await purge_function_health_hours(tx, before_hour=hour_of(now - catalog.HEALTH_WINDOW))
     cutoff = now - catalog.DELIVERY_RETENTION
     where = "created_at < $1 AND status IN ('succeeded', 'failed')"
     if tx.kind == "postgresql":

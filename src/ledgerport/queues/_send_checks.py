@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ledgerport.apps import signing_secrets
+from ledgerport.apps import Scheme, signing_secrets
 from ledgerport.keys import Keyring
 from ledgerport.storage import Row, Transaction, placeholders
 
@@ -27,6 +27,12 @@ class SendPlan:
     """Delivery id → why it fails unsent (spec: the send-time check)."""
     secrets_change_at: float | None = None
     """When the previous secret stops signing (the plan's secrets are wrong from then on)."""
+    scheme: Scheme = "stripe"
+    """How the attempts are signed (``secrets`` are that scheme's keys)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """The endpoint's own headers, sent after ours."""
+    rate_limit: int | None = None
+    """Attempts a second the endpoint takes at most, across every process (None: no limit)."""
 
 
 async def send_plan(
@@ -108,9 +114,13 @@ def plan_for(
         elif scope not in held or scope not in app_scopes:
             refusals[delivery.id] = f"scope {scope} no longer held"
     overlap_ends = row["previous_secret_expires_at"]
+    headers = row["headers"]
     return SendPlan(
         row["url"],
         signing_secrets(row, keyring, now=now),
         refusals,
         overlap_ends if overlap_ends is not None and overlap_ends > now else None,
+        scheme=row["signature"],
+        headers=tuple((json.loads(headers) if isinstance(headers, str) else headers).items()),
+        rate_limit=row["rate_limit"],
     )

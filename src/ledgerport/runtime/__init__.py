@@ -6,6 +6,8 @@ from ._frames import MAX_FRAME as MAX_FRAME
 from ._frames import Api as Api
 from ._frames import ApiResult as ApiResult
 from ._frames import Done as Done
+from ._frames import Fetch as Fetch
+from ._frames import FetchResult as FetchResult
 from ._frames import Frame as Frame
 from ._frames import FrameError as FrameError
 from ._frames import FrameReader as FrameReader
@@ -30,8 +32,12 @@ from ._limits import recheck as recheck
 from ._pool import ApiAnswer as ApiAnswer
 from ._pool import ApiCall as ApiCall
 from ._pool import DataApi as DataApi
+from ._pool import FetchAnswer as FetchAnswer
+from ._pool import FetchCall as FetchCall
 from ._pool import RunApi as RunApi
+from ._pool import RunFetch as RunFetch
 from ._pool import RunOutcome as RunOutcome
 from ._pool import RunRequest as RunRequest
 from ._pool import SandboxPool as SandboxPool
 from ._pool import no_api as no_api
+from ._pool import no_fetch as no_fetch

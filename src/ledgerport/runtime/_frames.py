@@ -5,9 +5,10 @@ map whose ``op`` names the frame's type. Both sides refuse a frame over MAX_FRAM
 :func:`decode_frame` refuses a map that is not exactly one of the types below (an unknown op, a
 field missing or of the wrong type): nothing else reaches either side's logic.
 
-Pool to worker: :class:`Run`, :class:`ApiResult`. Worker to pool: :class:`Ready`, :class:`Api`,
-:class:`Done`. Every frame of a run names it (``run``): the pool answers an :class:`Api` frame
-only when it names the run going on, and refuses any other (see ``_pool.py``).
+Pool to worker: :class:`Run`, :class:`ApiResult`, :class:`FetchResult`. Worker to pool:
+:class:`Ready`, :class:`Api`, :class:`Fetch`, :class:`Done`. Every frame of a run names it
+(``run``): the pool answers an :class:`Api` or :class:`Fetch` frame only when it names the run
+going on, and refuses any other (see ``_pool.py``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class Run:
     heap: int
     log: int
     result: int
+    secrets: dict[str, str] = field(default_factory=dict)
+    """The placeholder ``context.secret(name)`` answers, by name: drawn for this run, meaning
+    nothing outside it (the values never enter a worker)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class Api:
     path: str
     body: str | None
     """JSON text, or None."""
+    at: int = 0
+    """When the guest called, in milliseconds after its handler was called."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,39 @@ class ApiResult:
     call: int
     status: int
     body: Any
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Worker to pool: the run ``run`` fetches ``url`` (``context.fetch``) and waits for the
+    :class:`FetchResult` of ``call``. ``headers`` are [name, value] pairs as the guest wrote
+    them (placeholders and all)."""
+
+    op: ClassVar[str] = "fetch"
+    run: str
+    call: int
+    method: str
+    url: str
+    headers: list[list[str]]
+    body: str | None
+    at: int = 0
+    """When the guest called it, in milliseconds after its handler was called (its log's
+    clock, so the platform's line about the fetch goes in its place among the guest's)."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """Pool to worker: the answer to the :class:`Fetch` frame ``call`` of the run ``run``:
+    ``error`` when there is none (a refusal or a failure, naming the host only), else its
+    status, headers ([name, value] pairs) and body as text."""
+
+    op: ClassVar[str] = "fetch_result"
+    run: str
+    call: int
+    status: int
+    headers: list[list[str]]
+    body: str
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -111,8 +150,10 @@ class Done:
     work left behind): the pool recycles the worker before it serves anyone else."""
 
 
-Frame: TypeAlias = Ready | Run | Api | ApiResult | Done
-_TYPES: dict[str, type[Frame]] = {kind.op: kind for kind in (Ready, Run, Api, ApiResult, Done)}
+Frame: TypeAlias = Ready | Run | Api | ApiResult | Fetch | FetchResult | Done
+_TYPES: dict[str, type[Frame]] = {
+    kind.op: kind for kind in (Ready, Run, Api, ApiResult, Fetch, FetchResult, Done)
+}
 _NAMES: dict[type[Frame], frozenset[str]] = {
     kind: frozenset(f.name for f in fields(kind)) for kind in _TYPES.values()
 }
@@ -129,9 +170,34 @@ _FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
         "heap": int,
         "log": int,
         "result": int,
+        "secrets": dict,
     },
-    Api: {"run": str, "call": int, "method": str, "path": str, "body": (str, type(None))},
+    Api: {
+        "run": str,
+        "call": int,
+        "method": str,
+        "path": str,
+        "body": (str, type(None)),
+        "at": int,
+    },
     ApiResult: {"run": str, "call": int, "status": int, "body": _ANY},
+    Fetch: {
+        "run": str,
+        "call": int,
+        "method": str,
+        "url": str,
+        "headers": list,
+        "body": (str, type(None)),
+        "at": int,
+    },
+    FetchResult: {
+        "run": str,
+        "call": int,
+        "status": int,
+        "headers": list,
+        "body": str,
+        "error": (str, type(None)),
+    },
     Done: {
         "run": str,
         "ok": bool,
@@ -188,7 +254,26 @@ def decode_frame(payload: bytes) -> Frame:
         raise FrameError("done.logs must hold strings")
     if kind is Done and not all(type(time) is int for time in message["log_times"]):
         raise FrameError("done.log_times must hold integers")
+    if kind is Run and not all(
+        isinstance(name, str) and isinstance(value, str)
+        for name, value in message["secrets"].items()
+    ):
+        raise FrameError("run.secrets must map names to strings")
+    if kind in (Fetch, FetchResult) and not all(
+        is_header_pair(pair) for pair in message["headers"]
+    ):
+        raise FrameError(f"{kind.op}.headers must hold [name, value] pairs of strings")
     return kind(**message)
+
+
+def is_header_pair(pair: Any) -> bool:
+    """Whether ``pair`` is a header as frames carry it: ``[name, value]``, two strings."""
+    return (
+        isinstance(pair, list)
+        and len(pair) == 2
+        and isinstance(pair[0], str)
+        and isinstance(pair[1], str)
+    )
 
 
 def _as_tuple(allowed: Any) -> tuple[type, ...]:

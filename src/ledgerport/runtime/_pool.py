@@ -3,7 +3,8 @@
 :class:`SandboxPool` keeps ``size`` workers started (``python -m ledgerport.runtime.sandbox``,
 a fresh interpreter each: V8 is not fork-safe) and hands each run to an idle one. It speaks to a
 worker in the frames of ``_frames.py`` over its stdin and stdout. A run's calls to the data API
-come back to the pool, which makes them with the ``api`` it was made with and answers.
+come back to the pool, which makes them with the ``api`` it was made with and answers; its
+fetches likewise, with the ``fetch`` it was made with (the worker has no network).
 
 A run is sealed here too: the pool answers an ``Api`` frame only when it names the run going on,
 and only while that run goes on; any other frame (another run's, or one a worker never sends) is
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,8 @@ from ._frames import (
     Api,
     ApiResult,
     Done,
+    Fetch,
+    FetchResult,
     Frame,
     FrameError,
     FrameReader,
@@ -78,6 +81,8 @@ class RunRequest:
     """The compiled module (``apps.compile_module``)."""
     event: str
     """What the handler gets, as JSON text."""
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    """The placeholder ``context.secret(name)`` answers, by name (drawn for this run)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,9 @@ class ApiCall:
     path: str
     body: str | None
     """JSON text, or None."""
+    at: int = 0
+    """When the guest called, in milliseconds after its handler was called (its log's clock,
+    so the platform's line about the call goes in its place among the guest's)."""
 
 
 @dataclass(frozen=True)
@@ -120,15 +128,48 @@ class ApiAnswer:
     """The name of the rate limit that refused the call (its RateLimit-Policy), when one did."""
 
 
+@dataclass(frozen=True)
+class FetchCall:
+    """One ``context.fetch`` call of a run, as the guest made it."""
+
+    method: str
+    url: str
+    headers: list[list[str]]
+    """[name, value] pairs, placeholders and all."""
+    body: str | None
+    at: int = 0
+    """When the guest called it, in milliseconds after its handler was called."""
+
+
+@dataclass(frozen=True)
+class FetchAnswer:
+    """What a fetch answers the guest: its ``error`` (a refusal or a failure, naming the host
+    and never a header's value), else the answer's status, headers and body as text."""
+
+    status: int = 0
+    headers: list[list[str]] = field(default_factory=list)
+    body: str = ""
+    error: str | None = None
+
+
 RunApi = Callable[[RunRequest, ApiCall], Awaitable[ApiAnswer]]
 """How a pool makes the calls of the run ``RunRequest``: given to the pool when it is made."""
 DataApi = Callable[[str, ApiCall], Awaitable[ApiAnswer]]
 """The data API, called with an access token: what the runner makes a run's calls with."""
 
 
+RunFetch = Callable[[RunRequest, FetchCall], Awaitable[FetchAnswer]]
+"""How a pool makes the fetches of the run ``RunRequest``: given to the pool when it is made."""
+
+
 async def no_api(request: RunRequest, call: ApiCall) -> ApiAnswer:
     """The API of a pool given none: every call is refused."""
     return ApiAnswer(503, {"message": "the data API is not available to this run"})
+
+
+async def no_fetch(request: RunRequest, call: FetchCall) -> FetchAnswer:
+    """The fetch of a pool given none: every fetch is refused."""
+    return FetchAnswer(error="context.fetch is not available to this run")
 
 
 @dataclass(eq=False)
@@ -163,21 +204,28 @@ class SandboxPool:
         self,
         *,
         size: int = 2,
+        spare: int = 0,
         runs_per_worker: int = 1000,
         memory_mib: int = 1024,
         limits: RunLimits | None = None,
         api: RunApi = no_api,
+        fetch: RunFetch = no_fetch,
         metrics: Metrics | None = None,
         worker_command: Sequence[str] = WORKER_COMMAND,
     ) -> None:
         self.size = size
+        self.spare = spare
+        """Workers started beyond ``size`` when a run finds none idle: its caller let it start
+        while other runs wait on the network (``engine/_run_book.py``). Once started, they stay
+        warm in the pool."""
         self._worker_command = tuple(worker_command)
         self.limits = limits or RunLimits()
         self._runs_per_worker = runs_per_worker
         self._memory_mib = memory_mib
         self._api = api
+        self._fetch = fetch
         self._metrics = metrics
-        self._idle_send, self._idle = trio.open_memory_channel[_Worker](size)
+        self._idle_send, self._idle = trio.open_memory_channel[_Worker](size + spare)
         self._alive: set[_Worker] = set()
         self._retiring: set[_Worker] = set()
         self._full = trio.Event()
@@ -327,7 +375,7 @@ class SandboxPool:
         try:
             worker = self._idle.receive_nowait()  # the usual case: a worker is idle
         except trio.WouldBlock:
-            worker = await self._idle.receive()
+            worker = await self._spare_or_idle()
         started = time.perf_counter()
         try:
             outcome = await self._invoke_on(worker, request, started)
@@ -352,6 +400,17 @@ class SandboxPool:
             self._metrics.function_limit_kills.labels(outcome.limit).inc()
         return outcome
 
+    async def _spare_or_idle(self) -> _Worker:
+        """A spare worker started now, while the pool has fewer than ``size + spare``; else
+        the next to be idle."""
+        if self._nursery is None or len(self._alive) >= self.size + self.spare:
+            return await self._idle.receive()
+        try:
+            return await self._start()
+        except WorkerStartFailed as exc:
+            log.warning("sandbox pool: a spare worker: %s", exc)
+            return await self._idle.receive()
+
     async def _invoke_on(self, worker: _Worker, request: RunRequest, started: float) -> RunOutcome:
         worker.runs += 1
         done: Done | None = None
@@ -366,6 +425,7 @@ class SandboxPool:
                     heap=self.limits.heap,
                     log=self.limits.log,
                     result=self.limits.result,
+                    secrets=dict(request.secrets),
                 )
             )
             with trio.move_on_after(self.limits.wall) as deadline:
@@ -409,12 +469,14 @@ class SandboxPool:
             while frame is not None:
                 if isinstance(frame, Api) and frame.run == request.run_id:
                     calls.start_soon(self._answer, worker, request, frame)
+                elif isinstance(frame, Fetch) and frame.run == request.run_id:
+                    calls.start_soon(self._answer_fetch, worker, request, frame)
                 elif isinstance(frame, Done) and frame.run == request.run_id:
                     done = frame
                     break
                 else:
                     self._refuse(worker, request, frame)
-                    if not isinstance(frame, Api):
+                    if not isinstance(frame, Api | Fetch):
                         break  # no longer a worker of this protocol
                 frame = await worker.reader.receive()
             # Nothing of the run is answered once it is over.
@@ -425,7 +487,7 @@ class SandboxPool:
         """A frame that is not of the run going on, or not one a worker sends: never answered;
         the worker serves no one else."""
         worker.unclean = True
-        reason = "other_run" if isinstance(frame, Api | Done) else "unexpected"
+        reason = "other_run" if isinstance(frame, Api | Fetch | Done) else "unexpected"
         log.warning(
             "sandbox pool: worker %d sent a %s frame during run %s (%s): refused",
             worker.process.pid,
@@ -467,13 +529,38 @@ class SandboxPool:
 
     async def _answer(self, worker: _Worker, request: RunRequest, frame: Api) -> None:
         try:
-            answer = await self._api(request, ApiCall(frame.method, frame.path, frame.body))
+            answer = await self._api(
+                request, ApiCall(frame.method, frame.path, frame.body, frame.at)
+            )
         except Exception:
             log.exception("sandbox pool: an API call of run %s", request.run_id)
             answer = ApiAnswer(500, {"message": "the call failed on the service side"})
         try:
             await worker.send(
                 ApiResult(run=frame.run, call=frame.call, status=answer.status, body=answer.body)
+            )
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    async def _answer_fetch(self, worker: _Worker, request: RunRequest, frame: Fetch) -> None:
+        try:
+            answer = await self._fetch(
+                request, FetchCall(frame.method, frame.url, frame.headers, frame.body, frame.at)
+            )
+        except Exception:
+            # The exception's text is not the guest's to read: it may carry what was sent.
+            log.error("sandbox pool: a fetch of run %s failed on the service side", request.run_id)
+            answer = FetchAnswer(error="context.fetch failed on the service side")
+        try:
+            await worker.send(
+                FetchResult(
+                    run=frame.run,
+                    call=frame.call,
+                    status=answer.status,
+                    headers=answer.headers,
+                    body=answer.body,
+                    error=answer.error,
+                )
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass

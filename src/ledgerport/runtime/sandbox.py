@@ -30,6 +30,12 @@ What reports a run is the harness's own: it captures the JSON functions, string 
 methods it uses before any guest code runs, builds the outcome's text by concatenating strings it
 quoted itself, and the worker checks every size again (``_limits.bounded``) before it answers.
 
+The way out of the isolate is mini-racer's one-way notification, a private part
+(``Context._register_js_notification``, reached as ``MiniRacer._ctx``): the public
+``wrap_py_function`` costs a promise and seven round trips to V8's thread a call. The release is
+bounded in ``pyproject.toml``; ``tests/unit/test_dependency_contracts.py::test_mini_racer_*``
+names what is relied on, and ``docs/upstream/mini-racer.md`` what would let it go.
+
 The process limits itself: its data segment (RLIMIT_DATA, which V8's heap and buffers count
 against), its address space (RLIMIT_AS, set once V8 is up to what V8 reserved, a terabyte for its
 sandbox, plus a headroom for isolates) and, per run, its CPU time (RLIMIT_CPU: the kernel stops a
@@ -56,6 +62,8 @@ from ._frames import (
     Api,
     ApiResult,
     Done,
+    Fetch,
+    FetchResult,
     Frame,
     FrameError,
     Ready,
@@ -63,9 +71,13 @@ from ._frames import (
     decode_frame,
     encode_frame,
     frame_length,
+    is_header_pair,
 )
-from ._limits import RunLimits, bounded
+from ._limits import LOG_TIME_MAX, RunLimits, bounded
 
+_MORE_ARGUMENTS = {"report": 2, "idle": 1}
+"""Arguments after the first of the harness's ``call(kind, run id, ...)`` by kind; a call out
+(``api``, ``fetch``) is one JSON text."""
 ISOLATES_KEPT = 16
 """Function versions whose isolate a worker keeps at once."""
 ADDRESS_SPACE_HEADROOM = 64 * 1024**3
@@ -86,12 +98,13 @@ NEVER_SETTLES = (
     " (no context.api call, and a function has no timers)"
 )
 
-# Evaluated once per isolate, before the module: a function of the way out (a Python function
-# bound to this isolate) answering the harness, which the worker keeps under a name of its own
-# drawn at random (a global lexical binding: no object lists it, so no guest code finds or
-# replaces it). The worker calls it only by evaluating source text, never by passing arguments
-# from Python: mini-racer builds an argument list with Array.prototype.push, which guest code
-# may have replaced.
+# Evaluated once per isolate, before the module: a function of the way out (a one-way
+# notification to Python bound to this isolate: the call returns at once, and mini-racer hands
+# its arguments to the worker as an array V8 made) answering the harness, which the worker keeps
+# under a name of its own drawn at random (a global lexical binding: no object lists it, so no
+# guest code finds or replaces it). The worker calls it only by evaluating source text, never by
+# passing arguments from Python: mini-racer builds an argument list through Array.prototype,
+# which guest code may have replaced.
 _HARNESS = r"""
 (call) => {
   "use strict";
@@ -112,12 +125,10 @@ _HARNESS = r"""
   const mapSet = uncurry(Map.prototype.set);
   const mapDelete = uncurry(Map.prototype.delete);
   const freeze = Object.freeze;
+  const objectKeys = Object.keys;
+  const TypeErrorCtor = TypeError;
   const define = Object.defineProperty;
   const apply = Reflect.apply;
-  // mini-racer's wrapper of the way out looks these up each time it is called.
-  define(Promise, "withResolvers",
-    { value: Promise.withResolvers, writable: false, configurable: false });
-  define(global, "Promise", { value: Promise, writable: false, configurable: false });
   // A function has no timers. Shared memory and Atomics would let a handler hold its worker at
   // no CPU cost (Atomics.wait) and settle promises from outside the run (Atomics.waitAsync);
   // WebAssembly's memory lies outside the heap limit; finalizers run after a run has ended.
@@ -172,7 +183,7 @@ _HARNESS = r"""
   // answer(number, text), so no answer passes through an argument list.
   const answers = new Map();
 
-  const run = (runId, eventText, logLimit, resultLimit) => {
+  const run = (runId, eventText, logLimit, resultLimit, secretsText) => {
     let pending = 0;
     let closed = false;
     let settled = false;
@@ -234,7 +245,12 @@ _HARNESS = r"""
             resolve(answer.body);
           }
         });
-        call("api", runId, id, method, target, bodyText);
+        // One argument, the harness's own JSON: each argument of the way out costs mini-racer
+        // a round trip to read.
+        call('{"kind":"api","run":' + quote(runId) + ',"id":' + toText(id) + ',"method":'
+          + quote(method) + ',"path":' + quote(target) + ',"body":'
+          + (bodyText === null ? "null" : quote(bodyText)) + ',"at":'
+          + toText(dateNow() - startedAt) + "}");
       });
     };
     const api = freeze({
@@ -242,7 +258,80 @@ _HARNESS = r"""
       post: (path, body) => apiCall("POST", path, body),
       delete: (path) => apiCall("DELETE", path),
     });
-    const context = freeze({ log: (...values) => log(values), api });
+    // The run's placeholders by secret name: what context.secret answers. A placeholder is
+    // drawn for this run and means nothing outside it; the value never enters the isolate.
+    const placeholders = new Map();
+    {
+      const given = parse(secretsText);
+      const names = objectKeys(given);
+      for (let i = 0; i < names.length; i++) mapSet(placeholders, names[i], given[names[i]]);
+    }
+    const secret = (name) => {
+      if (closed) throw new ErrorCtor("the run has ended: context.secret is closed");
+      const key = toText(name);
+      const placeholder = mapGet(placeholders, key);
+      if (placeholder === undefined) {
+        throw new ErrorCtor("context.secret: the app has no secret named " + quote(key));
+      }
+      return placeholder;
+    };
+    // context.fetch(url, {method, headers, body}): the engine makes the request (the worker
+    // has no network), to a host the function allows, putting a secret's value where its
+    // placeholder stands in a header value. The request goes out as one JSON text the harness
+    // writes itself: {method, url, headers: [[name, value], ...], body}.
+    const fetchCall = (url, init) => {
+      if (closed) return promiseReject(new ErrorCtor("the run has ended: context.fetch is closed"));
+      let target;
+      let method = "GET";
+      let headerText = "[";
+      let bodyText = "null";
+      try {
+        target = toText(url);
+        if (init !== undefined && init !== null) {
+          const givenMethod = init.method;
+          if (givenMethod !== undefined) method = toText(givenMethod);
+          const given = init.headers;
+          if (given !== undefined && given !== null) {
+            const names = objectKeys(given);
+            for (let i = 0; i < names.length; i++) {
+              headerText += (i ? "," : "") + "[" + quote(toText(names[i])) + ","
+                + quote(toText(given[names[i]])) + "]";
+            }
+          }
+          const body = init.body;
+          if (body !== undefined && body !== null) {
+            if (typeof body !== "string") {
+              throw new TypeErrorCtor("context.fetch: body must be a string (JSON.stringify it)");
+            }
+            bodyText = quote(body);
+          }
+        }
+      } catch (error) { return promiseReject(error); }
+      headerText += "]";
+      pending++;
+      const id = ++calls;
+      return new PromiseCtor((resolve, reject) => {
+        mapSet(answers, id, (text) => {
+          callEnded();
+          let answer;
+          try { answer = parse(text); } catch (error) { reject(error); return; }
+          if (answer.error !== null) {
+            const error = new ErrorCtor(answer.error);
+            error.name = "FetchError";
+            reject(error);
+          } else {
+            resolve(freeze({ status: answer.status, headers: freeze(answer.headers),
+              body: answer.body }));
+          }
+        });
+        call('{"kind":"fetch","run":' + quote(runId) + ',"id":' + toText(id) + ',"method":'
+          + quote(method) + ',"url":' + quote(target) + ',"headers":' + headerText + ',"body":'
+          + bodyText + ',"at":' + toText(dateNow() - startedAt) + "}");
+      });
+    };
+    const context = freeze({
+      log: (...values) => log(values), api, secret, fetch: fetchCall,
+    });
 
     const outcome = (ok, result, error, limit, stack = null) => {
       settled = true;
@@ -345,6 +434,10 @@ class _Isolate:
         self.key = key
         self.racer = MiniRacer()
         self.racer.set_hard_memory_limit(heap)
+        context = self.racer._ctx
+        if context is None:
+            raise RuntimeError("mini-racer made no context")
+        self._context = context
         self._stack = contextlib.AsyncExitStack()
         self._worker = worker
         self._script = script
@@ -355,10 +448,8 @@ class _Isolate:
     async def start(self) -> None:
         from py_mini_racer import JSMappedObject
 
-        async def way_out(kind: Any, run_id: Any, *args: Any) -> str | None:
-            return await self._worker.way_out(self, kind, run_id, args)
-
-        call = await self._stack.enter_async_context(self.racer.wrap_py_function(way_out))
+        # mini-racer's private notification: see the module's docstring.
+        call = self._stack.enter_context(self._context._register_js_notification(self._notified))
         global_object = self.racer.eval("this")
         assert isinstance(global_object, JSMappedObject)
         global_object[self._name] = call
@@ -372,11 +463,32 @@ class _Isolate:
         # are the script's, under the name it gives itself (``//# sourceURL``).
         self.racer.eval(f"{self._name}.load((0, eval)({json.dumps(self._script)}))")
 
+    def _notified(self, handle: Any) -> None:
+        """The harness called the way out (on mini-racer's loop, once V8's thread is done with
+        the call): its arguments, read here, go to the worker."""
+        from py_mini_racer import JSArray
+
+        context = self._context
+        args: tuple[Any, ...] = ()
+        try:
+            given = context._value_handle_to_python(handle)
+            if isinstance(given, JSArray):
+                # Each read is a round trip to V8's thread: only the arguments the harness
+                # passes for that kind are read (its calls pass one, a report three).
+                args = (context.get_object_item(given, 0),)
+                more = _MORE_ARGUMENTS.get(args[0]) if isinstance(args[0], str) else None
+                for index in range(1, 1 + (more or 0)):
+                    args += (context.get_object_item(given, index),)
+        except Exception:  # the isolate went away under the call: nothing to answer
+            args = ()
+        self._worker.way_out(self, args)
+
     def control(self, call: str) -> Any:
         """Call the harness: source text only (see _HARNESS)."""
         return self.racer.eval(f"{self._name}.{call}")
 
     async def close(self) -> None:
+        self._worker.forget(self)
         await self._stack.aclose()
         self.racer.close()
 
@@ -386,7 +498,8 @@ class _Isolate:
         self.outcome = loop.create_future()
         answer = self.control(
             f"run({json.dumps(message.run)}, {json.dumps(message.event)},"
-            f" {int(message.log)}, {int(message.result)})"
+            f" {int(message.log)}, {int(message.result)},"
+            f" {json.dumps(json.dumps(message.secrets))})"
         )
         if not isinstance(answer, str):
             try:
@@ -425,43 +538,52 @@ class _Worker:
         self._isolates: OrderedDict[str, _Isolate] = OrderedDict()
         self._run: Run | None = None
         self._calls = 0
-        self._answers: dict[int, asyncio.Future[ApiResult]] = {}
+        self._answers: dict[int, tuple[_Isolate, int, type[ApiResult | FetchResult]]] = {}
+        """The calls out waiting for the pool's answer: the isolate, the harness's number and
+        the answer's kind."""
         self._unclean = False
         """Something outside the run going on tried to act: the pool recycles this worker."""
 
     def send(self, frame: Frame) -> None:
         self._writer.write(encode_frame(frame))
 
-    async def way_out(
-        self, isolate: _Isolate, kind: Any, run_id: Any, args: tuple[Any, ...]
-    ) -> str | None:
-        """The harness of ``isolate`` reports or calls out for the run ``run_id``: refused
-        unless that is the run going on in that isolate (the worker is then unclean)."""
+    def way_out(self, isolate: _Isolate, given: tuple[Any, ...]) -> None:
+        """The harness of ``isolate`` reports or calls out for a run: ``(kind, run id, ...)``
+        for a report and the wait for idle, one JSON text ``{kind, run, id, ...}`` for a call
+        (``api``, ``fetch``), answered later by ``answer(id, text)``. Refused unless the run is
+        the one going on in that isolate (the worker is then unclean, and the call is never
+        answered)."""
+        call = _call_of(given[0]) if len(given) == 1 else None
+        if call is not None:
+            kind, run_id, args = call["kind"], call["run"], (call,)
+        elif len(given) >= 2:
+            kind, run_id, args = given[0], given[1], given[2:]
+        else:
+            self._unclean = True
+            return
         run = self._run
         if run is None or run.key != isolate.key or run_id != run.run:
             self._unclean = True
-            return json.dumps(
-                {"status": 403, "body": {"message": "refused: not a call of the run going on"}}
-            )
+            return
         if kind == "report" and len(args) == 1 and isinstance(args[0], str):
             if isolate.outcome is not None and not isolate.outcome.done():
                 isolate.outcome.set_result(args[0])
-            return None
+            return
         if kind == "idle" and not args:
             if isolate.idle is not None and not isolate.idle.done():
                 isolate.idle.set_result(None)
-            return None
-        if kind == "api" and len(args) == 4:
-            await self._api_call(isolate, run, *args)
-            return None
-        self._unclean = True
-        return None
+            return
+        if kind == "api" and call is not None:
+            self._api_call(isolate, run, call)
+        elif kind == "fetch" and call is not None:
+            self._fetch_call(isolate, run, call)
+        else:
+            self._unclean = True
 
-    async def _api_call(
-        self, isolate: _Isolate, run: Run, number: Any, method: Any, path: Any, body: Any
-    ) -> None:
-        """``context.api``'s way out: the pool makes the call, and the answer goes back to
-        the harness as the call ``number`` of the isolate."""
+    def _api_call(self, isolate: _Isolate, run: Run, message: dict[str, Any]) -> None:
+        """``context.api``'s way out: the pool makes the call, and its answer goes back to the
+        harness as the call ``id`` of the isolate (``answered``)."""
+        number, method, path, body = (message.get(k) for k in ("id", "method", "path", "body"))
         if not (
             isinstance(number, int)
             and isinstance(method, str)
@@ -470,25 +592,73 @@ class _Worker:
         ):
             self._unclean = True
             return
-        self._calls += 1
-        call = self._calls
-        answer: asyncio.Future[ApiResult] = asyncio.get_running_loop().create_future()
-        self._answers[call] = answer
-        self.send(Api(run=run.run, call=call, method=method, path=path, body=body))
-        await self._writer.drain()
-        try:
-            result = await answer
-        finally:
-            self._answers.pop(call, None)
-        text = json.dumps({"status": result.status, "body": result.body})
-        isolate.control(f"answer({number}, {json.dumps(text)})")
+        call = self._waiting(isolate, number, ApiResult)
+        self.send(Api(run=run.run, call=call, method=method, path=path, body=body, at=_at(message)))
 
-    def answered(self, frame: ApiResult) -> None:
-        answer = self._answers.get(frame.call)
-        if self._run is None or frame.run != self._run.run or answer is None:
-            return  # an answer for no call of this run: nothing waits for it
-        if not answer.done():
-            answer.set_result(frame)
+    def _fetch_call(self, isolate: _Isolate, run: Run, message: dict[str, Any]) -> None:
+        """``context.fetch``'s way out: the pool has the engine make the request, and its
+        answer (or why there is none) goes back to the harness as the call ``id``."""
+        number = message.get("id")
+        request = _fetch_request(message)
+        if not isinstance(number, int) or request is None:
+            self._unclean = True
+            return
+        method, url, pairs, body = request
+        call = self._waiting(isolate, number, FetchResult)
+        self.send(
+            Fetch(
+                run=run.run,
+                call=call,
+                method=method,
+                url=url,
+                headers=pairs,
+                body=body,
+                at=_at(message),
+            )
+        )
+
+    def _waiting(self, isolate: _Isolate, number: int, kind: type[ApiResult | FetchResult]) -> int:
+        """A call out, numbered for the frames, waiting for its answer of ``kind``."""
+        self._calls += 1
+        self._answers[self._calls] = (isolate, number, kind)
+        return self._calls
+
+    def forget(self, isolate: _Isolate) -> None:
+        """An isolate closes: nothing is answered into it any more."""
+        for call, (waiting, _, _) in list(self._answers.items()):
+            if waiting is isolate:
+                del self._answers[call]
+
+    def answered(self, frame: ApiResult | FetchResult) -> None:
+        """An answer of the pool: into the harness of the isolate that made the call, by
+        evaluating ``answer(id, text)``; an answer for no call of the run going on is
+        dropped."""
+        waiting = self._answers.get(frame.call)
+        if self._run is None or frame.run != self._run.run or waiting is None:
+            return
+        del self._answers[frame.call]
+        isolate, number, kind = waiting
+        if not isinstance(frame, kind) and kind is ApiResult:
+            text = json.dumps({"status": 500, "body": {"message": "the engine answered a fetch"}})
+        elif not isinstance(frame, kind):
+            text = json.dumps({"error": "context.fetch: the engine answered something else"})
+        elif isinstance(frame, ApiResult):
+            text = json.dumps({"status": frame.status, "body": frame.body})
+        elif frame.error is not None:
+            text = json.dumps({"error": frame.error})
+        else:
+            text = json.dumps(
+                {
+                    "error": None,
+                    "status": frame.status,
+                    "headers": _header_object(frame.headers),
+                    "body": frame.body,
+                }
+            )
+        try:
+            isolate.control(f"answer({number}, {json.dumps(text)})")
+        except Exception:  # the isolate broke under the answer: the run ends with it
+            self._unclean = True
 
     async def _isolate(self, message: Run) -> _Isolate:
         isolate = self._isolates.get(message.key)
@@ -558,6 +728,53 @@ class _Worker:
             cpu_ms=(time.process_time() - started) * 1000,
             clean=clean,
         )
+
+
+def _at(message: dict[str, Any]) -> int:
+    """When the guest made a call, as the harness wrote it (0 when it is not a time)."""
+    given = message.get("at")
+    return given if type(given) is int and 0 <= given <= LOG_TIME_MAX else 0
+
+
+def _call_of(text: Any) -> dict[str, Any] | None:
+    """A call the harness wrote as JSON text (``{kind, run, id, ...}``); None unless it is
+    one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        call = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(call, dict) or not {"kind", "run", "id"} <= call.keys():
+        return None
+    return call
+
+
+def _fetch_request(request: dict[str, Any]) -> tuple[str, str, list[list[str]], str | None] | None:
+    """The method, URL, [name, value] header pairs and body of a fetch the harness wrote;
+    None unless it is exactly that."""
+    if not {"method", "url", "headers", "body"} <= request.keys():
+        return None
+    method, url, pairs, body = (request[k] for k in ("method", "url", "headers", "body"))
+    if not (
+        isinstance(method, str)
+        and isinstance(url, str)
+        and (body is None or isinstance(body, str))
+        and isinstance(pairs, list)
+        and all(is_header_pair(pair) for pair in pairs)
+    ):
+        return None
+    return method, url, pairs, body
+
+
+def _header_object(pairs: list[list[str]]) -> dict[str, str]:
+    """An answer's headers as the guest reads them: names in lower case, a repeated one's
+    values joined by ", "."""
+    headers: dict[str, str] = {}
+    for name, value in pairs:
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return headers
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -651,7 +868,7 @@ async def _serve() -> None:
             if running is not None and not running.done():
                 raise FrameError("a run was sent while another went on")
             running = asyncio.create_task(run(frame))
-        elif isinstance(frame, ApiResult):
+        elif isinstance(frame, ApiResult | FetchResult):
             worker.answered(frame)
         else:
             raise FrameError(f"a {frame.op} frame is not for a worker")

@@ -2,9 +2,12 @@
 
 from . import app_data_fields as app_data_fields
 from . import assets as assets
+from . import deliveries as deliveries
 from . import extensions as extensions
 from . import functions as functions
 from . import listing as listing
+from . import secrets as secrets
+from . import streams as streams
 from . import versions as versions
 from . import webhooks as webhooks
 from ._blueprint import blueprint as blueprint

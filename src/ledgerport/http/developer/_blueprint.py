@@ -11,6 +11,8 @@ CROSS_SITE_REQUEST). A developer token is not sent by a browser on its own: it i
 
 from __future__ import annotations
 
+import functools
+import math
 from datetime import UTC, datetime
 
 from quart import Blueprint, g, request
@@ -18,7 +20,7 @@ from quart_schema import security_scheme_blueprint
 
 from ledgerport import apps, auth, storage
 
-from .._browser import csrf_valid, current_user_id
+from .._browser import SAFE_METHODS, csrf_valid, current_user_id
 from .._context import platform, unit_of_work
 from .._function_budget import UPLOAD_ENDPOINTS, refuse_spent_budget
 from .._openapi import blueprint_raises
@@ -61,7 +63,6 @@ async def _developer() -> None:
             await refuse_spent_budget(app_id)
 
 
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CSRF_HEADER = "X-CSRF-Token"
 """Where a cookie-authenticated script sends its page's CSRF token (the forms' ``csrf_token``)."""
 
@@ -104,9 +105,21 @@ async def developed_app(tx: storage.Transaction, app_id: str) -> apps.App:
 
 
 def iso_time(moment: float) -> str:
-    """A moment as the console shows it: ISO 8601 in UTC, to the millisecond, ``Z``."""
-    return (
-        datetime.fromtimestamp(moment, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+    """A moment as the console shows it: ISO 8601 in UTC, to the millisecond, ``Z``: what
+    ``datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")`` writes (its
+    microseconds rounded half to even, then cut to milliseconds), the whole second's text
+    kept for the next moments in it (a page or a stream writes many in the same seconds)."""
+    fraction, whole = math.modf(moment)
+    micro = round(fraction * 1_000_000)
+    if micro >= 1_000_000:
+        micro -= 1_000_000
+        whole += 1
+    elif micro < 0:
+        micro += 1_000_000
+        whole -= 1
+    return f"{_iso_second(int(whole))}.{micro // 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _iso_second(whole: int) -> str:
+    return datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")

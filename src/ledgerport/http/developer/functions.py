@@ -1,290 +1,41 @@
 """An app's hosted functions in the console: upload (each upload a new version, made active),
 list, read, delete, the versions kept and the active one (a rollback), the recent runs
 (filtered), one run whole, a test run and a replay (contract.md: Developer console API and its
-second round, Hosted functions)."""
+second round, Hosted functions); a function's schedule and its next tick (third round)."""
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, with_config
 from quart import Response, request
 from quart_schema import validate_request
-from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
-from ledgerport import apps, auth, catalog, queues, storage
+from ledgerport import apps, auth, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
 from .._function_budget import count_function_upload, queue_test_run
-from .._ids import FUNCTION_NAME, RUN
-from .._openapi import JSON_BODY_ERRORS, Param, Reply, json_reply, one_of, operation
-from ._blueprint import blueprint, developed_app, developer_id, iso_time
-
-EventName = Annotated[str, WithJsonSchema(one_of(event.name for event in catalog.EVENTS))]
-RunStatus = Annotated[str, WithJsonSchema(one_of(queues.RUN_STATUSES))]
-NAME = Param(
-    "name",
-    "path",
-    "The function's name: a letter or digit, then up to 63 letters, digits, _ or -; not new",
-    FUNCTION_NAME,
+from .._openapi import JSON_BODY_ERRORS, Reply, json_reply, operation
+from ._blueprint import blueprint, developed_app, developer_id
+from ._function_shapes import (
+    NAME,
+    RUN_ID,
+    STATUS_FILTER,
+    VERSION,
+    Function,
+    FunctionIn,
+    FunctionPage,
+    FunctionWithSource,
+    Replay,
+    RunDetail,
+    RunPage,
+    TestRun,
+    VersionPage,
+    VersionWithSource,
+    function_json,
+    run_detail_json,
+    run_json,
+    version_json,
+    version_number,
 )
-RUN_ID = Param("run_id", "path", "The run's id", RUN.schema)
-VERSION = Param(
-    "version", "path", "A version's number", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
-)
-_STATUS = "(?:" + "|".join(queues.RUN_STATUSES) + ")"
-STATUS_FILTER = Param(
-    "status",
-    "query",
-    "Comma-separated statuses: only runs in one of them",
-    {"type": "string", "pattern": f"^{_STATUS}(?:,{_STATUS})*$"},
-)
-SOURCE_DESCRIPTION = (
-    "An ES module exporting `handler(event, context)`, sync or async; it may import nothing."
-    f" At most {catalog.FUNCTION_SOURCE_MAX_BYTES} bytes of UTF-8, brackets nested at most"
-    f" {catalog.FUNCTION_SOURCE_MAX_DEPTH} deep, compiled within"
-    f" {catalog.FUNCTION_COMPILE_SECONDS} seconds of CPU time"
-)
-EVENTS_DESCRIPTION = (
-    "The event types the function runs on, each at most once; a business or privacy event"
-    " needs its gating scope among the app's registered scopes"
-)
-
-
-# A source that is not an ES module exporting a handler is the spec's FUNCTION_SOURCE_NO_HANDLER
-# whatever was sent (an empty text, or no text at all), so it is taken as sent and judged by
-# the compile; the document states its form.
-Source = Annotated[
-    Any,
-    WithJsonSchema(
-        {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": catalog.FUNCTION_SOURCE_MAX_BYTES,
-            "description": SOURCE_DESCRIPTION,
-        }
-    ),
-]
-
-
-class FunctionIn(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
-
-    source: Source
-    events: list[EventName] = Field(description=EVENTS_DESCRIPTION)
-
-
-@with_config(ConfigDict(extra="forbid"))
-class Function(TypedDict):
-    """A function: ``version`` is the active version, the one runs use; ``latestVersion`` the
-    newest uploaded (they differ after a rollback)."""
-
-    id: str
-    name: str
-    events: list[EventName]
-    version: int
-    latestVersion: int
-    createdAt: str
-    updatedAt: str
-
-
-@with_config(ConfigDict(extra="forbid"))
-class FunctionWithSource(Function):
-    """The function and the source of its active version, as uploaded."""
-
-    source: str
-
-
-@with_config(ConfigDict(extra="forbid"))
-class Version(TypedDict):
-    """A version kept of a function: ``active`` for the one runs use; ``sourceBytes`` the size
-    of its source (UTF-8)."""
-
-    version: int
-    createdAt: str
-    active: bool
-    sourceBytes: int
-
-
-@with_config(ConfigDict(extra="forbid"))
-class VersionWithSource(Version):
-    """A version kept and its source, as uploaded: what a run's stack positions point into."""
-
-    source: str
-
-
-@with_config(ConfigDict(extra="forbid"))
-class VersionPage(TypedDict):
-    """Every version kept of the function (the 10 newest, and the active one), newest first:
-    ``next`` is null."""
-
-    data: list[Version]
-    next: str | None
-
-
-@with_config(ConfigDict(extra="forbid"))
-class FunctionPage(TypedDict):
-    """Every function of the app, oldest first: ``next`` is null."""
-
-    data: list[Function]
-    next: str | None
-
-
-@with_config(ConfigDict(extra="forbid"))
-class Run(TypedDict):
-    """A run as listed: an excerpt of what it wrote (``logsTruncated``, ``resultTruncated``:
-    more exists). ``outputDroppedAt``: when its output (log lines, result, error, stack) was
-    dropped to keep the app within its storage quota (``LEDGERPORT_APP_STORAGE_QUOTA_MB``, the
-    app's oldest first); null while it is kept."""
-
-    id: str
-    eventId: str | None
-    type: EventName
-    status: RunStatus
-    attempts: int
-    version: int | None
-    durationMs: float | None
-    logs: list[str]
-    error: str | None
-    result: Any
-    createdAt: str
-    logsTruncated: bool
-    resultTruncated: bool
-    replayOf: str | None
-    outputDroppedAt: str | None
-
-
-@with_config(ConfigDict(extra="forbid"))
-class LogLine(TypedDict):
-    """A log line and when it was written (null for a run ended before times were kept)."""
-
-    at: str | None
-    message: str
-
-
-@with_config(ConfigDict(extra="forbid"))
-class RunDetail(TypedDict):
-    """A run whole: its fields as listed, every log line with its time, its whole result, the
-    ``event`` it ran on and, when the handler threw an Error, its ``stack`` (positions
-    ``function.js:line:column`` point into the source of the run's ``version``; at most 50
-    frames of 512 characters, 8,192 characters in all). ``outputDroppedAt``: when its output
-    was dropped to keep the app within its storage quota (null while it is kept)."""
-
-    id: str
-    eventId: str | None
-    type: EventName
-    status: RunStatus
-    attempts: int
-    version: int | None
-    durationMs: float | None
-    startedAt: str | None
-    logs: list[LogLine]
-    error: str | None
-    stack: str | None
-    result: Any
-    event: Any
-    createdAt: str
-    replayOf: str | None
-    outputDroppedAt: str | None
-
-
-@with_config(ConfigDict(extra="forbid"))
-class RunPage(TypedDict):
-    """The function's most recent runs, newest first: ``next`` is null."""
-
-    data: list[Run]
-    next: str | None
-
-
-@with_config(ConfigDict(extra="forbid"))
-class TestRun(TypedDict):
-    """The queued test run: follow it at ``.../runs/{runId}``."""
-
-    runId: str
-
-
-@with_config(ConfigDict(extra="forbid"))
-class Replay(TypedDict):
-    """The queued replay: follow it at ``.../runs/{runId}``."""
-
-    runId: str
-
-
-def _function(function: apps.HostedFunction) -> Function:
-    return {
-        "id": function.id,
-        "name": function.name,
-        "events": list(function.events),
-        "version": function.version,
-        "latestVersion": function.latest_version,
-        "createdAt": iso_time(function.created_at),
-        "updatedAt": iso_time(function.updated_at),
-    }
-
-
-def _number(version: str) -> int:
-    """A version's number from its path (0, which no version has, when it is not one)."""
-    return int(version) if re.fullmatch(r"[1-9][0-9]{0,9}", version) else 0
-
-
-def _version(version: apps.FunctionVersion) -> Version:
-    return {
-        "version": version.version,
-        "createdAt": iso_time(version.created_at),
-        "active": version.active,
-        "sourceBytes": version.source_bytes,
-    }
-
-
-def _run(run: queues.FunctionRun) -> Run:
-    return {
-        "id": run.id,
-        "eventId": run.event_id,
-        "type": run.type,
-        "status": run.status,
-        "attempts": run.attempts,
-        "version": run.version,
-        "durationMs": run.duration_ms,
-        "logs": run.logs,
-        "error": run.error,
-        "result": run.result,
-        "createdAt": iso_time(run.created_at),
-        "logsTruncated": run.logs_truncated,
-        "resultTruncated": run.result_truncated,
-        "replayOf": run.replay_of,
-        "outputDroppedAt": _dropped(run),
-    }
-
-
-def _dropped(run: queues.FunctionRun) -> str | None:
-    return None if run.output_dropped_at is None else iso_time(run.output_dropped_at)
-
-
-def _run_detail(detail: queues.RunDetail) -> RunDetail:
-    run = detail.run
-    return {
-        "id": run.id,
-        "eventId": run.event_id,
-        "type": run.type,
-        "status": run.status,
-        "attempts": run.attempts,
-        "version": run.version,
-        "durationMs": run.duration_ms,
-        "startedAt": None if detail.started_at is None else iso_time(detail.started_at),
-        "logs": [
-            {"at": None if at is None else iso_time(at), "message": message}
-            for at, message in detail.log_lines
-        ],
-        "error": run.error,
-        "stack": detail.stack,
-        "result": run.result,
-        "event": detail.event,
-        "createdAt": iso_time(run.created_at),
-        "replayOf": run.replay_of,
-        "outputDroppedAt": _dropped(run),
-    }
 
 
 @blueprint.put("/apps/<app_id>/functions/<name>")
@@ -304,9 +55,14 @@ async def put_function(app_id: str, name: str, data: FunctionIn) -> Function:
     """Upload a function: the first upload of a name creates it (version 1), each later one
     makes a new version, which is the one that runs from then on. The source is refused with
     FUNCTION_SOURCE_NO_HANDLER when it is not an ES module (not text, a syntax error) or exports
-    no ``handler`` (an empty one too), and with a validation 400 when it is too large, imports
-    anything, nests brackets too deep or takes too long to compile. An app's uploads past its
-    budget a minute answer APP_RATE_LIMITED."""
+    no ``handler`` (an empty one too); a syntax error is V8's first, at the line and column of
+    the source as sent, in V8's words, which the message and its params p0 (line), p1 (column,
+    in UTF-16 code units) and p2 (words) carry. A validation 400 refuses a source that is too
+    large, imports anything, nests too deep or takes too long or too much memory to compile.
+    ``schedule`` (five cron fields, UTC; null by default) runs it on each tick for every ACTIVE
+    installation of the app, once a tick and installation however many processes serve; a
+    schedule that is not five valid fields, or never fires, is a validation 400. ``events`` may
+    be empty. An app's uploads past its budget a minute answer APP_RATE_LIMITED."""
     p = platform()
     # Two transactions around the compile (a worker process): no transaction waits for a parse.
     async with unit_of_work() as tx:
@@ -314,11 +70,18 @@ async def put_function(app_id: str, name: str, data: FunctionIn) -> Function:
     if not isinstance(data.source, str):
         raise apps.FunctionSourceNoHandler("the source is not text")
     await count_function_upload(app.id)
-    upload = await apps.prepare_function(app, name=name, source=data.source, events=data.events)
+    upload = await apps.prepare_function(
+        app,
+        name=name,
+        source=data.source,
+        events=data.events,
+        allowed_hosts=data.allowedHosts,
+        schedule=data.schedule,
+    )
     async with unit_of_work() as tx:
         app = await developed_app(tx, app_id)
         function = await apps.put_function(tx, now=p.now(), app=app, upload=upload)
-    return _function(function)
+    return function_json(function)
 
 
 @blueprint.get("/apps/<app_id>/functions")
@@ -328,7 +91,7 @@ async def list_functions(app_id: str) -> FunctionPage:
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         functions = await apps.list_functions(tx, app_id)
-    return {"data": [_function(f) for f in functions], "next": None}
+    return {"data": [function_json(f) for f in functions], "next": None}
 
 
 @blueprint.get("/apps/<app_id>/functions/<name>")
@@ -343,7 +106,7 @@ async def get_function(app_id: str, name: str) -> FunctionWithSource:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
         source = await apps.function_source(tx, function)
-    return {**_function(function), "source": source}
+    return {**function_json(function), "source": source}
 
 
 @blueprint.delete("/apps/<app_id>/functions/<name>")
@@ -401,7 +164,7 @@ async def list_runs(app_id: str, name: str) -> RunPage:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
         runs = await queues.recent_runs(tx, function, statuses=statuses)
-    return {"data": [_run(run) for run in runs], "next": None}
+    return {"data": [run_json(run) for run in runs], "next": None}
 
 
 @blueprint.get("/apps/<app_id>/functions/<name>/runs/<run_id>")
@@ -419,7 +182,7 @@ async def get_run(app_id: str, name: str, run_id: str) -> RunDetail:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
         detail = await queues.get_run(tx, function, run_id)
-    return _run_detail(detail)
+    return run_detail_json(detail)
 
 
 @blueprint.post("/apps/<app_id>/functions/<name>/runs/<run_id>/replay")
@@ -462,7 +225,7 @@ async def list_versions(app_id: str, name: str) -> VersionPage:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
         versions = await apps.function_versions(tx, function)
-    return {"data": [_version(version) for version in versions], "next": None}
+    return {"data": [version_json(version) for version in versions], "next": None}
 
 
 @blueprint.get("/apps/<app_id>/functions/<name>/versions/<version>")
@@ -477,8 +240,8 @@ async def get_version(app_id: str, name: str, version: str) -> VersionWithSource
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         function = await apps.get_function(tx, app_id, name)
-        kept, source = await apps.version_source(tx, function, _number(version))
-    return {**_version(kept), "source": source}
+        kept, source = await apps.version_source(tx, function, version_number(version))
+    return {**version_json(kept), "source": source}
 
 
 @blueprint.post("/apps/<app_id>/functions/<name>/versions/<version>/activate")
@@ -495,6 +258,6 @@ async def activate_version(app_id: str, name: str, version: str) -> Function:
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
         function = await apps.activate_version(
-            tx, now=p.now(), app_id=app_id, name=name, version=_number(version)
+            tx, now=p.now(), app_id=app_id, name=name, version=version_number(version)
         )
-    return _function(function)
+    return function_json(function)

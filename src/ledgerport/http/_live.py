@@ -1,0 +1,368 @@
+"""The live streams' machinery in one process: one listener for what the engine records, fanned
+out to the open streams, and each stream's Server-Sent Events (contract.md: Live streams for the
+console and the CLI; the routes are ``developer/streams.py``).
+
+- **One listener a process.** The :class:`Broadcaster` listens on the two channels a recording
+  notifies (``queues.ATTEMPTS_ENDED_CHANNEL``, ``queues.RUNS_ENDED_CHANNEL``: PostgreSQL's
+  NOTIFY, the in-process signal on SQLite) while any stream is open, in a task of its own, and
+  a notification sets a flag of every open stream of its kind: it never waits on a stream.
+- **Each stream reads for itself.** Woken, a stream reads what ended after its cursor with one
+  indexed query (``queues.ended_after``), the one a ``Last-Event-ID`` resumes with, and sends
+  it. Nothing is queued for a stream: one whose client reads slowly reads later, from its own
+  cursor, so it holds up neither the broadcaster nor the engine, and wake-ups that come
+  meanwhile merge into one read. Streams read on the ticks of :data:`READ_INTERVAL` (at most
+  once a tick), and streams of an app at the same cursor share a read and its rendering.
+- **Bounded.** At most :data:`STREAMS_PER_DEVELOPER` streams are open at once for a developer
+  in a process; one more is refused with 429 (:class:`TooManyStreams`).
+- **Heartbeats.** A stream that sent nothing for ``heartbeat`` seconds (15) sends a comment
+  line, which keeps proxies from closing it and lets the client see it is alive.
+- **Its end.** A client that leaves cancels its stream (quart-trio cancels the response when
+  the client disconnects); the server's stop ends every stream (:func:`end_live_streams`), so
+  the drain is not held up by them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass, field
+
+import orjson
+import trio
+from quart_trio import QuartTrio
+
+from ledgerport import auth, queues
+from ledgerport.storage import Store
+
+from ._context import APP_STATE_PREFIX
+
+log = logging.getLogger("ledgerport.http.live")
+
+STREAMS_PER_DEVELOPER = 10
+"""Streams open at once for one developer, in one serving process."""
+HEARTBEAT = 15.0
+"""Seconds a stream stays silent at most: then it sends a comment line."""
+READ_INTERVAL = 0.5
+"""Seconds between the ticks a stream reads on (one read a tick at most): a busy engine's
+notifications merge, and the streams of an app share their reads."""
+HELD_RETRY = 0.5
+"""Seconds before a stream reads again when a read held rows back (PostgreSQL: recorded by a
+transaction younger than one still running) though nothing notifies."""
+RETRY_AFTER = 5
+"""The Retry-After of a stream refused for the developer's bound."""
+RECONNECT_MS = 3000
+"""The ``retry:`` a stream tells an EventSource to wait before it reconnects."""
+
+
+class TooManyStreams(auth.RateLimited):
+    """The developer has :data:`STREAMS_PER_DEVELOPER` streams open already (429)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(RETRY_AFTER)
+        self.message = (
+            "Too many live streams: at most {0} may be open at once for a developer; close one"
+            " first"
+        )
+        self.params = (limit,)
+        self.args = (self.rendered,)
+
+
+class Wakeup:
+    """A stream's flag: set by the broadcaster (any number of times), taken by the stream."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        """Return once the flag is set, and clear it."""
+        await self._event.wait()
+        self._event = trio.Event()
+
+
+@dataclass
+class Slot:
+    """One open stream counted to its developer until :meth:`release` (idempotent)."""
+
+    release_once: Callable[[], None]
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.release_once()
+
+    def guard(self, body: object) -> None:
+        """Release the slot when ``body`` (the stream's generator) is dropped without having
+        run: a response that was never sent (its generator's own ``finally`` releases it
+        otherwise)."""
+        weakref.finalize(body, self.release)
+
+
+@dataclass
+class Broadcaster:
+    """The process's one listener for ended attempts and runs, and its open streams."""
+
+    store: Store
+    now: Callable[[], float]
+    """The platform's clock: what ended within RESUME_WINDOW of it is sent."""
+    per_developer: int = STREAMS_PER_DEVELOPER
+    heartbeat: float = HEARTBEAT
+    read_interval: float = READ_INTERVAL
+    held_retry: float = HELD_RETRY
+    _streams: dict[queues.StreamKind, set[Wakeup]] = field(
+        default_factory=lambda: {kind: set() for kind in queues.STREAM_KINDS}
+    )
+    _open: Counter[str] = field(default_factory=Counter)
+    _listening: bool = False
+    _idle: trio.Event = field(default_factory=trio.Event)
+    _ended: trio.Event = field(default_factory=trio.Event)
+    """Set when the server stops: every stream ends."""
+    _generations: Counter[str] = field(default_factory=Counter)
+    """Notifications of each kind so far: a read is shared with the streams woken before it
+    began."""
+    _reads: dict[queues.StreamKind, dict[tuple[str, queues.Cursor], _Read]] = field(
+        default_factory=lambda: {kind: {} for kind in queues.STREAM_KINDS}
+    )
+    """Each kind's latest read by app and cursor (those done dropped when they pile up)."""
+
+    @property
+    def open_streams(self) -> int:
+        return sum(self._open.values())
+
+    def admit(self, developer_id: str) -> Slot:
+        """Count a stream to ``developer_id``; TooManyStreams past the bound."""
+        if self._open[developer_id] >= self.per_developer:
+            raise TooManyStreams(self.per_developer)
+        self._open[developer_id] += 1
+
+        def release() -> None:
+            self._open[developer_id] -= 1
+            if self._open[developer_id] <= 0:
+                del self._open[developer_id]
+
+        return Slot(release)
+
+    @contextmanager
+    def subscribed(self, kind: queues.StreamKind) -> Iterator[Wakeup]:
+        """A flag the broadcaster sets after each commit that recorded ends of ``kind``, for
+        as long as the context lasts; the broadcaster listens while any is held."""
+        wakeup = Wakeup()
+        self._streams[kind].add(wakeup)
+        if not self._listening:
+            self._listening = True
+            self._idle = trio.Event()
+            trio.lowlevel.spawn_system_task(self._listen, name="live streams broadcaster")
+        try:
+            yield wakeup
+        finally:
+            self._streams[kind].discard(wakeup)
+            if not any(self._streams.values()):
+                self._idle.set()
+
+    def end_all(self) -> None:
+        """The server stops: every stream ends once its read in progress is sent (and a new
+        one as soon as it starts)."""
+        self._ended.set()
+        for kind in queues.STREAM_KINDS:
+            self._wake(kind)
+
+    def _wake(self, kind: queues.StreamKind) -> None:
+        self._generations[kind] += 1
+        for wakeup in list(self._streams[kind]):
+            wakeup.set()
+
+    async def _listen(self) -> None:
+        """Listen while streams are open. A system task (not one of a request's nursery): it
+        serves every stream, whichever opened first. A stream may read before the listening
+        has begun, so every stream is woken once it has: what was recorded meanwhile is read
+        then."""
+        try:
+            async with AsyncExitStack() as stack:
+                for kind in queues.STREAM_KINDS:
+                    await stack.enter_async_context(
+                        self.store.listen(queues.STREAM_CHANNELS[kind], _waker(self, kind))
+                    )
+                for kind in queues.STREAM_KINDS:
+                    self._wake(kind)
+                while any(self._streams.values()):
+                    await self._idle.wait()
+                    self._idle = trio.Event()
+        except Exception:  # a system task's exception would end the whole process
+            log.exception("live streams: listening stopped")
+        finally:
+            self._listening = False
+        if any(self._streams.values()) and not self._ended.is_set():
+            # A stream came while listening ended: listen again for it.
+            self._listening = True
+            self._idle = trio.Event()
+            trio.lowlevel.spawn_system_task(self._listen, name="live streams broadcaster")
+
+    async def events(
+        self,
+        kind: queues.StreamKind,
+        app_id: str,
+        start: queues.StreamStart,
+        *,
+        slot: Slot,
+        render: Callable[[queues.EndedAttempt | queues.EndedRun], str],
+    ) -> AsyncIterator[bytes]:
+        """The stream's bytes: what ended after ``start`` (within RESUME_WINDOW; not what it
+        had seen when it started), as it ends, each as an event rendered by ``render`` with its
+        cursor as id, and a comment line when nothing was sent for ``heartbeat`` seconds. Ends
+        when the server stops; releases ``slot`` however it ends."""
+        try:
+            with self.subscribed(kind) as wakeup:
+                # At once: the answer's head goes out with its first bytes.
+                yield f"retry: {RECONNECT_MS}\n: live {kind}\n\n".encode()
+                sent_at = trio.current_time()
+                cursor, seen = start.cursor, start.seen
+                needed = self._generations[kind]
+                fresh_after = -math.inf
+                while True:
+                    held = False
+                    while True:
+                        read_at = trio.current_time()
+                        page = await self._page(kind, app_id, cursor, needed, fresh_after, render)
+                        if page.events:
+                            cursor = page.events[-1][0]
+                            if seen:
+                                data = b"".join(e for at, e in page.events if at not in seen)
+                                if cursor >= max(seen):
+                                    seen = frozenset()
+                            else:
+                                data = page.data  # joined once for every stream it serves
+                            if data:
+                                yield data
+                                sent_at = trio.current_time()
+                        held = page.held
+                        if not page.full:
+                            break
+                    await trio.sleep_until(_next_tick(read_at, self.read_interval))
+                    if self._ended.is_set():
+                        return
+                    beat_at = sent_at + self.heartbeat
+                    retry_at = _next_tick(trio.current_time() + self.held_retry, self.read_interval)
+                    with trio.move_on_at(min(beat_at, retry_at) if held else beat_at):
+                        await wakeup.wait()
+                    if self._ended.is_set():
+                        return
+                    needed = self._generations[kind]
+                    # Rows held back are looked for again by a read begun after the retry's tick
+                    # (shared with the streams retrying on it), though nothing notified.
+                    retried = held and trio.current_time() >= retry_at
+                    fresh_after = retry_at if retried else -math.inf
+                    if trio.current_time() >= beat_at:
+                        yield b": heartbeat\n\n"
+                        sent_at = trio.current_time()
+        finally:
+            slot.release()
+
+    async def _page(
+        self,
+        kind: queues.StreamKind,
+        app_id: str,
+        cursor: queues.Cursor,
+        needed: int,
+        fresh_after: float,
+        render: Callable[[queues.EndedAttempt | queues.EndedRun], str],
+    ) -> _Page:
+        """What ended after ``cursor``, as the stream sends it. Streams of an app that stand at
+        the same cursor share a read and its rendering: one begun at generation ``needed`` or
+        later (after the notifications the stream was woken by: it holds what they announced)
+        and at ``fresh_after`` or later; a notification that comes after wakes the stream
+        again."""
+        reads = self._reads[kind]
+        key = (app_id, cursor)
+        shared = reads.get(key)
+        if shared is not None and shared.generation >= needed and shared.begun >= fresh_after:
+            await shared.done.wait()
+            if shared.page is not None:
+                return shared.page
+        if len(reads) > 4 * len(self._streams[kind]) + 16:
+            for old in [old for old, read in reads.items() if read.done.is_set()]:
+                del reads[old]
+        read = _Read(self._generations[kind], trio.current_time())
+        reads[key] = read
+        try:
+            async with self.store.transaction(reads=True, background=True) as tx:
+                ended = await queues.ended_after(
+                    tx,
+                    kind,
+                    app_id,
+                    cursor,
+                    since=self.now() - queues.RESUME_WINDOW,
+                    postgresql=tx.kind == "postgresql",
+                )
+            events = [
+                (item.cursor, _event(kind, item.cursor, render(item))) for item in ended.items
+            ]
+            read.page = _Page(events, ended.held, ended.full)
+            return read.page
+        finally:
+            read.done.set()
+
+
+@dataclass
+class _Page:
+    """One read as sent: each event's cursor and bytes, in cursor order, and whether to read
+    again soon (rows held back) or at once (the page came full)."""
+
+    events: list[tuple[queues.Cursor, bytes]]
+    held: bool
+    full: bool
+    data: bytes = b""
+    """Every event's bytes, joined: what each stream that has seen none of them sends."""
+
+    def __post_init__(self) -> None:
+        self.data = b"".join(event for _, event in self.events)
+
+
+@dataclass
+class _Read:
+    """A read of one app's stream from one cursor, begun at a generation of notifications;
+    ``page`` once it is done (None: it failed or was cancelled)."""
+
+    generation: int
+    begun: float
+    done: trio.Event = field(default_factory=trio.Event)
+    page: _Page | None = None
+
+
+def _next_tick(after: float, interval: float) -> float:
+    """The first moment past ``after`` on the grid of ``interval``: every stream reads on the
+    same ticks, so the streams of an app that stand at the same cursor share their reads."""
+    return (math.floor(after / interval) + 1) * interval
+
+
+def _waker(broadcaster: Broadcaster, kind: queues.StreamKind) -> Callable[[], None]:
+    return lambda: broadcaster._wake(kind)
+
+
+def _event(kind: queues.StreamKind, cursor: queues.Cursor, data: str) -> bytes:
+    name = "delivery" if kind == "deliveries" else "run"
+    return f"id: {cursor.text}\nevent: {name}\ndata: {data}\n\n".encode()
+
+
+def event_data(item: object) -> str:
+    """An event's ``data:``, one line of JSON (compact, as written by ``json.dumps`` with no
+    spaces and ``ensure_ascii=False``: orjson writes it several times faster, once for all the
+    streams a read serves)."""
+    return orjson.dumps(item).decode()
+
+
+BROADCASTER_KEY = f"{APP_STATE_PREFIX}{Broadcaster.__qualname__}"
+
+
+def end_live_streams(app: QuartTrio) -> None:
+    """The server stops: end the application's open streams, so the drain does not wait for
+    them (clients reconnect to another process, resuming with ``Last-Event-ID``)."""
+    broadcaster = app.extensions.get(BROADCASTER_KEY)
+    if isinstance(broadcaster, Broadcaster):
+        broadcaster.end_all()

@@ -1,0 +1,354 @@
+"""The console's pages for debugging an app's webhooks, on the application host: a webhook with
+its deliveries (filtered, a page at a time) and the recovery of its failed ones; a delivery with
+its payload as sent and every attempt made, and its redelivery.
+
+Server-rendered from the same domain calls as the JSON console API (``developer/webhooks.py``),
+for the signed-in developer; every button is a form with a CSRF token, every filter a GET form
+or a link. Anyone else's app, and any webhook or delivery id that is not the app's, is not found
+(404). A form's refusal comes back to its page as a notice, by the error table.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlencode
+
+from quart import request
+from quart.typing import ResponseReturnValue
+from quart_schema import security_scheme
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from ledgerport import apps, catalog, queues
+from ledgerport.errors import InvalidInput
+
+from ..._context import platform, unit_of_work
+from ..._ids import DELIVERY, EVENT
+from ..._openapi import (
+    FORM,
+    SET_COOKIE,
+    SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Body,
+    Param,
+    operation,
+    page,
+    redirect_reply,
+)
+from .._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
+from .._design import exact_time
+from .._form_models import BUTTON_BODY, PageForm, read_form
+from .._frame import console_developer, returns_to
+from .._notices import form_page, with_notice
+from ._debug import (
+    _FILTER_LABELS,
+    _FORM_TIME,
+    _FORM_TIME_PATTERN,
+    BUTTON_ERRORS,
+    LIVE_CSP,
+    NOT_THE_APPS,
+    PAGE_ERRORS,
+    SIGN_IN,
+    AppliedFilter,
+    blueprint,
+    choice,
+    form_time,
+    id_argument,
+    id_or_nothing,
+    one_of_words,
+    parse_form_time,
+    pretty_payload,
+    query_string,
+    quota_mib,
+    url_label,
+)
+from ._shared import CONSOLE_CSP
+
+_DELIVERY_STATUS = Param(
+    "status",
+    "query",
+    "Only the deliveries in this status (empty: every status)",
+    {"type": "string", "enum": ["", *queues.DELIVERY_STATUSES]},
+)
+_DELIVERY_TYPE = Param(
+    "type",
+    "query",
+    "Only the deliveries of this event type (empty: every type)",
+    {"type": "string", "enum": ["", *catalog.EVENT_NAMES]},
+)
+
+
+_EVENT_ID = Param(
+    "eventId", "query", "Only the delivery of this event (empty: every event)", id_or_nothing(EVENT)
+)
+_AFTER = Param(
+    "after",
+    "query",
+    "The next of an earlier page: the deliveries after it, with the same filters",
+    id_or_nothing(DELIVERY),
+)
+_RECOVER_SINCE = Param(
+    "recover_since",
+    "query",
+    "What the recovery form's since starts with (UTC, as 2026-09-22T08:00): where an earlier"
+    " recovery looked from",
+    {"type": "string", "pattern": f"^(?:{_FORM_TIME_PATTERN})?$"},
+)
+_RECOVER_AFTER = Param(
+    "recover_after",
+    "query",
+    "Where the recovery form goes on: the next of an earlier recovery with that since",
+    id_or_nothing(DELIVERY),
+)
+
+ATTEMPTS_SHOWN = 100
+"""Attempts a delivery's page shows, the newest: a delivery redelivered again and again has as
+many as it was sent, each with up to 4 KiB of answer (the developer API answers every one)."""
+RECOVER_DEFAULT_SINCE = 86400
+"""Seconds before now the recovery form offers to start from: the last day."""
+
+
+def _webhook_path(app_id: str, webhook_id: str) -> str:
+    return f"/console/apps/{app_id}/webhooks/{webhook_id}"
+
+
+def _delivery_path(app_id: str, webhook_id: str, delivery_id: str) -> str:
+    return f"{_webhook_path(app_id, webhook_id)}/deliveries/{delivery_id}"
+
+
+# --- A webhook ------------------------------------------------------------------------------------
+
+
+@blueprint.get("/console/apps/<app_id>/webhooks/<webhook_id>")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The webhook, its deliveries (filtered, a page at a time) and its recovery form"),
+    redirect_reply(SIGN_IN),
+    page(404, NOT_THE_APPS.format("webhook")),
+    raises=(*PAGE_ERRORS, InvalidInput, apps.WebhookNotFound),
+    params=(
+        _DELIVERY_STATUS,
+        _DELIVERY_TYPE,
+        _EVENT_ID,
+        _AFTER,
+        _RECOVER_SINCE,
+        _RECOVER_AFTER,
+    ),
+)
+async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
+    """The webhook: its URL, whether it is on, its events; its deliveries, newest first, 100 a
+    page (``after``: the next of the page before), filtered by status, event type and event
+    id (each kept in the address and shown as applied), each with its event, status, attempts,
+    response and when its next attempt is due, test deliveries marked; and the form that
+    redelivers every failed delivery since a moment. When attempts' kept answers were dropped
+    to keep the app within its storage quota, it says so."""
+    status = choice("status", queues.DELIVERY_STATUSES, one_of_words(queues.DELIVERY_STATUSES))
+    event_type = choice("type", catalog.EVENT_NAMES, "an event type of the catalog")
+    event_id = id_argument("eventId", EVENT)
+    after = id_argument("after", DELIVERY)
+    recover_after = id_argument("recover_after", DELIVERY)
+    since_text = request.args.get("recover_since", "")
+    if since_text and not _FORM_TIME.fullmatch(since_text):
+        raise InvalidInput(["recover_since must be a date and time in UTC, as 2026-09-22T08:00"])
+    p = platform()
+    async with unit_of_work() as tx:
+        app = await apps.get_developed_app(tx, app_id, console_developer())
+        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        deliveries = await queues.delivery_page(
+            tx,
+            webhook.id,
+            statuses=[status] if status else [],
+            types=[event_type] if event_type else [],
+            event_id=event_id,
+            after=after,
+        )
+        storage = await queues.app_storage(tx, app_id)
+        counts = await apps.health_counts(tx, [webhook.id], now=p.now())
+        # While it fails, or after the service switched it off: from the first delivery that
+        # failed since its failures began (a recovery goes by when deliveries were created).
+        trouble = webhook.health.failing_since or webhook.disabled_at
+        failed_from = (
+            await queues.first_failed_since(tx, webhook.id, trouble)
+            if trouble is not None
+            and (webhook.health.state == "failing" or webhook.disabled_reason)
+            else None
+        )
+    filters = {"status": status, "type": event_type, "eventId": event_id}
+    here = _webhook_path(app_id, webhook_id)
+    applied = [
+        AppliedFilter(_FILTER_LABELS[name], value, here + query_string({**filters, name: None}))
+        for name, value in filters.items()
+        if value
+    ]
+    now = p.now()
+    earliest = now - catalog.DELIVERY_RETENTION + 60
+    if not since_text:
+        default = failed_from if failed_from is not None else now - RECOVER_DEFAULT_SINCE
+        since_text = form_time(max(min(default, now), earliest))
+    subscribed = list(webhook.events) or [webhook.test_event_type]
+    return await form_page(
+        "console_webhook.html",
+        csp=LIVE_CSP,
+        live=not applied and after is None,
+        app=app,
+        webhook=webhook,
+        webhook_label=url_label(webhook.url),
+        counts=counts.get(webhook.id, apps.Counts()),
+        deliveries=deliveries.deliveries,
+        filters=filters,
+        applied=applied,
+        subscribed_types=subscribed,
+        other_types=[name for name in catalog.EVENT_NAMES if name not in subscribed],
+        next_href=(
+            here + query_string({**filters, "after": deliveries.next}) if deliveries.next else None
+        ),
+        newest_href=here + query_string(filters) if after else None,
+        paged=after is not None,
+        statuses=queues.DELIVERY_STATUSES,
+        recover_since=since_text,
+        recover_after=recover_after,
+        recover_min=form_time(earliest),
+        recover_max=form_time(now),
+        recover_max_count=queues.RECOVER_MAX,
+        storage=storage,
+        quota_mib=quota_mib(),
+        current="webhooks",
+        below=True,
+    )
+
+
+class RecoverForm(PageForm):
+    """The recovery form: ``since``, a date and time in UTC (``2026-09-22T08:00``, as a
+    ``datetime-local`` field sends it) within the last 30 days; ``after``, the next of an
+    earlier recovery with that since, to go on after it. Left out, since comes back as a
+    notice saying what is wrong."""
+
+    since: str = ""
+    after: Annotated[str, DELIVERY.document] = ""
+
+
+@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/recover")
+@form_guard(back_with_notice(_webhook_path))
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply(
+        "Back to the webhook's page, saying how many were queued again and skipped, or why"
+        " not (with where to go on when more are left)",
+        SET_COOKIE.optional(),
+    ),
+    page(404, NOT_THE_APPS.format("webhook")),
+    raises=(*PAGE_ERRORS, InvalidInput, RequestEntityTooLarge, apps.WebhookNotFound),
+    bodies=(Body(FORM, RecoverForm),),
+    params=(CSRF_COOKIE_PARAM,),
+)
+async def recover(app_id: str, webhook_id: str) -> ResponseReturnValue:
+    """Redeliver every failed delivery of the webhook created at or after ``since``, as
+    ``POST /developer/apps/{appId}/webhooks/{webhookId}/recover`` does: those the redelivery
+    rules refuse are skipped and counted. One recovery looks at the oldest 500 at most; when
+    more are left the page offers to go on after them."""
+    form = await read_form(RecoverForm)
+    back = _webhook_path(app_id, webhook_id)
+    p = platform()
+    returns_to(back)
+    after = form.after.strip() or None
+    async with unit_of_work() as tx:
+        await apps.get_developed_app(tx, app_id, console_developer())
+        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        since = parse_form_time(form.since)
+        recovered = await queues.recover(tx, now=p.now(), webhook=webhook, since=since, after=after)
+        if recovered.queued:
+            await tx.notify(queues.DELIVERIES_CHANNEL)
+    shown = exact_time(since)
+    if recovered.next is not None:
+        go_on = {"recover_since": form_time(since), "recover_after": recovered.next}
+        return with_notice(
+            back,
+            "recovered-partly",
+            shown,
+            recovered.queued,
+            recovered.skipped,
+            query=urlencode(go_on),
+        )
+    if after is None and recovered.queued == recovered.skipped == 0:
+        return with_notice(back, "recovered-nothing", shown)
+    return with_notice(back, "recovered", shown, recovered.queued, recovered.skipped)
+
+
+# --- A delivery -----------------------------------------------------------------------------------
+
+
+@blueprint.get("/console/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The delivery: its payload as sent and every attempt made"),
+    redirect_reply(SIGN_IN),
+    page(404, NOT_THE_APPS.format("webhook or delivery")),
+    raises=(*PAGE_ERRORS, apps.WebhookNotFound, queues.DeliveryNotFound),
+)
+async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
+    """The delivery: its status, event, when it was created and when its next attempt is due;
+    the payload as sent (pretty-printed, and the exact text its signatures were computed over);
+    every attempt ever made, oldest first, redeliveries included, each with when it started,
+    how long it took, the response code, the request's headers as sent (its signature among
+    them), the first 4 KiB of the answer (marked when the answer went on, or saying it was
+    dropped for the app's storage quota) and the error, the 100 newest when there are more;
+    and the redeliver button when the redelivery rules allow it, else why not."""
+    p = platform()
+    async with unit_of_work() as tx:
+        app = await apps.get_developed_app(tx, app_id, console_developer())
+        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        detail = await queues.get_delivery(tx, webhook.id, delivery_id, attempts=ATTEMPTS_SHOWN)
+        refusal = await queues.redelivery_check(
+            tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
+        )
+    return await form_page(
+        "console_delivery.html",
+        csp=CONSOLE_CSP,
+        app=app,
+        webhook=webhook,
+        webhook_label=url_label(webhook.url),
+        delivery=detail.delivery,
+        payload=detail.payload,
+        pretty=pretty_payload(detail.payload),
+        attempts=detail.attempt_log,
+        attempts_made=detail.attempt_log[-1].attempt if detail.attempt_log else 0,
+        refusal=refusal,
+        body_kept=queues.RESPONSE_BODY_KEPT,
+        quota_mib=quota_mib(),
+        current="webhooks",
+        below=True,
+    )
+
+
+@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/resend")
+@form_guard(back_with_notice(_delivery_path))
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply(
+        "Back to the delivery's page, saying it is queued again or why not",
+        SET_COOKIE.optional(),
+    ),
+    page(404, NOT_THE_APPS.format("webhook or delivery")),
+    raises=(
+        *PAGE_ERRORS,
+        *BUTTON_ERRORS,
+        apps.WebhookNotFound,
+        queues.DeliveryNotFound,
+        queues.RedeliveryRefused,
+    ),
+    bodies=BUTTON_BODY,
+    params=(CSRF_COOKIE_PARAM,),
+)
+async def resend(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
+    """The delivery page's redeliver button: the delivery again, as
+    ``POST .../deliveries/{deliveryId}/redeliver`` (same id, event and body, a fresh attempt
+    count and signature), back to its page; a refusal of the redelivery rules comes back as a
+    notice there."""
+    back = _delivery_path(app_id, webhook_id, delivery_id)
+    p = platform()
+    returns_to(back)
+    async with unit_of_work() as tx:
+        await apps.get_developed_app(tx, app_id, console_developer())
+        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        await queues.get_delivery(tx, webhook.id, delivery_id)
+        await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
+        await tx.notify(queues.DELIVERIES_CHANNEL)
+    return with_notice(back, "redelivered", delivery_id)

@@ -1,0 +1,302 @@
+"""The forms that write a function and a new version of one: refused, the form comes back as it
+was sent, with the place in the source a refusal names shown beside it (a source cannot ride in
+a redirect). Uploads count against the app's budget, as the API's do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+from pydantic import Field
+from quart import Response
+from quart.typing import ResponseReturnValue
+from quart_schema import security_scheme
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from ledgerport import apps, auth, catalog
+from ledgerport.errors import InvalidInput
+
+from ..._context import platform, unit_of_work
+from ..._function_budget import count_function_upload
+from ..._openapi import (
+    FORM,
+    RETRY_AFTER,
+    SET_COOKIE,
+    SIGNED_IN_OR_SENT_TO_SIGN_IN,
+    Body,
+    operation,
+    page,
+    redirect_reply,
+)
+from .._csrf import CSRF_COOKIE_PARAM, form_again, form_guard
+from .._form_models import PageForm, Repeated, read_form
+from .._frame import console_developer
+from .._notices import (
+    Notice,
+    form_page,
+    with_notice,
+)
+from .._problems import answers_again
+from ._forms import areas_out_of_reach, event_groups, source_problem
+from ._shared import (
+    APP_PARAM,
+    CONSOLE_CSP,
+    FUNCTION_NOT_FOUND,
+    NAME_PARAM,
+    PAGE_ERRORS,
+    SIGNED_OUT,
+    blueprint,
+    function_path,
+    functions_path,
+)
+
+# --- Functions: write, edit, delete, test run -----------------------------------------------
+
+STARTER_SOURCE = """export async function handler(event, context) {
+  context.log(`${event.type} ${event.id}`);
+  return { received: event.type };
+}
+"""
+"""What a new function's source starts as."""
+
+
+async def _function_form(
+    app_id: str,
+    *,
+    function_name: str | None,
+    name: str,
+    source: str,
+    events: Sequence[str],
+    allowed_hosts: Sequence[str] = (),
+    schedule: str = "",
+    problem: Notice | None = None,
+    status: int = 200,
+) -> Response:
+    """The form that writes a new function (``function_name`` None) or a new version of one,
+    filled with ``name``, ``source``, ``events``, ``allowed_hosts`` and ``schedule``,
+    ``problem`` beside the source (with the lines up to the place it names)."""
+    async with unit_of_work() as tx:
+        app = await apps.get_developed_app(tx, app_id, console_developer())
+        function = await apps.get_function(tx, app_id, function_name) if function_name else None
+    action = (
+        function_path(app_id, function_name, "edit")
+        if function_name
+        else f"{functions_path(app_id)}/new"
+    )
+    return await form_page(
+        "console_function_form.html",
+        status=status,
+        csp=CONSOLE_CSP,
+        app=app,
+        function=function,
+        action=action,
+        name=name,
+        source=source,
+        allowed_hosts="\n".join(allowed_hosts),
+        hosts_max=catalog.FUNCTION_ALLOWED_HOSTS_MAX,
+        schedule=schedule,
+        schedule_max=apps.SCHEDULE_MAX_CHARS,
+        groups=event_groups(app.scopes, events),
+        out_of_reach=areas_out_of_reach(app.scopes),
+        problem=problem,
+        position=source_problem(problem.text, source) if problem is not None else None,
+        current="functions",
+        below=True,
+    )
+
+
+@blueprint.get("/console/apps/<app_id>/functions/new")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The form that writes a new function: its name, events and source"),
+    SIGNED_OUT,
+    page(404, "Not an app of the signed-in developer"),
+    raises=PAGE_ERRORS,
+    params=(APP_PARAM,),
+)
+async def new_function_page(app_id: str) -> ResponseReturnValue:
+    """The form that writes a new function: its name, the events it runs on as checkboxes
+    grouped by area, its schedule, and its source, started with a handler that logs its
+    event."""
+    return await _function_form(
+        app_id, function_name=None, name="", source=STARTER_SOURCE, events=()
+    )
+
+
+class FunctionForm(PageForm):
+    """The function form: its ``name`` (a new function only), its ``source``, the events it
+    runs on (``events`` repeated, one per checkbox), the hosts it may fetch from
+    (``allowed_hosts``, one a line) and its ``schedule`` (five cron fields, UTC; empty for
+    none). A field left out is as if empty: the form comes back saying what is wrong."""
+
+    name: str = ""
+    source: str = ""
+    events: Repeated = Field(default_factory=list)
+    allowed_hosts: str = ""
+    schedule: str = ""
+
+    @property
+    def typed_source(self) -> str:
+        """The source as typed: a browser sends a text area's line breaks as CRLF."""
+        return self.source.replace("\r\n", "\n")
+
+    @property
+    def hosts(self) -> list[str]:
+        """The hosts as typed: one a line (commas and spaces part them too)."""
+        return self.allowed_hosts.replace(",", " ").split()
+
+
+_UPLOAD_AGAIN = page(
+    400,
+    "The form again as it was sent, saying why not beside the source (with the line and"
+    " column of a syntax error): the form expired, the source, the name or an event is refused",
+)
+_UPLOAD_LIMITED = page(
+    429, "The form again as it was sent: the app's uploads are over budget", RETRY_AFTER
+)
+_UPLOAD_RAISES = (
+    *PAGE_ERRORS,
+    InvalidInput,
+    apps.FunctionSourceNoHandler,
+    auth.RateLimited,
+    RequestEntityTooLarge,
+)
+
+
+async def _upload(
+    app_id: str,
+    *,
+    name: str,
+    source: str,
+    events: Sequence[str],
+    allowed_hosts: Sequence[str],
+    schedule: str = "",
+) -> apps.HostedFunction:
+    """Upload the function as ``PUT /developer/apps/{appId}/functions/{name}`` does: counted
+    against the app's budget, compiled outside any transaction, then stored as its new
+    version."""
+    user_id = console_developer()
+    async with unit_of_work() as tx:
+        app = await apps.get_developed_app(tx, app_id, user_id)
+    await count_function_upload(app.id)
+    upload = await apps.prepare_function(
+        app,
+        name=name,
+        source=source,
+        events=events,
+        allowed_hosts=allowed_hosts,
+        schedule=schedule.strip() or None,
+    )
+    async with unit_of_work() as tx:
+        app = await apps.get_developed_app(tx, app_id, user_id)
+        return await apps.put_function(tx, now=platform().now(), app=app, upload=upload)
+
+
+async def _sent_again(
+    problem: Notice, status: int, *, app_id: str, name: str | None = None
+) -> Response:
+    """The form that writes a new function (``name`` None) or a new version of one again, as
+    it was sent, ``problem`` beside it."""
+    form = await read_form(FunctionForm)
+    return await _function_form(
+        app_id,
+        function_name=name,
+        name=name if name is not None else form.name.strip(),
+        source=form.typed_source,
+        events=form.events,
+        allowed_hosts=form.hosts,
+        schedule=form.schedule,
+        problem=problem,
+        status=status,
+    )
+
+
+@blueprint.post("/console/apps/<app_id>/functions/new")
+@form_guard(form_again(_sent_again))
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply("Saved: back to the functions page, saying so", SET_COOKIE.optional()),
+    _UPLOAD_AGAIN,
+    _UPLOAD_LIMITED,
+    page(404, "Not an app of the signed-in developer"),
+    raises=_UPLOAD_RAISES,
+    bodies=(Body(FORM, FunctionForm),),
+    params=(APP_PARAM, CSRF_COOKIE_PARAM),
+)
+async def add_function(app_id: str) -> ResponseReturnValue:
+    """Write a new function (version 1), as ``PUT /developer/apps/{appId}/functions/{name}``
+    for a name the app has no function of: a name that is taken is refused, so no function is
+    replaced unseen."""
+    form = await read_form(FunctionForm)
+    name = form.name.strip()
+    source = form.typed_source
+    events = form.events
+    hosts = form.hosts
+    schedule = form.schedule
+    answers_again(partial(_sent_again, app_id=app_id))
+    async with unit_of_work() as tx:
+        await apps.get_developed_app(tx, app_id, console_developer())
+        taken = any(function.name == name for function in await apps.list_functions(tx, app_id))
+    if taken:
+        raise InvalidInput([f"name {name!r} is taken: edit that function, or choose another name"])
+    function = await _upload(
+        app_id, name=name, source=source, events=events, allowed_hosts=hosts, schedule=schedule
+    )
+    return with_notice(functions_path(app_id), "function-saved", function.name, function.version)
+
+
+@blueprint.get("/console/apps/<app_id>/functions/<name>/edit")
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    page(200, "The form that edits a function: its events and the source that runs now"),
+    SIGNED_OUT,
+    FUNCTION_NOT_FOUND,
+    raises=(*PAGE_ERRORS, apps.FunctionNotFound),
+    params=(APP_PARAM, NAME_PARAM),
+)
+async def edit_function_page(app_id: str, name: str) -> ResponseReturnValue:
+    """The form that edits a function: its events, and the source of the version that runs,
+    saved as its next version."""
+    async with unit_of_work() as tx:
+        await apps.get_developed_app(tx, app_id, console_developer())
+        function = await apps.get_function(tx, app_id, name)
+        source = await apps.function_source(tx, function)
+    return await _function_form(
+        app_id,
+        function_name=name,
+        name=name,
+        source=source,
+        events=function.events,
+        allowed_hosts=function.allowed_hosts,
+        schedule=function.schedule or "",
+    )
+
+
+@blueprint.post("/console/apps/<app_id>/functions/<name>/edit")
+@form_guard(form_again(_sent_again))
+@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
+@operation(
+    redirect_reply("Saved: back to the functions page, saying so", SET_COOKIE.optional()),
+    _UPLOAD_AGAIN,
+    _UPLOAD_LIMITED,
+    FUNCTION_NOT_FOUND,
+    raises=(*_UPLOAD_RAISES, apps.FunctionNotFound),
+    bodies=(Body(FORM, FunctionForm),),
+    params=(APP_PARAM, NAME_PARAM, CSRF_COOKIE_PARAM),
+)
+async def edit_function(app_id: str, name: str) -> ResponseReturnValue:
+    """Save the source and events as the function's next version, as
+    ``PUT /developer/apps/{appId}/functions/{name}``; it runs from then on."""
+    form = await read_form(FunctionForm)
+    source = form.typed_source
+    events = form.events
+    hosts = form.hosts
+    schedule = form.schedule
+    answers_again(partial(_sent_again, app_id=app_id, name=name))
+    async with unit_of_work() as tx:
+        await apps.get_developed_app(tx, app_id, console_developer())
+        await apps.get_function(tx, app_id, name)
+    function = await _upload(
+        app_id, name=name, source=source, events=events, allowed_hosts=hosts, schedule=schedule
+    )
+    return with_notice(functions_path(app_id), "function-saved", function.name, function.version)
