@@ -102,9 +102,10 @@ RECOVER_DEFAULT_SINCE = 86400
 
 
 def delivery_happened(delivery: queues.Delivery) -> str:
-    """What a delivery's row says of its last answer: what went wrong, or the code it got."""
+    """What a delivery's row says of its last answer: what went wrong, or the code it got (as
+    the live rows of ``static/live.js`` show it)."""
     code = delivery.response_code
-    return what_happened(code, delivery.last_error) or ("" if code is None else f"HTTP {code}")
+    return what_happened(code, delivery.last_error) or ("" if code is None else str(code))
 
 
 def _webhook_path(app_id: str, webhook_id: str) -> str:
