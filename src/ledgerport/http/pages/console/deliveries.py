@@ -52,8 +52,8 @@ from ._debug import (
     quota_mib,
     url_label,
 )
-from ._endpoint_words import attempt_lines, endpoint_state, what_happened
 from ._shared import CONSOLE_CSP
+from .webhook_words import attempt_lines, endpoint_state, what_happened
 
 _DELIVERY_STATUS = Param(
     "status",

@@ -34,7 +34,6 @@ from .._notices import (
     form_page,
     with_notice,
 )
-from ._endpoint_words import StateWords, endpoint_state, what_happened
 from ._shared import (
     APP_PARAM,
     CONSOLE_CSP,
@@ -45,6 +44,7 @@ from ._shared import (
     webhook_path,
     webhooks_path,
 )
+from .webhook_words import StateWords, endpoint_state, what_happened
 
 
 @blueprint.get("/console/apps/<app_id>/webhooks")
