@@ -572,6 +572,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "INTERNAL_AREAS",
         "INVALID_GRANT_DESCRIPTIONS",
         "JWKS_MAX_AGE",
+        "PROTECTED_RESOURCE_PATH",
         "LOCKOUT_DURATION",
         "LOCKOUT_FAILURES",
         "LOCKOUT_WINDOW",
