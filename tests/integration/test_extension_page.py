@@ -124,7 +124,7 @@ async def test_the_dashboard_card_needs_no_record(
             "The app was not granted invoices:read in this business, which its invoice.details"
             " extension needs",
         ),
-        ("no record", 400, "record_id is required: invoice.details shows a invoice"),
+        ("no record", 400, "record_id is required: invoice.details shows an invoice"),
         ("malformed record", 400, "record_id must be the id of a record"),
         ("not installed", 409, "This app is not installed in this business"),
     ],
