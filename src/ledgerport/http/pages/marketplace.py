@@ -221,9 +221,6 @@ async def install_page(slug: str) -> ResponseReturnValue:
         app = await apps.get_app(tx, listed.app_id)
         offers = await access.install_businesses(tx, app, user.id)
         developer = await developer_name(tx, app)
-    if not any(offer.may_install for offer in offers):
-        # Only businesses where it is installed already: the form could install nothing more.
-        raise access.NoBusinessToInstallIn()
     asked = request.args.get("business_id", "")
     chosen = (
         asked
