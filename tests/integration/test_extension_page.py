@@ -89,6 +89,9 @@ async def test_a_member_sees_the_extension_framed_with_the_records_context(
     assert 'data-origin="https://books-sync.example"' in page
     assert 'data-target="invoice.details"' in page
     assert "<h1>Sync</h1>" in page
+    # The record in words, never its bare id (this one is not in the business).
+    assert "· An invoice that is not in this business</span>" in page
+    assert f"· {RECORD_ID}" not in page
     csp = response.headers["Content-Security-Policy"]
     assert "frame-src https://books-sync.example;" in csp
     assert "frame-ancestors 'none'" in csp
