@@ -120,7 +120,11 @@ def csrf_of(page: str) -> str:
 
 
 def alert_of(page: str) -> str:
-    match = re.search(r'role="alert">(.*?)</p>', page, re.S)
+    # A message the specification fixes is the detail below the plain words; another is the
+    # alert itself.
+    match = re.search(r'class="problem-code">(.*?)</code>', page, re.S) or re.search(
+        r'role="alert">(.*?)</p>', page, re.S
+    )
     assert match is not None, page
     return html.unescape(match[1]).strip()
 

@@ -89,6 +89,9 @@ async def test_a_member_sees_the_extension_framed_with_the_records_context(
     assert 'data-origin="https://books-sync.example"' in page
     assert 'data-target="invoice.details"' in page
     assert "<h1>Sync</h1>" in page
+    # The record in words, never its bare id (this one is not in the business).
+    assert "· An invoice that is not in this business</span>" in page
+    assert f"· {RECORD_ID}" not in page
     csp = response.headers["Content-Security-Policy"]
     assert "frame-src https://books-sync.example;" in csp
     assert "frame-ancestors 'none'" in csp
@@ -124,7 +127,7 @@ async def test_the_dashboard_card_needs_no_record(
             "The app was not granted invoices:read in this business, which its invoice.details"
             " extension needs",
         ),
-        ("no record", 400, "record_id is required: invoice.details shows a invoice"),
+        ("no record", 400, "record_id is required: invoice.details shows an invoice"),
         ("malformed record", 400, "record_id must be the id of a record"),
         ("not installed", 409, "This app is not installed in this business"),
     ],

@@ -49,7 +49,11 @@ async def problem_message(response: Any) -> str:
     assert not 300 <= response.status_code < 400, response.headers.get("Location")
     assert "Location" not in response.headers
     assert 'name="decision"' not in page
-    match = re.search(r'role="alert">(.*?)</p>', page, re.S)
+    # A message the specification fixes is the detail below the plain words; another is the
+    # alert itself.
+    match = re.search(r'class="problem-code">(.*?)</code>', page, re.S) or re.search(
+        r'role="alert">(.*?)</p>', page, re.S
+    )
     assert match is not None, page
     return html.unescape(match[1]).strip()
 

@@ -153,6 +153,7 @@ async def test_the_home_page_and_what_signing_in_is_for(
         console = await console_for(client, admin_headers, api)
         await go_live(client, admin_headers, console, body("books-sync", name="Books Sync"))
         authorize = f"/oauth/authorize?client_id={api.world.client_id}&scope=invoices:read"
+        client.cookie_jar.clear()  # signed out: the sign-in form says what it is for
         purposes = [
             (await _text(client, f"/login?next={quote(target, safe='')}"))[1]
             for target in (authorize, "/marketplace/books-sync/install", "/device", "/console")
@@ -246,7 +247,9 @@ async def test_the_listing_editor_saves_uploads_previews_and_resubmits_after_cha
     assert refused.status_code == 400, "a refused save shows the editor again, as it was sent"
     assert 'value="Not A Slug"' in refused_page
     assert 'value="Kept as sent"' in refused_page
-    assert 'id="form-problem"' in refused_page
+    assert 'id="problems"' in refused_page  # the summary, linking to the Address
+    assert '<a href="#slug">Address must be 3 to 60' in refused_page
+    assert 'aria-invalid="true"' in refused_page
     assert preview.status_code == 200
     assert preview.mimetype == "image/png"
     assert await preview.get_data() == PNG

@@ -209,7 +209,11 @@ async def problem_message(response: Any) -> str:
     page = await response.get_data(as_text=True)
     assert not 300 <= response.status_code < 400, response.headers.get("Location")
     assert 'name="decision"' not in page
-    match = re.search(r'role="alert">(.*?)</p>', page, re.S)
+    # A message the specification fixes is the detail below the plain words; another is the
+    # alert itself.
+    match = re.search(r'class="problem-code">(.*?)</code>', page, re.S) or re.search(
+        r'role="alert">(.*?)</p>', page, re.S
+    )
     assert match is not None, page
     return html.unescape(match[1]).strip()
 

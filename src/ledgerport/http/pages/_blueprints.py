@@ -11,7 +11,7 @@ from quart import Blueprint
 from .._envelopes import ErrorShape
 from . import bridge, consent, console, device, marketplace, sign_in
 from ._csrf import guard_forms
-from ._frame import PROBLEM_TITLE
+from ._frame import PROBLEM_TITLE, look_up_viewer
 from ._problems import BROWSER_PAGE, page_shape
 
 
@@ -54,4 +54,6 @@ PAGES = Pages(
 )
 """The pages of the application host."""
 
+for _blueprint in PAGES.blueprints:
+    _blueprint.before_request(look_up_viewer)
 guard_forms(*PAGES.blueprints)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -171,6 +171,35 @@ def described_scopes(scopes: Sequence[str]) -> list[ScopeWords]:
         ScopeWords(scope, catalog.SCOPE_DESCRIPTIONS.get(scope, scope), scope.endswith(":write"))
         for scope in scopes
     ]
+
+
+def kind_words(kind: str) -> str:
+    """A record kind or an event's noun as a person reads it: ``purchase_return`` is
+    "purchase return"."""
+    return kind.replace("_", " ").replace("-", " ")
+
+
+def with_article(noun: str) -> str:
+    """``noun`` in words with its indefinite article: "an invoice", "a payment", "an account",
+    "a journal entry"."""
+    words = kind_words(noun)
+    article = "an" if words[:1].lower() in "aeiou" and words else "a"
+    return f"{article} {words}"
+
+
+def record_words(kind: str, document: Mapping[str, Any] | None) -> str:
+    """The record an extension is shown for, as its page names it: its kind and its number
+    ("Invoice INV-0007") or its name ("Customer Acme Ltd"); a record the business does not
+    hold is named by its kind only ("An invoice that is not in this business"), never by its
+    id alone."""
+    title = kind_words(kind).capitalize()
+    if document is None:
+        return f"{with_article(kind).capitalize()} that is not in this business"
+    for field in ("number", "displayName", "name", "code"):
+        value = document.get(field)
+        if isinstance(value, str) and value.strip():
+            return f"{title} {value.strip()}"
+    return f"{title} created {str(document.get('createdAt', ''))[:10]}".rstrip()
 
 
 # --- Markdown ---------------------------------------------------------------------------------

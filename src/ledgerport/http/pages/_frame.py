@@ -6,6 +6,7 @@ handler returns to.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -20,11 +21,15 @@ from .._browser import cookie_flags, csrf_token, current_user_id
 from .._context import unit_of_work
 
 _R = TypeVar("_R", bound=BaseResponse)
+log = logging.getLogger("ledgerport.http")
 
 PROBLEM_TITLE = "This app can't connect"
 """Title of the authorization and device pages' problem pages."""
 VIEWER = "ledgerport_viewer"
 """Where a request keeps the signed-in person once looked up (``g``), for the page header."""
+VIEWER_UNASKED = "ledgerport_viewer_unasked"
+"""Set (``g``) when the store is not to be asked who is signed in (it just failed): the header
+then shows "Sign in"."""
 FORM_BACK = "ledgerport_form_back"
 """Where a form's handler says which page it returns to (``g``): a problem the handler raises
 then goes back there as a notice instead of a problem page (``_problems``)."""
@@ -101,10 +106,43 @@ async def current_user() -> Viewer | None:
 
 
 def viewer() -> Viewer | None:
-    """The signed-in person, when this request has looked them up (:func:`current_user`):
-    the header shows them with a sign-out button; a page that never asked shows "Sign in"."""
+    """The signed-in person, when this request has looked them up (:func:`current_user`)."""
     found: Viewer | None = g.get(VIEWER)
     return found
+
+
+def leave_viewer_unasked() -> None:
+    """Say the store is not to be asked who is signed in for this page's header (a problem
+    page answering the store's own failure)."""
+    setattr(g, VIEWER_UNASKED, True)
+
+
+async def look_up_viewer() -> None:
+    """A ``before_request`` of every page blueprint: who is signed in, looked up before the
+    handler opens its transaction, so every page's header names them (no page offers "Sign
+    in" to someone signed in) without asking the store again while a transaction is open. A
+    store that cannot answer leaves the header to say "Sign in"; the handler meets the same
+    failure and answers it."""
+    try:
+        await current_user()
+    except Exception:
+        log.debug("the header's viewer could not be looked up", exc_info=True)
+        leave_viewer_unasked()
+
+
+async def header_viewer() -> Viewer | None:
+    """Who the header names: the signed-in person (:func:`look_up_viewer`); a page outside the
+    page blueprints (an unrouted address's) asks here, as no transaction is open there. None
+    when nobody is signed in, or when the store is not to be asked
+    (:func:`leave_viewer_unasked`) or cannot answer."""
+    known = viewer()
+    if known is not None or g.get(VIEWER_UNASKED):
+        return known
+    try:
+        return await current_user()
+    except Exception:  # the page goes on without the name: "Sign in" shows instead
+        log.debug("the header's viewer could not be looked up", exc_info=True)
+        return None
 
 
 async def html_page(
@@ -122,7 +160,7 @@ async def html_page(
     html = await render_template(
         template,
         csrf_token=csrf_token(cookies),
-        viewer=viewer(),
+        viewer=await header_viewer(),
         notice=notice,
         here=request.path,
         **values,

@@ -21,7 +21,7 @@ from ledgerport import storage
 from .._envelopes import ErrorShape, Renderer
 from .._error_answer import Answer
 from .._errors import answer_for
-from ._frame import Way, current_user, form_back, problem_page
+from ._frame import Way, form_back, leave_viewer_unasked, problem_page
 from ._notices import Notice, notice_of, notice_text, with_notice
 
 log = logging.getLogger("ledgerport.http")
@@ -45,7 +45,7 @@ def render_page(title: str, ways: Sequence[Way] = ()) -> Renderer:
             return with_notice(path, *notice_of(error, answer), query=query)
         message, explanation = answer.page_words(error)
         shown_title = title if title else _STATUS_TITLES.get(answer.status, _OTHER_TITLE)
-        await _look_up_viewer(error)
+        _look_up_viewer(error)
         response = await problem_page(
             message, answer.status, title=shown_title, explanation=explanation, ways=ways
         )
@@ -92,15 +92,11 @@ async def _form_again(again: FormAgain, error: BaseException, answer: Answer) ->
     return response
 
 
-async def _look_up_viewer(error: BaseException) -> None:
-    """Who is signed in, for the problem page's header, when the handler had not asked yet and
-    the store can be asked (never after a storage error); nothing when it cannot."""
+def _look_up_viewer(error: BaseException) -> None:
+    """The problem page's header names who is signed in, but never asks the store after a
+    storage error or a failure of the service's own."""
     if isinstance(error, storage.StorageError) or answer_for(error).status >= 500:
-        return
-    try:
-        await current_user()
-    except Exception:  # the page goes on without the name: "Sign in" shows instead
-        log.debug("the problem page's viewer could not be looked up", exc_info=True)
+        leave_viewer_unasked()
 
 
 _STATUS_TITLES = {404: "Page not found", 405: "Not available here", 413: "Too large"}

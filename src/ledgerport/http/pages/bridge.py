@@ -37,6 +37,7 @@ from .._openapi import (
     redirect_reply,
 )
 from .._session_tokens import SessionToken, session_token_answer
+from ._design import record_words, with_article
 from ._frame import Way, current_user, html_page, login_redirect, page_csp, problem_page
 from ._notices import form_page
 
@@ -153,9 +154,20 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         await apps.check_extension_granted(tx, app=app, target=target, business_id=business_id)
         business = await books.get_business(tx, business_id)
     if kind is not None and kind.record_type is not None and not record_id:
-        raise InvalidInput([f"record_id is required: {target} shows a {kind.record_type}"])
+        shown = with_article(kind.record_type)
+        raise InvalidInput([f"record_id is required: {target} shows {shown}"])
     if record_id and not _RECORD_ID.fullmatch(record_id):
         raise InvalidInput(["record_id must be the id of a record"])
+    record_label = None
+    if record_id and kind is not None and kind.record_type is not None:
+        async with unit_of_work() as tx:
+            try:
+                document: books.Document | None = await books.get_record(
+                    tx, business_id, kind.record_type, record_id
+                )
+            except books.RecordNotFound:
+                document = None
+        record_label = record_words(kind.record_type, document)
     context = {"ledgerport_target": target, "ledgerport_business": business_id}
     if record_id:
         context["ledgerport_record"] = record_id
@@ -175,6 +187,7 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         business_id=business_id,
         target=target,
         record_id=record_id,
+        record_label=record_label,
         sandbox=EXTENSION_FRAME_SANDBOX,
     )
 

@@ -20,7 +20,7 @@ from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, apps, storage
+from ledgerport import access, apps, books, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
@@ -43,6 +43,7 @@ from ._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
 from ._design import described_scopes
 from ._form_models import PageForm, Repeated, read_form
 from ._frame import Way, current_user, login_redirect, returns_to
+from ._install_offer import ANYONE, install_offer
 from ._notices import form_page, with_notice
 
 blueprint = Blueprint("marketplace", __name__)
@@ -100,7 +101,8 @@ async def catalogue() -> ResponseReturnValue:
 async def listing_page(slug: str) -> ResponseReturnValue:
     """A listing: its live revision (the description in Markdown), its ratings and reviews, the
     developer, what the app may access, the businesses of a signed-in member where it is
-    installed, and for them the form to rate it."""
+    installed, and for them the form to rate it. The Install button shows only to someone who
+    may install the app somewhere (or who is not signed in yet); anyone else reads why not."""
     user = await current_user()
     async with unit_of_work() as tx:
         listed = await apps.live_listing(tx, slug)
@@ -108,11 +110,11 @@ async def listing_page(slug: str) -> ResponseReturnValue:
         developer = await developer_name(tx, app)
         reviews = await apps.reviews(tx, app.id)
         mine = await apps.user_rating(tx, app.id, user.id) if user else None
-        installed_in = (
-            [s.business for s in await access.standings(tx, app, user.id) if s.installed]
-            if user
-            else []
+        standings = await access.standings(tx, app, user.id) if user else []
+        roles = (
+            {b.id: role for b, role in await books.businesses_of_user(tx, user.id)} if user else {}
         )
+    name = listed.live.content.name
     return await form_page(
         "marketplace_listing.html",
         listed=listed,
@@ -120,7 +122,8 @@ async def listing_page(slug: str) -> ResponseReturnValue:
         developer=developer,
         reviews=reviews,
         mine=mine,
-        installed_in=installed_in,
+        installed_in=[s.business for s in standings if s.installed],
+        offer=install_offer(app, name, standings, roles) if user else ANYONE,
         scopes=described_scopes(app.scopes),
     )
 

@@ -41,7 +41,7 @@ from ._design import (
     time_element,
 )
 from ._form_models import PageForm, read_form
-from ._frame import Way, current_user, html_page
+from ._frame import Viewer, Way, current_user, html_page
 from ._notices import form_page
 
 blueprint = Blueprint("pages", __name__, template_folder="templates")
@@ -164,7 +164,12 @@ async def _purpose(tx: Transaction, next_path: str) -> str:
 
 
 async def _login_page(
-    *, next_path: str, email: str = "", error: str | None = None, status: int = 200
+    *,
+    next_path: str,
+    email: str = "",
+    error: str | None = None,
+    status: int = 200,
+    signed_in: Viewer | None = None,
 ) -> Response:
     async with unit_of_work() as tx:
         purpose = await _purpose(tx, next_path)
@@ -176,17 +181,22 @@ async def _login_page(
         email=email,
         error=error,
         purpose=purpose,
+        signed_in=signed_in,
     )
 
 
 @blueprint.get("/login")
 @operation(
-    page(200, "The sign-in form", SET_COOKIE.optional()),
+    page(200, "The sign-in form, or Continue as the signed-in person", SET_COOKIE.optional()),
     params=(Param("next", "query", _NEXT),),
 )
 async def login_form() -> Response:
-    """The sign-in form; ``next`` is where to return afterwards (a path on this host)."""
-    return await _login_page(next_path=safe_next(request.args.get("next")))
+    """The sign-in form; ``next`` is where to return afterwards (a path on this host). Someone
+    signed in already is offered to continue to ``next`` as themselves, or to sign in as
+    someone else (which signs them out first), rather than an empty form."""
+    return await _login_page(
+        next_path=safe_next(request.args.get("next")), signed_in=await current_user()
+    )
 
 
 async def _expired_login() -> Response:

@@ -32,6 +32,7 @@ from ..._openapi import (
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
+from .._field_problems import FormField, FormProblems, field_problems, one_field_problem
 from .._form_models import BUTTON_BODY, PageForm, Repeated, read_form
 from .._frame import console_developer, returns_to
 from .._notices import (
@@ -84,10 +85,11 @@ async def _listing_editor(
     *,
     sent: apps.ListingContent | None = None,
     problem: Notice | None = None,
+    problems: FormProblems | None = None,
     status: int = 200,
 ) -> Response:
-    """The listing page, its editor holding ``sent`` (else the revision it starts from) and
-    ``problem`` beside it."""
+    """The listing page, its editor holding ``sent`` (else the revision it starts from),
+    ``problem`` above it, and ``problems`` beside their fields with their summary at the top."""
     user_id = console_developer()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
@@ -109,8 +111,44 @@ async def _listing_editor(
         editable=open_revision is None or open_revision.state in apps.EDITABLE_REVISION_STATES,
         categories=apps.LISTING_CATEGORIES,
         problem=problem,
+        problems=problems,
         current="listing",
     )
+
+
+LISTING_FIELDS = (
+    FormField("name", "Name", ("name",)),
+    FormField("slug", "Address", ("slug",)),
+    FormField("tagline", "Tagline", ("tagline",)),
+    FormField("category", "Category", ("category",)),
+    FormField("description", "Description", ("description",)),
+    FormField("icon", "Icon", ("icon", "iconAssetId")),
+    FormField("screenshots", "Screenshots", ("screenshot", "screenshotAssetIds")),
+)
+"""The editor's fields in its order: the inputs' ids and labels, and how the listing's rules
+name them."""
+_WHAT = "the listing was not saved"
+
+
+def listing_problems(
+    refused: InvalidInput | apps.SlugTaken, sent: apps.ListingContent
+) -> FormProblems:
+    """Why a save was refused, beside the editor's fields: the rules' sentences with each
+    field's label, a taken address beside the Address, and an image that is not the app's
+    beside the Icon or the Screenshots, whichever chose it."""
+    if isinstance(refused, apps.SlugTaken):
+        return one_field_problem(
+            f"Address {sent.slug} is taken by another listing: choose another",
+            "slug",
+            outcome=_WHAT,
+        )
+    messages = []
+    for message in refused.messages:
+        if message.startswith("asset ") and message.endswith(" is not an asset of the app"):
+            chosen_as = "icon" if message.split()[1] == sent.icon_asset_id else "screenshot"
+            message = f"{chosen_as} is not one of the app's images any more: choose again"
+        messages.append(message)
+    return field_problems(messages, LISTING_FIELDS, outcome=_WHAT)
 
 
 _EDITOR_AGAIN = page(
@@ -175,13 +213,17 @@ async def save_listing(app_id: str) -> ResponseReturnValue:
         return await _listing_editor(app_id, sent=content, problem=problem, status=status)
 
     answers_again(again)
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, user_id)
-        listing, _ = await apps.save_listing(
-            tx, now=p.now(), arrived=arrived, app=app, content=content
-        )
-        if form.then == "submit":
-            listing = await apps.submit_listing(tx, now=p.now(), app=app)
+    try:
+        async with unit_of_work() as tx:
+            app = await apps.get_developed_app(tx, app_id, user_id)
+            listing, _ = await apps.save_listing(
+                tx, now=p.now(), arrived=arrived, app=app, content=content
+            )
+            if form.then == "submit":
+                listing = await apps.submit_listing(tx, now=p.now(), app=app)
+    except (InvalidInput, apps.SlugTaken) as refused:
+        problems = listing_problems(refused, content)
+        return await _listing_editor(app_id, sent=content, problems=problems, status=400)
     assert listing.open is not None
     if form.then == "submit":
         return with_notice(back, "revision-submitted", listing.open.number)
