@@ -745,7 +745,7 @@ async def test_a_function_that_throws_shows_its_stack_at_the_source_line(
     assert marked is not None
     assert html.unescape(marked[1]) == "  throw new RangeError('no room for ' + event.data.name);"
     assert '/versions/1#L3">Line 3, column' in page
-    assert "checking Globex</pre>" in page
+    assert '<p class="fn-text">checking Globex</p>' in page
 
 
 async def test_replay_runs_the_event_again_and_opens_the_new_runs_page(

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 import trio
 
+from ledgerport import apps, queues
+from ledgerport.platform import Platform
 from ledgerport.storage import Store
 
 from .data_api import owner_api
 from .oauth_helpers import login
-from .webhook_world import console_for
+from .webhook_world import console_for, hooked
 
 TIMEOUT = 60
 HANDLER = "export const handler = () => 1;\n"
@@ -78,6 +80,289 @@ async def _run_row(
     marks = ", ".join(f"${n}" for n in range(1, len(values) + 1))
     async with store.transaction() as tx:
         await tx.execute(f"INSERT INTO function_runs ({names}) VALUES ({marks})", *values.values())
+
+
+def _text(fragment: str) -> str:
+    """What a fragment of a page reads as: its text, tags left out, spaces made one."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+# --- The list: health first -----------------------------------------------------------------
+
+
+async def test_the_list_shows_each_function_in_one_row_health_first(
+    client: Any, admin_headers: dict[str, str], store: Store, platform: Platform
+) -> None:
+    now = platform.now()
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            body = {"source": HANDLER, "events": ["customer.created"]}
+            busy = await hook.console.ok(
+                "PUT", "/functions/on-invoice", {**body, "schedule": "*/15 * * * *"}
+            )
+            await hook.console.ok(
+                "PUT", "/functions/on-invoice", {**body, "schedule": "*/15 * * * *"}
+            )
+            await hook.console.ok("POST", "/functions/on-invoice/versions/1/activate")
+            await hook.console.ok("PUT", "/functions/quiet", body)
+            async with store.transaction() as tx:
+                await tx.execute(
+                    "INSERT INTO function_health (function_id, last_run_id, last_run_at,"
+                    " last_run_status, last_error, last_error_at, last_error_run_id)"
+                    " VALUES ($1, 'run_last', $2, 'failed', $3, $2, 'run_last')",
+                    busy["id"],
+                    now - 120,
+                    "TypeError: <b>boom</b>",
+                )
+                await tx.execute(
+                    "INSERT INTO function_health_hours (function_id, hour, succeeded, failed)"
+                    " VALUES ($1, $2, 5, 2), ($1, $3, 40, 40)",
+                    busy["id"],
+                    apps.hour_of(now),
+                    apps.hour_of(now) - 30,  # out of the last 24 hours
+                )
+            await login(client, world)
+            base = f"/console/apps/{world.app_id}/functions"
+            page = await _page(client, base)
+    busy_row, quiet_row = _row(page, "fn-on-invoice"), _row(page, "fn-quiet")
+    # One row each (made at the same frozen moment: in the order of their ids).
+    assert sorted(re.findall(r'<tr id="fn-([a-z-]+)"', page)) == ["on-invoice", "quiet"]
+    assert f'<a href="{base}/on-invoice">on-invoice</a>' in busy_row
+    assert "Version 1" in _text(busy_row)
+    assert "rolled back from version 2" in _text(busy_row)
+    assert "Next tick in" in _text(busy_row)
+    assert "7 runs 2 failed" in _text(busy_row)
+    assert f'href="{base}/on-invoice/runs/run_last"' in busy_row
+    assert "badge-failed" in busy_row
+    assert "TypeError: &lt;b&gt;boom&lt;/b&gt;" in busy_row
+    assert "<b>boom" not in page
+    assert "none" in _text(quiet_row)
+    assert "No run yet" in _text(quiet_row)
+    assert "Next tick" not in quiet_row
+    assert "<caption>" in page
+    assert '<th scope="row"' in busy_row
+
+
+# --- A function's page: every action, a short table of runs --------------------------------
+
+
+async def test_the_functions_page_has_every_action_and_its_runs_with_their_error(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            body = {"source": HANDLER, "events": ["customer.created"]}
+            function = await hook.console.ok("PUT", "/functions/f", body)
+            await hook.console.ok(
+                "PUT", "/functions/f", {**body, "source": "export const handler = () => 2;\n"}
+            )
+            for n in range(30):
+                await _run_row(
+                    store,
+                    function["id"],
+                    world.app_id,
+                    f"run_{n:02d}",
+                    "failed" if n % 2 else "succeeded",
+                    created_at=float(n + 1),
+                    error="Error: <odd>" if n % 2 else None,
+                )
+            await login(client, world)
+            path = f"/console/apps/{world.app_id}/functions/f"
+            page = await _page(client, path)
+            tested = await client.post(f"{path}/test", form={"csrf_token": _csrf(page)})
+    actions = re.search(r'<ul class="fn-actions"[^>]*>(.*?)</ul>', page, re.S)
+    assert actions is not None
+    assert f'href="{path}/edit"' in actions[1]
+    assert f'action="{path}/test"' in actions[1]
+    assert f'href="{path}/edit#schedule"' in actions[1]
+    assert f'href="/console/apps/{world.app_id}/secrets"' in actions[1]
+    assert f'href="{path}/delete"' in actions[1]
+    assert re.findall(r'<tr id="(run_\d+)">', page) == [f"run_{n:02d}" for n in range(29, 4, -1)]
+    assert "Error: &lt;odd&gt;" in _row(page, "run_29")
+    assert f'href="{path}/versions/1/activate"' in _row(page, "version-1")
+    assert tested.status_code == 303
+    assert tested.headers["Location"] == path
+
+
+# --- Rollback, confirmed with the diff -------------------------------------------------------
+
+OLD = "export function handler(event) {\n  const total = 1;\n  return total;\n}\n"
+NEW = "export function handler(event) {\n  const total = 2;\n  log('<i>');\n  return total;\n}\n"
+
+
+async def test_a_rollback_shows_the_diff_and_its_counts_before_it_asks(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            await hook.console.ok("PUT", "/functions/f", {"source": OLD, "events": []})
+            await hook.console.ok("PUT", "/functions/f", {"source": NEW, "events": []})
+            await login(client, world)
+            path = f"/console/apps/{world.app_id}/functions/f"
+            confirming = await _page(client, f"{path}/versions/1/activate")
+            missing = await client.get(f"{path}/versions/9/activate")
+            not_a_version = await client.get(f"{path}/versions/x/activate")
+            unconfirmed = await client.post(
+                f"{path}/versions/1/activate", form={"csrf_token": _csrf(confirming)}
+            )
+            still = await _page(client, path)
+            forged = await client.post(
+                f"{path}/versions/1/activate", form={"csrf_token": "x", "confirm": "yes"}
+            )
+            confirmed = await client.post(
+                f"{path}/versions/1/activate",
+                form={"csrf_token": _csrf(confirming), "confirm": "yes"},
+            )
+            after = await hook.console.ok("GET", "/functions/f")
+            forward = await _page(client, f"{path}/versions/2/activate")
+    assert "<h1>Roll back f to version 1?</h1>" in confirming
+    assert "Version 2 runs now. Version 1 differs from it by 1 line added and 2 lines removed" in (
+        _text(confirming)
+    )
+    diff = re.search(r'<pre class="source fn-diff"[^>]*><code>(.*?)</code></pre>', confirming, re.S)
+    assert diff is not None
+    lines = [
+        _text(line)
+        for line in re.findall(
+            r'<span class="fn-line[^"]*">(.*?)</span>(?=<span class="fn-line|$)', diff[1]
+        )
+    ]
+    assert lines[0] == "@@ -1,6 +1,5 @@"
+    assert "2 - const total = 2;" in lines
+    assert "3 - log('<i>');" in lines
+    assert "2 + const total = 1;" in lines
+    assert "&lt;i&gt;" in diff[1]
+    assert '<input type="hidden" name="confirm" value="yes">' in confirming
+    assert missing.status_code == 404
+    assert not_a_version.status_code == 404
+    assert unconfirmed.status_code == 303
+    assert unconfirmed.headers["Location"] == f"{path}/versions/1/activate"
+    assert "Version 2 active" in still
+    assert forged.status_code == 303
+    assert forged.headers["Location"] == f"{path}/versions/1/activate"
+    assert confirmed.status_code == 303
+    assert confirmed.headers["Location"] == path
+    assert (after["version"], after["latestVersion"]) == (1, 2)
+    assert "<h1>Activate version 2 of f?</h1>" in forward
+
+
+# --- A run's page: a timeline, replays marked both ways -------------------------------------
+
+
+async def test_a_runs_page_is_a_timeline_with_fetches_and_replays_marked_both_ways(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    logs = [
+        "checking <Globex>",
+        "[ledgerport] fetch GET api.stripe.com: 200 (12 ms)",
+        "[ledgerport] fetch POST evil.example: host not allowed (0 ms)",
+        "first of two\nsecond of two",
+        "x" * 500,
+    ]
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            function = await hook.console.ok(
+                "PUT", "/functions/f", {"source": HANDLER, "events": []}
+            )
+            await _run_row(
+                store,
+                function["id"],
+                world.app_id,
+                "run_first",
+                "failed",
+                started_at=1000.0,
+                logs=json.dumps(logs),
+                log_times=json.dumps([1, 15, 16, 20, 21]),
+                error="Error: no room",
+            )
+            for n, status in enumerate(("succeeded", "failed")):
+                await _run_row(
+                    store,
+                    function["id"],
+                    world.app_id,
+                    f"run_again{n}",
+                    status,
+                    created_at=5.0 + n,
+                    replay_of="run_first",
+                )
+            await login(client, world)
+            path = f"/console/apps/{world.app_id}/functions/f/runs"
+            first = await _page(client, f"{path}/run_first")
+            again = await _page(client, f"{path}/run_again0")
+    timeline = re.search(r'<ol class="fn-timeline"[^>]*>(.*?)</ol>\s*</section>', first, re.S)
+    assert timeline is not None
+    items = re.findall(r"<li[^>]*>(.*?)</li>\n", timeline[1], re.S)
+    assert _text(items[0]).endswith("queued on customer.created evt_" + "1" * 24)
+    assert _text(items[1]) == "+0 ms started the handler was called, version 1"
+    assert _text(items[2]) == "+1 ms checking <Globex>"
+    assert "&lt;Globex&gt;" in items[2]
+    assert "<details>" in items[3]
+    assert _text(re.search(r"<summary>(.*?)</summary>", items[3], re.S)[1]) == (  # type: ignore[index]
+        "fetch GET api.stripe.com: 200"
+    )
+    assert "<dt>Host</dt><dd>api.stripe.com</dd>" in items[3]
+    assert "<dt>Took</dt><dd>12 ms</dd>" in items[3]
+    assert "fetch failed" in items[4]
+    assert "<dt>Outcome</dt><dd>host not allowed</dd>" in items[4]
+    assert "<details>" in items[5]
+    assert "first of two\nsecond of two</pre>" in items[5]
+    assert "x" * 160 + "\u2026" in items[6]
+    assert "x" * 500 in items[6]
+    assert 'class="fn-end-failed"' in timeline[1]
+    assert "Error: no room" in _text(timeline[1])
+    # Replayed twice: the run says so, newest first, and each replay names the run it replays.
+    replayed = re.search(r'<p class="fn-replayed"[^>]*>(.*?)</p>', first, re.S)
+    assert replayed is not None
+    assert html.unescape(re.sub(r"<[^>]+>", "", replayed[1])).startswith(
+        "Replayed 2 times: the newest, run_again1, failed"
+    )
+    assert re.findall(rf'href="{path}/(run_again\d)"', first)[-2:] == ["run_again1", "run_again0"]
+    replay_of = re.search(r'<p class="fn-replay-of"[^>]*>(.*?)</p>', again, re.S)
+    assert replay_of is not None
+    assert f'href="{path}/run_first"' in replay_of[1]
+    assert "fn-replayed" not in again
+
+
+async def test_a_runs_replays_are_read_newest_first_and_counted_past_those_shown(
+    client: Any, admin_headers: dict[str, str], store: Store
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            made = await hook.console.ok("PUT", "/functions/f", {"source": HANDLER, "events": []})
+            other = await hook.console.ok("PUT", "/functions/g", {"source": HANDLER, "events": []})
+            await _run_row(store, made["id"], world.app_id, "run_first", "failed")
+            for n in range(3):
+                await _run_row(
+                    store,
+                    made["id"],
+                    world.app_id,
+                    f"run_r{n}",
+                    "queued",
+                    created_at=2.0 + n,
+                    replay_of="run_first",
+                )
+            # Another function's run naming the same id is not one of its replays.
+            await _run_row(
+                store, other["id"], world.app_id, "run_elsewhere", "queued", replay_of="run_first"
+            )
+            async with store.transaction() as tx:
+                function = await apps.get_function(tx, world.app_id, "f")
+                two = await queues.replays_of(tx, function, "run_first", shown=2)
+                every = await queues.replays_of(tx, function, "run_first")
+                none = await queues.replays_of(tx, function, "run_r0")
+    assert [replay.id for replay in two.shown] == ["run_r2", "run_r1"]
+    assert two.total == 3
+    assert [(r.id, r.status, r.created_at) for r in every.shown] == [
+        ("run_r2", "queued", 4.0),
+        ("run_r1", "queued", 3.0),
+        ("run_r0", "queued", 2.0),
+    ]
+    assert none == queues.Replays((), 0)
 
 
 # --- A syntax error where the eye is ----------------------------------------------------------

@@ -42,7 +42,6 @@ from ._debug import (
     SIGN_IN,
     blueprint,
     choice,
-    log_rows,
     one_of_words,
     pretty_json,
     query_string,
@@ -52,6 +51,7 @@ from ._debug import (
 from ._shared import CONSOLE_CSP
 from ._source_views import SOURCE_PAGE_LINES, numbered_source, shown_stack
 from .functions import LISTED_EXCERPT_CHARS
+from .run_timeline import timeline_items
 
 FUNCTION_PARAM = Param(
     "name", "path", "The function's name: a letter or digit, then up to 63 letters, digits, _ or -"
@@ -214,23 +214,26 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
 @blueprint.get("/console/apps/<app_id>/functions/<name>/runs/<run_id>")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "The run: its event, log lines, error and stack into the source"),
+    page(200, "The run: its timeline of log lines and fetches, error and stack, replays"),
     redirect_reply(SIGN_IN),
     page(404, NOT_THE_APPS.format("function or run")),
     raises=(*PAGE_ERRORS, apps.FunctionNotFound, queues.RunNotFound),
     params=(FUNCTION_PARAM,),
 )
 async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
-    """The run: its status, duration, the version it ran, the run it replays; the event it ran
-    on, pretty-printed; its log lines with when each was written; its result; the error it
+    """The run: its status, duration, the version it ran, the run it replays and the runs
+    replayed from it (each linking to its page); its timeline, a line each: queued, started,
+    each log line with when it was written (a fetch with its method, host, answer and time, a
+    long line whole, behind a ``<details>``), and how it ended: its result, or the error it
     ended with and, when the handler threw an Error, its stack, each frame's position linking
     to its line in the source of the version that ran, shown with the lines around it (or, for
     a run whose output was dropped to keep the app within its storage quota, when that was);
-    and the replay button."""
+    the event it ran on, pretty-printed; and the replay button."""
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         detail = await queues.get_run(tx, function, run_id)
+        replays = await queues.replays_of(tx, function, run_id)
         ran = detail.run.version
         source = None
         if ran is not None:
@@ -254,7 +257,9 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         function=function,
         run=detail.run,
         started_at=detail.started_at,
-        log_rows=log_rows(shown_log_lines(detail.log_lines, detail.started_at)),
+        timeline=timeline_items(shown_log_lines(detail.log_lines, detail.started_at)),
+        log_count=len(detail.run.logs),
+        replays=replays,
         event=pretty_json(detail.event),
         result=None if result is None else pretty_json(result),
         stack=stack,
