@@ -107,6 +107,9 @@ def test_the_list_leads_to_a_function_a_failed_run_and_a_rollback_shown_as_a_dif
         expect(actions.get_by_role("link", name="The app's secrets")).to_be_visible()
         runs = page.get_by_role("table", name=re.compile(r"most recent runs"))
         expect(runs.locator(f'tr[id="{run["id"]}"]')).to_contain_text("RangeError")
+        shown = runs.locator(f'tr[id="{run["id"]}"]').evaluate("(r) => getComputedStyle(r).display")
+        assert shown == "table-row"
+        assert _overflow(page) <= 1
         _looked_over(opened, shots, f"function-{size}", problems)
 
         runs.get_by_role("link", name=run["id"]).click()
