@@ -1,6 +1,7 @@
 """The console's pages for debugging an app's functions, on the application host: a function with
-its runs (filtered by status) and its versions, a version's source and the rollback to it; a
-run with its event, its timed log lines, its error and stack into the source, and its replay.
+its actions, its recent runs (filtered by status) and its versions, a version's source (the
+rollback to it, confirmed with its diff, is ``function_rollback``'s); a run with its timeline
+(``run_timeline``), its error and stack into the source, its replays, and the replay button.
 
 Server-rendered from the same domain calls as the JSON console API (``developer/functions.py``),
 for the signed-in developer; every button is a form with a CSRF token, every filter a GET form
