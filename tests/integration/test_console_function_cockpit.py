@@ -144,6 +144,35 @@ async def test_the_list_shows_each_function_in_one_row_health_first(
     assert '<th scope="row"' in busy_row
 
 
+async def test_the_list_of_twenty_functions_stays_one_short_row_each(
+    client: Any, admin_headers: dict[str, str], store: Store, platform: Platform
+) -> None:
+    """Whatever their errors: a row keeps an error's first 300 characters (the health keeps
+    no more), so twenty functions make a page of tens of kilobytes."""
+    now = platform.now()
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            for n in range(20):
+                made = await hook.console.ok(
+                    "PUT", f"/functions/f{n:02d}", {"source": HANDLER, "events": []}
+                )
+                async with store.transaction() as tx:
+                    await tx.execute(
+                        "INSERT INTO function_health (function_id, last_run_id, last_run_at,"
+                        " last_run_status, last_error, last_error_at, last_error_run_id)"
+                        " VALUES ($1, $2, $3, 'failed', $4, $3, $2)",
+                        made["id"],
+                        f"run_{n:02d}",
+                        now - n,
+                        "<" * 300 + "\u2026",
+                    )
+            await login(client, world)
+            page = await _page(client, f"/console/apps/{world.app_id}/functions")
+    assert len(re.findall(r'<tr id="fn-f\d\d"', page)) == 20
+    assert len(page.encode()) <= 64 * 1024
+
+
 # --- A function's page: every action, a short table of runs --------------------------------
 
 
@@ -247,6 +276,28 @@ async def test_a_rollback_shows_the_diff_and_its_counts_before_it_asks(
     assert confirmed.headers["Location"] == path
     assert (after["version"], after["latestVersion"]) == (1, 2)
     assert "<h1>Activate version 2 of f?</h1>" in forward
+
+
+async def test_a_rollback_across_a_long_source_shows_the_start_of_its_diff_and_counts_it_all(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """A diff of thousands of lines is shown in part, within the page's bounds, and its lines
+    added and removed are counted whole."""
+    old = "".join(f"const a{n} = {n};\n" for n in range(3000)) + "export const handler = () => 1;\n"
+    new = "".join(f"const b{n} = {n};\n" for n in range(3000)) + "export const handler = () => 1;\n"
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            world = hook.api.world
+            for source in (old, new):
+                await hook.console.ok("PUT", "/functions/f", {"source": source, "events": []})
+            await login(client, world)
+            path = f"/console/apps/{world.app_id}/functions/f"
+            confirming = await _page(client, f"{path}/versions/1/activate")
+    assert "by 3000 lines added and 3000 lines removed" in _text(confirming)
+    assert "Only the start of the diff is shown" in confirming
+    assert "too long to compare line by line" in confirming
+    assert confirming.count('<span class="fn-line fn-') <= apps.DIFF_LINES_SHOWN + 1
+    assert len(confirming.encode()) <= 256 * 1024
 
 
 # --- A run's page: a timeline, replays marked both ways -------------------------------------
