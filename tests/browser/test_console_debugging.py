@@ -155,8 +155,13 @@ def test_a_delivery_shows_both_attempts_and_a_failed_one_is_recovered(
         expect(page.get_by_role("heading", level=1)).to_contain_text(retried["id"])
         first = page.locator("#attempt-1")
         second = page.locator("#attempt-2")
-        expect(first.get_by_role("heading", name="Attempt 1")).to_be_visible()
-        expect(first).to_contain_text("HTTP 500")
+        # One line an attempt, opening onto its headers and body.
+        expect(first.locator("summary")).to_contain_text("Attempt 1")
+        expect(first.locator("summary")).to_contain_text("Answered HTTP 500")
+        expect(first.locator("pre")).to_be_hidden()
+        first.locator("summary").click()
+        second.locator("summary").click()
+        expect(first.locator("pre")).to_be_visible()
         expect(first.locator("pre")).to_have_text('{"error":"database <down> for a moment"}')
         expect(first).to_contain_text("X-Webhook-Signature")
         expect(second).to_contain_text("HTTP 200")
@@ -170,7 +175,11 @@ def test_a_delivery_shows_both_attempts_and_a_failed_one_is_recovered(
     # Recover the failed one from the webhook's page, once.
     page = sized["desktop"].page
     page.goto(hook_page)
-    page.get_by_role("button", name="Redeliver failed deliveries").click()
+    page.get_by_role("button", name="Count failed deliveries to recover").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Recover failed deliveries?")
+    expect(page.locator(".consequences")).to_contain_text("1 failed delivery will be queued again")
+    shots.take(page, "recover-confirm")
+    page.get_by_role("button", name="Queue 1 delivery again").click()
     expect(page.get_by_role("status")).to_contain_text("1 queued again, 0 skipped")
     shots.take(page, "recovered")
     _until(

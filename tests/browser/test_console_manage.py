@@ -158,23 +158,26 @@ def test_an_endpoint_is_added_its_secret_copied_once_tested_switched_off_and_del
         # A test delivery from the page, listed, and signed with the secret copied.
         page.get_by_role("link", name="Back to the webhooks").click()
         hook = f"{partner.origin}/hook"
-        section = page.get_by_role("region", name=hook)
-        section.get_by_role("button", name="Send a test delivery").click()
+        page.get_by_role("link", name=hook, exact=True).click()
+        page.get_by_role("button", name="Send a test delivery").click()
         expect(page.get_by_role("status")).to_contain_text("Test delivery dlv_")
         delivery = re.findall(r"dlv_[0-9a-f]+", page.get_by_role("status").inner_text())[0]
         row = page.locator(f'tr[id="{delivery}"]')
         _poll(page, row, "delivered")
-        expect(row).to_contain_text("test")
+        expect(row).to_contain_text("Test")
         assert secret not in page.content()
         checked.page(opened, f"webhooks-tested-{size}")
         shots.take(page, f"webhooks-tested-{size}")
 
-        # Switched off, then deleted after the confirmation page.
-        section = page.get_by_role("region", name=hook)
-        section.get_by_role("button", name=f"Switch off {hook}").click()
+        # Switched off and deleted, each after a confirmation page that counts what fails.
+        page.get_by_role("link", name="Switch off", exact=True).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Switch this endpoint off?")
+        expect(page.locator(".consequences")).to_contain_text("No delivery waits for it now")
+        checked.page(opened, f"webhook-switch-off-{size}")
+        page.get_by_role("button", name="Switch the endpoint off").click()
         expect(page.get_by_role("status")).to_contain_text("switched off")
-        expect(page.get_by_role("region", name=hook)).to_contain_text("Switched off")
-        page.get_by_role("link", name=f"Delete {hook}").click()
+        expect(page.locator(".page-head .badges")).to_contain_text("Switched off")
+        page.get_by_role("link", name="Delete", exact=True).click()
         expect(page.get_by_role("heading", level=1)).to_have_text("Delete this endpoint?")
         nav = page.get_by_role("navigation", name="Console")
         expect(nav.locator('[aria-current="page"]')).to_have_text("Delete endpoint")
@@ -183,7 +186,7 @@ def test_an_endpoint_is_added_its_secret_copied_once_tested_switched_off_and_del
         shots.take(page, f"webhook-delete-{size}")
         page.get_by_role("button", name="Delete the endpoint").click()
         expect(page.get_by_role("status")).to_have_text(f"Endpoint {hook} deleted")
-        expect(page.get_by_role("region", name=hook)).to_have_count(0)
+        expect(page.get_by_role("link", name=hook, exact=True)).to_have_count(0)
 
     received = {body: header for header, body in partner.signed}
     assert len(received) == 2
@@ -219,7 +222,8 @@ def test_without_scripts_the_secret_is_shown_to_copy_by_hand_and_the_forms_work(
         field.select_text()  # selected by hand, to copy with the keyboard
         shots.take(page, "secret-without-scripts")
         page.get_by_role("link", name="Back to the webhooks").click()
-        page.get_by_role("link", name=f"Rotate the secret of {partner.origin}/hook").click()
+        page.get_by_role("link", name=f"{partner.origin}/hook", exact=True).click()
+        page.get_by_role("link", name="Rotate the secret").click()
         page.get_by_role("button", name="Rotate the secret").click()
         expect(page.get_by_label("Signing secret")).to_be_visible()
         expect(page.get_by_role("status").first).to_contain_text("Secret rotated")

@@ -27,7 +27,10 @@ import httpx
 
 from ledgerport import catalog
 
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = 90.0
+"""Seconds a served process may take to answer /healthz: about 2 on a quiet machine; the
+room is for a two-core machine busy with the rest of the suite, where a start was seen to
+print nothing for 30 s."""
 
 
 def free_port() -> int:

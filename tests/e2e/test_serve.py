@@ -33,7 +33,8 @@ from .served import POSTGRES_ADMIN_URL
 
 # --- running the server --------------------------------------------------------------------------
 
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = 90.0
+"""As ``served.STARTUP_TIMEOUT``: about 2 s on a quiet machine, room for a busy one."""
 SHUTDOWN_TIMEOUT = 15.0
 PORT_ATTEMPTS = 3
 TOKEN_LINE = re.compile(r"generated admin token.*:\s*(\S+)\s*$", re.MULTILINE)

@@ -21,6 +21,7 @@ import trio
 from ledgerport import apps, catalog, queues
 from ledgerport.clock import FrozenClock
 from ledgerport.http.pages import form_time
+from ledgerport.http.pages.console.deliveries import DELIVERIES_SHOWN
 from ledgerport.platform import Platform
 from ledgerport.storage import Store
 
@@ -183,7 +184,7 @@ async def test_the_webhook_page_shows_its_deliveries_filtered_with_the_filters_a
 async def test_the_webhook_page_goes_through_the_deliveries_with_the_lists_cursor(
     client: Any, admin_headers: dict[str, str], store: Store, clock: FrozenClock
 ) -> None:
-    shown = catalog.CONSOLE_DELIVERIES_SHOWN
+    shown = DELIVERIES_SHOWN
     with trio.fail_after(TIMEOUT):
         async with hooked(client, admin_headers, EVENTS) as hook:
             ids = await _tests_queued(store, hook, clock.now(), shown + 3)
@@ -196,7 +197,7 @@ async def test_the_webhook_page_goes_through_the_deliveries_with_the_lists_curso
             queued_first = await _page(client, f"{path}?status=queued")
             queued_second = await _page(client, _link(queued_first, "Older deliveries"))
             stale = await _page(client, f"{path}?after=dlv_000000000000000000000000", 400)
-    # Every delivery once, newest first, a page of the console's 100 at a time.
+    # Every delivery once, newest first, a page of the endpoint page's 20 at a time.
     first_ids, second_ids = _row_ids(first, "dlv"), _row_ids(second, "dlv")
     assert len(first_ids) == shown
     # Created at one moment: newest first is by id, as the list's order breaks ties.
@@ -269,7 +270,7 @@ async def test_recover_queues_the_failed_deliveries_the_rules_allow_and_counts_t
             await login(client, world)
             path = _webhook_path(hook)
             page = await _page(client, path)
-            form = {"csrf_token": _csrf(page), "since": form_time(since)}
+            form = {"csrf_token": _csrf(page), "since": form_time(since), "confirm": "yes"}
             answered = await client.post(f"{path}/recover", form=form)
             back = await _page(client, answered.headers["Location"])
             again = await client.post(f"{path}/recover", form=form)
@@ -325,7 +326,9 @@ async def test_recover_refuses_what_it_cannot_do_with_a_notice_on_the_page(
             await login(client, hook.api.world)
             path = _webhook_path(hook)
             page = await _page(client, path)
-            form = {"csrf_token": _csrf(page)} | {k: moments.get(v, v) for k, v in fields.items()}
+            form = {"csrf_token": _csrf(page), "confirm": "yes"} | {
+                k: moments.get(v, v) for k, v in fields.items()
+            }
             answered = await client.post(f"{path}/recover", form=form)
             back = await _page(client, answered.headers["Location"])
             status = await queues_status(store, failed[0])
@@ -369,7 +372,8 @@ async def test_a_recovery_past_its_bound_offers_to_go_on_with_the_next_cursor(
             path = _webhook_path(hook)
             page = await _page(client, path)
             first = await client.post(
-                f"{path}/recover", form={"csrf_token": _csrf(page), "since": form_time(since)}
+                f"{path}/recover",
+                form={"csrf_token": _csrf(page), "since": form_time(since), "confirm": "yes"},
             )
             go_on = await _page(client, first.headers["Location"])
             after = re.search(r'name="after" value="([^"]+)"', go_on)
@@ -382,6 +386,7 @@ async def test_a_recovery_past_its_bound_offers_to_go_on_with_the_next_cursor(
                     "csrf_token": _csrf(go_on),
                     "since": since_field[1],
                     "after": html.unescape(after[1]),
+                    "confirm": "yes",
                 },
             )
             done = await _page(client, second.headers["Location"])
@@ -394,11 +399,11 @@ async def test_a_recovery_past_its_bound_offers_to_go_on_with_the_next_cursor(
     }
     assert f"{queues.RECOVER_MAX} queued again, 0 skipped" in _notice(go_on)
     assert "More are left" in _notice(go_on)
-    assert "Go on with the next failed deliveries" in go_on
+    assert "Count the next failed deliveries" in go_on
     assert since_field[1] == form_time(since)
     assert second.headers["Location"] == path
     assert "2 queued again, 0 skipped" in _notice(done)
-    assert "Go on with the next" not in done
+    assert "Count the next" not in done
     assert set(statuses) == {"queued"}
 
 
@@ -441,8 +446,9 @@ async def test_the_delivery_page_shows_the_payload_and_every_attempt_as_text(
     assert f">{detail['payload']}</pre>" in text
     assert "\\u00e9" in detail["payload"]  # as sent: ASCII JSON
     assert "\\u00e9" not in pretty
-    # Every attempt, oldest first, with its code, headers as sent, body and the cut marked.
-    attempts = re.findall(r"<h3 id=\"attempt-(\d+)-h\">", page)
+    # Every attempt, oldest first, a line each with its code and what went wrong, opening
+    # onto its headers as sent, its body and the cut marked.
+    attempts = re.findall(r'<li class="attempt[^"]*" id="attempt-(\d+)">', page)
     assert attempts == ["1", "2"]
     assert page.index("HTTP 500") < page.index("HTTP 200")
     for attempt in (first, second):
@@ -451,7 +457,7 @@ async def test_the_delivery_page_shows_the_payload_and_every_attempt_as_text(
     assert "Cut at 4 KiB" in page
     assert page.count("Cut at 4 KiB") == 1
     assert ">thanks</pre>" in page
-    assert "HTTP 500</dd>" in page  # the first attempt's error
+    assert '<span class="wh-error">Answered HTTP 500</span>' in page  # the first's error
     assert 'class="badge badge-delivered">delivered<' in page
     # Delivered, it may go again: the button, then the notice on the same page.
     assert ">Redeliver</button>" in page

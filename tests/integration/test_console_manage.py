@@ -220,7 +220,7 @@ async def test_an_endpoint_is_added_from_the_page_and_its_secret_shown_once(
     assert notice(after) == f"Test delivery {delivery} queued"
     row = re.search(rf'<tr id="{delivery}">(.*?)</tr>', after, re.S)
     assert row is not None
-    assert 'class="badge badge-plain">test<' in row[1]
+    assert 'class="badge badge-test">Test<' in row[1]
 
 
 async def test_the_secret_page_shows_nothing_once_its_minute_has_passed(
@@ -267,7 +267,7 @@ async def test_rotating_from_the_page_shows_the_new_secret_once_and_both_sign(
             unconfirmed, _ = await post(client, rotate, {"csrf_token": csrf(confirm)})
             rotated, _ = await post(client, rotate, {"csrf_token": csrf(confirm), "confirm": "yes"})
             shown = await page_of(client, rotated.headers["Location"])
-            listing = await page_of(client, f"{dev.base}/webhooks")
+            endpoint = await page_of(client, f"{dev.base}/webhooks/{webhook['id']}")
             again = await page_of(client, rotate)
             await dev.console.ok("POST", f"/webhooks/{webhook['id']}/test", None, 202)
             async with engine_for(platform) as engine:
@@ -283,7 +283,7 @@ async def test_rotating_from_the_page_shows_the_new_secret_once_and_both_sign(
     assert rotated.status_code == 303
     assert rotated.headers["Location"] == f"{dev.base}/webhooks/{webhook['id']}/secret"
     assert (notice(shown) or "").startswith("Secret rotated: the previous one keeps signing")
-    assert "the previous secret keeps signing beside the current one" in listing
+    assert "the previous secret keeps signing beside the current one" in endpoint
     assert "stops signing now" in again  # rotating again ends the one rotated out
     header = received.headers["x-webhook-signature"]
     assert header.count("v1=") == 2
@@ -311,7 +311,14 @@ async def test_an_endpoint_is_edited_switched_off_and_on_and_deleted_after_a_con
         after_edit = await page_of(client, saved.headers["Location"])
         edited = await dev.console.ok("GET", "/webhooks")
         switch = f"{dev.base}/webhooks/{webhook['id']}/enabled"
-        off, _ = await post(client, switch, {"csrf_token": csrf(form), "enabled": "false"})
+        asked, _ = await post(client, switch, {"csrf_token": csrf(form), "enabled": "false"})
+        still_on = (await dev.console.ok("GET", "/webhooks"))["data"][0]["enabled"]
+        off_confirm = await page_of(client, asked.headers["Location"])
+        off, _ = await post(
+            client,
+            f"{dev.base}/webhooks/{webhook['id']}/switch-off",
+            {"csrf_token": csrf(form), "confirm": "yes"},
+        )
         off_page = await page_of(client, off.headers["Location"])
         switched_off = (await dev.console.ok("GET", "/webhooks"))["data"][0]["enabled"]
         on, _ = await post(client, switch, {"csrf_token": csrf(form), "enabled": "true"})
@@ -332,15 +339,20 @@ async def test_an_endpoint_is_edited_switched_off_and_on_and_deleted_after_a_con
     assert notice(after_edit) == "Endpoint http://127.0.0.1:9/hooks/v2 saved"
     # The events it had keep their order: its first is still its test deliveries' type.
     assert edited["data"][0]["events"] == ["invoice.paid", "customer.created", "invoice.created"]
+    # Switching off asks first, saying how many waiting deliveries will fail.
+    assert (asked.status_code, still_on) == (303, True)
+    assert asked.headers["Location"] == f"{dev.base}/webhooks/{webhook['id']}/switch-off"
+    assert "Switch this endpoint off?" in off_confirm
+    assert "No delivery waits for it now: none will fail." in off_confirm
     assert switched_off is False
     assert (notice(off_page) or "").startswith("Endpoint http://127.0.0.1:9/hooks/v2 switched off")
     assert "Switched off" in off_page
-    assert 'aria-label="Switch on http://127.0.0.1:9/hooks/v2"' in off_page
+    assert ">Switch on</button>" in off_page
     assert switched_on is True
     assert (notice(on_page) or "").startswith("Endpoint http://127.0.0.1:9/hooks/v2 switched on")
     assert "Delete this endpoint?" in confirm
     assert 'name="confirm" value="yes"' in confirm
-    assert "the deliveries waiting for it fail without being sent" in confirm
+    assert "No delivery waits for it now: none will fail." in confirm
     assert (unconfirmed.status_code, unconfirmed.headers["Location"]) == (303, delete)
     assert len(still["data"]) == 1
     assert deleted.status_code == 303

@@ -78,17 +78,17 @@ async def test_the_developer_sees_the_app_its_webhooks_and_redelivers_from_the_p
     assert f'href="/console/apps/{world.app_id}"' in home
     assert "<code>customers:read</code>" in overview
     assert html.escape(hook.webhook["url"]) in page
-    row = re.search(rf'<tr id="{delivery["id"]}">(.*?)</tr>', page, re.S)
+    # One row for the endpoint: its newest delivery failed, and what went wrong.
+    row = re.search(rf'<tr id="{hook.webhook["id"]}">(.*?)</tr>', page, re.S)
     assert row is not None
-    assert "failed" in row[1]
-    assert ">500<" in row[1]
-    assert "HTTP 500" in row[1]
-    assert f'aria-label="Redeliver {delivery["id"]}"' in row[1]
+    assert 'class="badge badge-failed">failed<' in row[1]
+    assert f'/deliveries/{delivery["id"]}"' in row[1]
+    assert "Answered HTTP 500" in row[1]
     assert response.status_code == 303
     assert f"Delivery {delivery['id']} queued again" in back
-    after_row = re.search(rf'<tr id="{delivery["id"]}">(.*?)</tr>', after, re.S)
+    after_row = re.search(rf'<tr id="{hook.webhook["id"]}">(.*?)</tr>', after, re.S)
     assert after_row is not None
-    assert "delivered" in after_row[1]
+    assert 'class="badge badge-delivered">delivered<' in after_row[1]
     assert "Delivery dlv_unknown cannot be redelivered" in refusal
 
 
@@ -115,7 +115,8 @@ async def test_the_test_button_queues_a_test_delivery(
             )
             after = await _page(client, stale.headers["Location"])
     assert response.status_code == 303
-    assert response.headers["Location"] == f"/console/apps/{world.app_id}/webhooks"
+    endpoint = f"/console/apps/{world.app_id}/webhooks/{hook.webhook['id']}"
+    assert response.headers["Location"] == endpoint
     assert re.search(r"Test delivery dlv_\S+ queued", queued)
     (received,) = hook.receiver.received
     assert json.loads(received.body)["data"]["test"] is True

@@ -58,6 +58,8 @@ from ._compiler import compile_upload as compile_upload
 from ._directory import APP_KEPT_MAX as APP_KEPT_MAX
 from ._directory import APP_KEPT_SECONDS as APP_KEPT_SECONDS
 from ._directory import AppDirectory as AppDirectory
+from ._endpoint_events import ENDPOINT_EVENTS_SHOWN as ENDPOINT_EVENTS_SHOWN
+from ._endpoint_events import endpoint_events as endpoint_events
 from ._endpoint_health import Counts as Counts
 from ._endpoint_health import EndpointState as EndpointState
 from ._endpoint_health import health_counts as health_counts

@@ -39,3 +39,7 @@ TOKEN_PREFIXES: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 """Every kind of secret the service hands out, by name."""
+
+PROTECTED_RESOURCE_PATH: Final = "/.well-known/oauth-protected-resource"
+"""Where the data API's RFC 9728 protected resource metadata is, under the base URL
+(contract.md: Agents as partner apps); a 401 of the data API names it."""

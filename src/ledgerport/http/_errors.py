@@ -14,13 +14,14 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 
 from pydantic import ValidationError
-from quart import request
+from quart import has_request_context, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
 from ledgerport import access, apps, auth, books, catalog, ops, queues, storage
 from ledgerport.errors import InvalidInput
 
+from ._context import platform
 from ._error_answer import Answer, Rule, coded, oauth_answer
 from ._live import TooManyStreams
 
@@ -37,6 +38,18 @@ def _retry_after(error: auth.RateLimited) -> dict[str, str]:
 def rate_limit_policy(limit: catalog.RateLimit) -> str:
     """``limit`` as a RateLimit-Policy header's value."""
     return f'"{limit.name}";q={limit.limit};w={limit.window_seconds}'
+
+
+def _bearer_challenge(_: auth.InvalidAccessToken) -> dict[str, str]:
+    """The data API's challenge names its RFC 9728 metadata (``resource_metadata``), so that a
+    client that holds no token yet (an MCP client, say) finds the authorization server; the
+    console API's developer tokens are no token of that resource, and its challenge names
+    none."""
+    challenge = 'Bearer realm="ledgerport"'
+    if has_request_context() and request.blueprint == "api":
+        base = platform().config.base_url
+        challenge += f', resource_metadata="{base}{catalog.PROTECTED_RESOURCE_PATH}"'
+    return {"WWW-Authenticate": challenge}
 
 
 def _basic_challenge(error: auth.InvalidClient) -> dict[str, str]:
@@ -224,9 +237,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "INVALID_METRICS_TOKEN",
         headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport metrics"'},
     ),
-    auth.InvalidAccessToken: coded(
-        "INVALID_TOKEN", headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport"'}
-    ),
+    auth.InvalidAccessToken: coded("INVALID_TOKEN", headers=_bearer_challenge),
     auth.NotSignedIn: coded("NOT_SIGNED_IN", page="You are signed out. Sign in again to continue."),
     auth.EndpointNotExposed: coded("ENDPOINT_NOT_EXPOSED"),
     auth.CrossSiteRequest: coded("CROSS_SITE_REQUEST"),

@@ -211,7 +211,7 @@ class Broadcaster:
         start: queues.StreamStart,
         *,
         slot: Slot,
-        render: Callable[[queues.EndedAttempt | queues.EndedRun], str],
+        render: Callable[[queues.EndedAttempt | queues.EndedRun], bytes],
     ) -> AsyncIterator[bytes]:
         """The stream's bytes: what ended after ``start`` (within RESUME_WINDOW; not what it
         had seen when it started), as it ends, each as an event rendered by ``render`` with its
@@ -271,7 +271,7 @@ class Broadcaster:
         cursor: queues.Cursor,
         needed: int,
         fresh_after: float,
-        render: Callable[[queues.EndedAttempt | queues.EndedRun], str],
+        render: Callable[[queues.EndedAttempt | queues.EndedRun], bytes],
     ) -> _Page:
         """What ended after ``cursor``, as the stream sends it. Streams of an app that stand at
         the same cursor share a read and its rendering: one begun at generation ``needed`` or
@@ -345,16 +345,18 @@ def _waker(broadcaster: Broadcaster, kind: queues.StreamKind) -> Callable[[], No
     return lambda: broadcaster._wake(kind)
 
 
-def _event(kind: queues.StreamKind, cursor: queues.Cursor, data: str) -> bytes:
-    name = "delivery" if kind == "deliveries" else "run"
-    return f"id: {cursor.text}\nevent: {name}\ndata: {data}\n\n".encode()
+_EVENT_NAMES: dict[queues.StreamKind, bytes] = {"deliveries": b"delivery", "runs": b"run"}
 
 
-def event_data(item: object) -> str:
-    """An event's ``data:``, one line of JSON (compact, as written by ``json.dumps`` with no
-    spaces and ``ensure_ascii=False``: orjson writes it several times faster, once for all the
-    streams a read serves)."""
-    return orjson.dumps(item).decode()
+def _event(kind: queues.StreamKind, cursor: queues.Cursor, data: bytes) -> bytes:
+    return b"id: %d-%d\nevent: %s\ndata: %s\n\n" % (*cursor, _EVENT_NAMES[kind], data)
+
+
+def event_data(item: object) -> bytes:
+    """An event's ``data:``, one line of JSON in UTF-8 (compact, as written by ``json.dumps``
+    with no spaces and ``ensure_ascii=False``: orjson writes it several times faster, once for
+    all the streams a read serves)."""
+    return orjson.dumps(item)
 
 
 BROADCASTER_KEY = f"{APP_STATE_PREFIX}{Broadcaster.__qualname__}"

@@ -143,6 +143,17 @@ class ServerMetadata(TypedDict):
     authorization_response_iss_parameter_supported: bool
 
 
+class ProtectedResourceMetadata(TypedDict):
+    """RFC 9728 protected resource metadata: the resource's identifier (what a client names as
+    ``resource``, RFC 8707), the authorization servers whose access tokens it accepts, the
+    scopes it knows and how a token is presented."""
+
+    resource: str
+    authorization_servers: list[str]
+    scopes_supported: list[str]
+    bearer_methods_supported: list[str]
+
+
 @with_config(ConfigDict(extra="forbid"))
 class JsonWebKey(TypedDict):
     """A P-256 public key that verifies session tokens (RFC 7518)."""

@@ -45,6 +45,7 @@ from ._oauth_shapes import (
     DeviceCodeGrant,
     InactiveToken,
     JsonWebKeySet,
+    ProtectedResourceMetadata,
     RefreshTokenGrant,
     Revoked,
     ServerMetadata,
@@ -84,6 +85,23 @@ async def discovery() -> Response:
         "revocation_endpoint_auth_methods_supported": list(catalog.TOKEN_ENDPOINT_AUTH_METHODS),
         "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
         "authorization_response_iss_parameter_supported": True,
+    }
+    return oauth_response(metadata)
+
+
+@blueprint.get(catalog.PROTECTED_RESOURCE_PATH)
+@operation(json_reply(200, ProtectedResourceMetadata, "The data API's metadata", *NO_STORE))
+async def protected_resource() -> Response:
+    """RFC 9728 protected resource metadata of the data API: its identifier (the base URL, what
+    a client names as ``resource`` in an authorization or token request), this server as the
+    one whose access tokens it accepts, its scopes, and the ``Authorization`` header as the way
+    to present a token."""
+    base = platform().config.base_url
+    metadata: ProtectedResourceMetadata = {
+        "resource": base,
+        "authorization_servers": [base],
+        "scopes_supported": list(catalog.SCOPES),
+        "bearer_methods_supported": ["header"],
     }
     return oauth_response(metadata)
 

@@ -34,6 +34,7 @@ from ._endpoint_health import lock_endpoints as lock_endpoints
 from ._endpoint_health import purge_health_hours as purge_health_hours
 from ._endpoint_health import queue_operational_delivery as queue_operational_delivery
 from ._endpoint_health import write_endpoints as write_endpoints
+from ._endpoint_last import last_deliveries as last_deliveries
 from ._errors import DeliveryNotFound as DeliveryNotFound
 from ._errors import QueuesError as QueuesError
 from ._errors import RedeliveryRefused as RedeliveryRefused

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ledgerport import catalog
 from ledgerport.storage import Row, Transaction, first_per_key, placeholders
@@ -32,9 +32,10 @@ ATTEMPTS_ENDED_CHANNEL = "attempts_ended"
 (``_streams.py``)."""
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """A delivery as the console shows it."""
+class Delivery(NamedTuple):
+    """A delivery as the console shows it (a tuple: the console's lists and the live streams
+    make hundreds at a time, and a frozen dataclass's construction costs several times a
+    tuple's)."""
 
     id: str
     webhook_id: str

@@ -52,7 +52,7 @@ class RunEvent(Run):
     function: str
 
 
-def _delivery_event(item: queues.EndedAttempt | queues.EndedRun) -> str:
+def _delivery_event(item: queues.EndedAttempt | queues.EndedRun) -> bytes:
     assert isinstance(item, queues.EndedAttempt)
     data: DeliveryEvent = {
         **delivery_json(item.delivery),
@@ -62,7 +62,7 @@ def _delivery_event(item: queues.EndedAttempt | queues.EndedRun) -> str:
     return event_data(data)
 
 
-def _run_event(item: queues.EndedAttempt | queues.EndedRun) -> str:
+def _run_event(item: queues.EndedAttempt | queues.EndedRun) -> bytes:
     assert isinstance(item, queues.EndedRun)
     data: RunEvent = {
         **run_json(item.run),

@@ -11,7 +11,9 @@ from . import functions as functions
 from . import listing as listing
 from . import runs as runs
 from . import secrets as secrets
+from . import webhook_confirms as webhook_confirms
 from . import webhook_forms as webhook_forms
+from . import webhook_recovery as webhook_recovery
 from . import webhook_secrets as webhook_secrets
 from . import webhooks as webhooks
 from ._shared import PAGE_TITLE as PAGE_TITLE

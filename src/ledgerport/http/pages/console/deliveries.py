@@ -10,13 +10,9 @@ or a link. Anyone else's app, and any webhook or delivery id that is not the app
 
 from __future__ import annotations
 
-from typing import Annotated
-from urllib.parse import urlencode
-
 from quart import request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from ledgerport import apps, catalog, queues
 from ledgerport.errors import InvalidInput
@@ -24,18 +20,15 @@ from ledgerport.errors import InvalidInput
 from ..._context import platform, unit_of_work
 from ..._ids import DELIVERY, EVENT
 from ..._openapi import (
-    FORM,
     SET_COOKIE,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
-    Body,
     Param,
     operation,
     page,
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
-from .._design import exact_time
-from .._form_models import BUTTON_BODY, PageForm, read_form
+from .._form_models import BUTTON_BODY
 from .._frame import console_developer, returns_to
 from .._notices import form_page, with_notice
 from ._debug import (
@@ -54,13 +47,13 @@ from ._debug import (
     id_argument,
     id_or_nothing,
     one_of_words,
-    parse_form_time,
     pretty_payload,
     query_string,
     quota_mib,
     url_label,
 )
 from ._shared import CONSOLE_CSP
+from .webhook_words import attempt_lines, endpoint_state, what_happened
 
 _DELIVERY_STATUS = Param(
     "status",
@@ -102,8 +95,17 @@ _RECOVER_AFTER = Param(
 ATTEMPTS_SHOWN = 100
 """Attempts a delivery's page shows, the newest: a delivery redelivered again and again has as
 many as it was sent, each with up to 4 KiB of answer (the developer API answers every one)."""
+DELIVERIES_SHOWN = 20
+"""Deliveries the endpoint's page shows a page: its newest first, older ones a link away."""
 RECOVER_DEFAULT_SINCE = 86400
 """Seconds before now the recovery form offers to start from: the last day."""
+
+
+def delivery_happened(delivery: queues.Delivery) -> str:
+    """What a delivery's row says of its last answer: what went wrong, or the code it got (as
+    the live rows of ``static/live.js`` show it)."""
+    code = delivery.response_code
+    return what_happened(code, delivery.last_error) or ("" if code is None else str(code))
 
 
 def _webhook_path(app_id: str, webhook_id: str) -> str:
@@ -120,7 +122,11 @@ def _delivery_path(app_id: str, webhook_id: str, delivery_id: str) -> str:
 @blueprint.get("/console/apps/<app_id>/webhooks/<webhook_id>")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "The webhook, its deliveries (filtered, a page at a time) and its recovery form"),
+    page(
+        200,
+        "The webhook, its actions, health and operational events, its deliveries (filtered, a"
+        " page at a time) and its recovery form",
+    ),
     redirect_reply(SIGN_IN),
     page(404, NOT_THE_APPS.format("webhook")),
     raises=(*PAGE_ERRORS, InvalidInput, apps.WebhookNotFound),
@@ -134,7 +140,9 @@ def _delivery_path(app_id: str, webhook_id: str, delivery_id: str) -> str:
     ),
 )
 async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
-    """The webhook: its URL, whether it is on, its events; its deliveries, newest first, 100 a
+    """The webhook: its state and every action on it (a test delivery, edit, switch off or
+    on, rotate the secret, recover, delete), its health and operational events, its
+    configuration; its deliveries, newest first, 20 a
     page (``after``: the next of the page before), filtered by status, event type and event
     id (each kept in the address and shown as applied), each with its event, status, attempts,
     response and when its next attempt is due, test deliveries marked; and the form that
@@ -159,7 +167,9 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
             types=[event_type] if event_type else [],
             event_id=event_id,
             after=after,
+            limit=DELIVERIES_SHOWN,
         )
+        events = await apps.endpoint_events(tx, app_id, webhook.id)
         storage = await queues.app_storage(tx, app_id)
         counts = await apps.health_counts(tx, [webhook.id], now=p.now())
         # While it fails, or after the service switched it off: from the first delivery that
@@ -192,7 +202,12 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         webhook=webhook,
         webhook_label=url_label(webhook.url),
         counts=counts.get(webhook.id, apps.Counts()),
-        deliveries=deliveries.deliveries,
+        state=endpoint_state(webhook),
+        last_error=what_happened(None, webhook.health.last_error),
+        events=events,
+        delivery_rows=[(d, delivery_happened(d)) for d in deliveries.deliveries],
+        page_size=DELIVERIES_SHOWN,
+        now=now,
         filters=filters,
         applied=applied,
         subscribed_types=subscribed,
@@ -215,63 +230,6 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     )
 
 
-class RecoverForm(PageForm):
-    """The recovery form: ``since``, a date and time in UTC (``2026-09-22T08:00``, as a
-    ``datetime-local`` field sends it) within the last 30 days; ``after``, the next of an
-    earlier recovery with that since, to go on after it. Left out, since comes back as a
-    notice saying what is wrong."""
-
-    since: str = ""
-    after: Annotated[str, DELIVERY.document] = ""
-
-
-@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/recover")
-@form_guard(back_with_notice(_webhook_path))
-@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
-@operation(
-    redirect_reply(
-        "Back to the webhook's page, saying how many were queued again and skipped, or why"
-        " not (with where to go on when more are left)",
-        SET_COOKIE.optional(),
-    ),
-    page(404, NOT_THE_APPS.format("webhook")),
-    raises=(*PAGE_ERRORS, InvalidInput, RequestEntityTooLarge, apps.WebhookNotFound),
-    bodies=(Body(FORM, RecoverForm),),
-    params=(CSRF_COOKIE_PARAM,),
-)
-async def recover(app_id: str, webhook_id: str) -> ResponseReturnValue:
-    """Redeliver every failed delivery of the webhook created at or after ``since``, as
-    ``POST /developer/apps/{appId}/webhooks/{webhookId}/recover`` does: those the redelivery
-    rules refuse are skipped and counted. One recovery looks at the oldest 500 at most; when
-    more are left the page offers to go on after them."""
-    form = await read_form(RecoverForm)
-    back = _webhook_path(app_id, webhook_id)
-    p = platform()
-    returns_to(back)
-    after = form.after.strip() or None
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        since = parse_form_time(form.since)
-        recovered = await queues.recover(tx, now=p.now(), webhook=webhook, since=since, after=after)
-        if recovered.queued:
-            await tx.notify(queues.DELIVERIES_CHANNEL)
-    shown = exact_time(since)
-    if recovered.next is not None:
-        go_on = {"recover_since": form_time(since), "recover_after": recovered.next}
-        return with_notice(
-            back,
-            "recovered-partly",
-            shown,
-            recovered.queued,
-            recovered.skipped,
-            query=urlencode(go_on),
-        )
-    if after is None and recovered.queued == recovered.skipped == 0:
-        return with_notice(back, "recovered-nothing", shown)
-    return with_notice(back, "recovered", shown, recovered.queued, recovered.skipped)
-
-
 # --- A delivery -----------------------------------------------------------------------------------
 
 
@@ -286,10 +244,11 @@ async def recover(app_id: str, webhook_id: str) -> ResponseReturnValue:
 async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
     """The delivery: its status, event, when it was created and when its next attempt is due;
     the payload as sent (pretty-printed, and the exact text its signatures were computed over);
-    every attempt ever made, oldest first, redeliveries included, each with when it started,
-    how long it took, the response code, the request's headers as sent (its signature among
-    them), the first 4 KiB of the answer (marked when the answer went on, or saying it was
-    dropped for the app's storage quota) and the error, the 100 newest when there are more;
+    every attempt ever made, oldest first, as a timeline of one line each (its number, when it
+    started, how long it took, the response code, what went wrong), each redelivery marked
+    where it began, and each line opening onto the request's headers as sent (its signature
+    among them) and the first 4 KiB of the answer (marked when the answer went on, or saying
+    it was dropped for the app's storage quota), the 100 newest when there are more;
     and the redeliver button when the redelivery rules allow it, else why not."""
     p = platform()
     async with unit_of_work() as tx:
@@ -299,6 +258,7 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
         refusal = await queues.redelivery_check(
             tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
         )
+    made = detail.attempt_log[-1].attempt if detail.attempt_log else 0
     return await form_page(
         "console_delivery.html",
         csp=CONSOLE_CSP,
@@ -308,8 +268,13 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
         delivery=detail.delivery,
         payload=detail.payload,
         pretty=pretty_payload(detail.payload),
-        attempts=detail.attempt_log,
-        attempts_made=detail.attempt_log[-1].attempt if detail.attempt_log else 0,
+        attempts=attempt_lines(
+            detail.attempt_log,
+            current_run=detail.delivery.attempts,
+            attempts_made=made,
+            max_attempts=len(p.config.webhook_retry_delays),
+        ),
+        attempts_made=made,
         refusal=refusal,
         body_kept=queues.RESPONSE_BODY_KEPT,
         quota_mib=quota_mib(),

@@ -221,7 +221,7 @@ async def edit_webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue
 @form_guard(form_again(_sent_again))
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    redirect_reply("Saved: back to the webhooks page, saying so", SET_COOKIE.optional()),
+    redirect_reply("Saved: to the endpoint's page, saying so", SET_COOKIE.optional()),
     _FORM_AGAIN,
     WEBHOOK_NOT_FOUND,
     raises=(*PAGE_ERRORS, apps.WebhookNotFound, InvalidInput, RequestEntityTooLarge),
@@ -253,4 +253,4 @@ async def edit_webhook(app_id: str, webhook_id: str) -> ResponseReturnValue:
             loopback=p.config.loopback_webhooks,
             resolver=resolver,
         )
-    return with_notice(webhooks_path(app_id), "webhook-saved", webhook.url)
+    return with_notice(f"{webhooks_path(app_id)}/{webhook_id}", "webhook-saved", webhook.url)

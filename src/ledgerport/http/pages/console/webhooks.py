@@ -1,8 +1,12 @@
-"""The console's webhooks page: each endpoint with its recent deliveries, the test and redeliver
-buttons, switching an endpoint off and on, and deleting it (a confirmation page first)."""
+"""The console's webhooks page, health first: one compact row per endpoint (its state, what it
+delivered and failed in the last 24 hours, its newest delivery, its last error), each leading to
+the endpoint's own page, which carries its actions; and the buttons those actions post: a test
+delivery, a redelivery, switching an endpoint on (switching it off and deleting it each ask
+first, saying how many waiting deliveries will fail)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import quote
 
 from quart import Response, redirect
@@ -34,59 +38,86 @@ from ._shared import (
     APP_PARAM,
     CONSOLE_CSP,
     PAGE_ERRORS,
-    SIGNED_OUT,
     WEBHOOK_NOT_FOUND,
     WEBHOOK_PARAM,
-    ConfirmForm,
     blueprint,
-    confirm_page,
     webhook_path,
     webhooks_path,
 )
+from .webhook_words import StateWords, endpoint_state, what_happened
 
 
 @blueprint.get("/console/apps/<app_id>/webhooks")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "The app's webhooks and their recent deliveries"),
+    page(200, "The app's webhooks, one row each: state, the last 24 hours, newest delivery"),
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     page(404, "Not an app of the signed-in developer"),
     raises=PAGE_ERRORS,
     params=(APP_PARAM,),
 )
 async def webhooks_page(app_id: str) -> ResponseReturnValue:
-    """Each webhook with its 100 most recent deliveries: status, attempts, response code, last
-    error; a button to redeliver one that is not waiting for an attempt, and one to send a
-    test delivery."""
+    """Each webhook in one row: its URL (to its page), whether it is sending or switched off
+    (and why, when the service did it), its deliveries delivered and failed in the last 24
+    hours, its newest delivery (when, its status) and its last error. Two statements whatever
+    the number of endpoints or deliveries: the endpoints with their health, and each one's
+    newest delivery."""
     user_id = console_developer()
+    now = platform().now()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
-        webhooks = [
-            (webhook, await queues.recent_deliveries(tx, webhook.id))
-            for webhook in await apps.list_webhooks(tx, app_id)
-        ]
+        health = await apps.webhook_health(tx, app_id, now=now)
+        newest = await queues.last_deliveries(tx, app_id)
+    rows = [
+        EndpointRow(
+            h.webhook,
+            h.counts,
+            endpoint_state(h.webhook),
+            newest.get(h.webhook.id),
+            what_happened(None, h.webhook.health.last_error),
+        )
+        for h in health
+    ]
     return await form_page(
         "console_webhooks.html",
         csp=CONSOLE_CSP,
         app=app,
-        webhooks=webhooks,
-        now=platform().now(),
+        rows=rows,
+        now=now,
         current="webhooks",
     )
 
 
-def _back(app_id: str, notice: str, *params: object) -> Response:
-    return with_notice(f"/console/apps/{app_id}/webhooks", notice, *params)
+@dataclass(frozen=True)
+class EndpointRow:
+    """A row of the webhooks page."""
+
+    webhook: apps.Webhook
+    counts: apps.Counts
+    state: StateWords
+    newest: queues.Delivery | None
+    last_error: str
 
 
-_BACK_TO_WEBHOOKS = back_with_notice(lambda app_id, **_: webhooks_path(app_id))
+def endpoint_path(app_id: str, webhook_id: str) -> str:
+    """The endpoint's own page, where its actions are and where they come back to."""
+    return f"{webhooks_path(app_id)}/{webhook_id}"
+
+
+def _back(app_id: str, webhook_id: str, notice: str, *params: object) -> Response:
+    return with_notice(endpoint_path(app_id, webhook_id), notice, *params)
+
+
+_BACK_TO_ENDPOINT = back_with_notice(
+    lambda app_id, webhook_id, **_: endpoint_path(app_id, webhook_id)
+)
 
 
 @blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/test")
-@form_guard(_BACK_TO_WEBHOOKS, token_required=False)
+@form_guard(_BACK_TO_ENDPOINT, token_required=False)
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    redirect_reply("Back to the webhooks page, saying what was done", SET_COOKIE.optional()),
+    redirect_reply("Back to the endpoint's page, saying what was done", SET_COOKIE.optional()),
     page(404, "Not an app of the signed-in developer"),
     raises=(*PAGE_ERRORS, apps.WebhookNotFound),
     bodies=BUTTON_BODY,
@@ -103,15 +134,15 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
             tx, now=p.now(), webhook=webhook, pinned_version=app.pinned_version
         )
         await tx.notify(queues.DELIVERIES_CHANNEL)
-    return _back(app_id, "test-queued", delivery_id)
+    return _back(app_id, webhook_id, "test-queued", delivery_id)
 
 
 @blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
-@form_guard(_BACK_TO_WEBHOOKS, token_required=False)
+@form_guard(_BACK_TO_ENDPOINT, token_required=False)
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
     redirect_reply(
-        "Back to the webhooks page, saying what was done or why not", SET_COOKIE.optional()
+        "Back to the endpoint's page, saying what was done or why not", SET_COOKIE.optional()
     ),
     page(404, "Not an app of the signed-in developer"),
     raises=(*PAGE_ERRORS, apps.WebhookNotFound),
@@ -122,27 +153,32 @@ async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseR
     """The redeliver button: the delivery again, or why it cannot go again."""
     user_id = console_developer()
     p = platform()
-    returns_to(f"/console/apps/{app_id}/webhooks")
+    returns_to(endpoint_path(app_id, webhook_id))
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, user_id)
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
         await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
         await tx.notify(queues.DELIVERIES_CHANNEL)
-    return _back(app_id, "redelivered", delivery_id)
+    return _back(app_id, webhook_id, "redelivered", delivery_id)
 
 
 class SwitchForm(PageForm):
-    """The switch button: ``enabled`` ``true`` switches the endpoint on, anything else off."""
+    """The switch button: ``enabled`` ``true`` switches the endpoint on; anything else switches
+    it off when ``confirm`` is ``yes`` (the confirmation page's button), and otherwise answers
+    with that confirmation page, which says how many waiting deliveries will fail."""
 
     enabled: str = ""
+    confirm: str = ""
 
 
 @blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/enabled")
-@form_guard(_BACK_TO_WEBHOOKS)
+@form_guard(_BACK_TO_ENDPOINT)
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
     redirect_reply(
-        "Back to the webhooks page, saying what was done or why not", SET_COOKIE.optional()
+        "Back to the endpoint's page, saying what was done or why not; or, switching off"
+        " unconfirmed, to the confirmation page",
+        SET_COOKIE.optional(),
     ),
     WEBHOOK_NOT_FOUND,
     raises=(*PAGE_ERRORS, apps.WebhookNotFound, InvalidInput, RequestEntityTooLarge),
@@ -151,14 +187,18 @@ class SwitchForm(PageForm):
 )
 async def switch_webhook(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """Switch the endpoint on or off, as ``PATCH`` with ``enabled``: switched off, it gets no
-    new deliveries and those waiting for it fail without being sent."""
+    new deliveries and those waiting for it fail without being sent, so switching off is done
+    only confirmed."""
     user_id = console_developer()
     form = await read_form(SwitchForm)
-    back = webhooks_path(app_id)
+    back = endpoint_path(app_id, webhook_id)
     enabled = form.enabled == "true"
     returns_to(back)
     async with unit_of_work() as tx:
         await apps.get_developed_app(tx, app_id, user_id)
+        if not enabled and form.confirm != "yes":
+            await apps.get_webhook(tx, app_id, webhook_id)
+            return redirect(quote(webhook_path(app_id, webhook_id, "switch-off")), 303)
         webhook = await apps.update_webhook(
             tx,
             now=platform().now(),
@@ -167,67 +207,3 @@ async def switch_webhook(app_id: str, webhook_id: str) -> ResponseReturnValue:
             changes={"enabled": enabled},
         )
     return with_notice(back, "webhook-enabled" if enabled else "webhook-disabled", webhook.url)
-
-
-@blueprint.get("/console/apps/<app_id>/webhooks/<webhook_id>/delete")
-@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
-@operation(
-    page(200, "The confirmation step of deleting an endpoint: what happens, and the button"),
-    SIGNED_OUT,
-    WEBHOOK_NOT_FOUND,
-    raises=(*PAGE_ERRORS, apps.WebhookNotFound),
-    params=(APP_PARAM, WEBHOOK_PARAM),
-)
-async def delete_webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
-    """Confirm deleting the endpoint: what happens to its deliveries, and the button."""
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
-    return await confirm_page(
-        app,
-        current="webhooks",
-        nav_label="Delete endpoint",
-        heading="Delete this endpoint?",
-        lead=webhook.url,
-        consequences=(
-            "It gets no new deliveries, and the deliveries waiting for it fail without being sent.",
-            "Its signing secret signs nothing more, and it leaves this console's list with its"
-            " recent deliveries.",
-            "To switch it off for a while instead, keep it and use its Switch off button.",
-        ),
-        action=webhook_path(app_id, webhook_id, "delete"),
-        button="Delete the endpoint",
-        danger=True,
-        back=webhooks_path(app_id),
-    )
-
-
-@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/delete")
-@form_guard(back_with_notice(lambda app_id, webhook_id: webhook_path(app_id, webhook_id, "delete")))
-@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
-@operation(
-    redirect_reply(
-        "Deleted: back to the webhooks page, saying so; or, not confirmed, to the"
-        " confirmation page",
-        SET_COOKIE.optional(),
-    ),
-    WEBHOOK_NOT_FOUND,
-    raises=(*PAGE_ERRORS, apps.WebhookNotFound, InvalidInput, RequestEntityTooLarge),
-    bodies=(Body(FORM, ConfirmForm),),
-    params=(APP_PARAM, WEBHOOK_PARAM, CSRF_COOKIE_PARAM),
-)
-async def delete_webhook(app_id: str, webhook_id: str) -> ResponseReturnValue:
-    """Delete the endpoint, confirmed, as ``DELETE /developer/apps/{appId}/webhooks/{id}``;
-    unconfirmed, to its confirmation page (an endpoint that is not there is not found)."""
-    user_id = console_developer()
-    form = await read_form(ConfirmForm)
-    confirming = webhook_path(app_id, webhook_id, "delete")
-    back = webhooks_path(app_id)
-    returns_to(back)
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, user_id)
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        if form.confirm != "yes":
-            return redirect(quote(confirming), 303)
-        await apps.delete_webhook(tx, now=platform().now(), app_id=app_id, webhook_id=webhook_id)
-    return with_notice(back, "webhook-deleted", webhook.url)
