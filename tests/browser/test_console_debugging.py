@@ -231,8 +231,8 @@ def test_a_thrown_error_shows_its_stack_at_the_source_line_then_replay_and_roll_
             "  if (!room) throw new RangeError('no room for ' + event.data.name);"
         )
         expect(frame.locator(".caret")).to_contain_text("^")
-        expect(page.locator("table.logs")).to_contain_text("checking Globex")
-        expect(page.locator("table.logs time").first).to_have_text(re.compile(r"^\+\d+ ms$"))
+        logged = page.locator(".fn-timeline li", has_text="checking Globex")
+        expect(logged.locator("time")).to_have_text(re.compile(r"^\+\d+ ms$"))
         _looked_over(opened, shots, f"run-{size}", problems)
         link = frame.get_by_role("link", name=re.compile(r"^Line 4, column \d+ of version 1$"))
         link.click()
@@ -250,7 +250,7 @@ def test_a_thrown_error_shows_its_stack_at_the_source_line_then_replay_and_roll_
     )
     replay_id = page.url.rsplit("/", 1)[1]
     assert replay_id != run["id"]
-    expect(page.get_by_role("link", name=run["id"])).to_be_visible()
+    expect(page.locator("#replay-of").get_by_role("link", name=run["id"])).to_be_visible()
     shots.take(page, "replay-queued")
     replayed = _run_of(console, "rooms", lambda latest: latest["status"] == "failed")
     assert replayed["id"] == replay_id
@@ -258,7 +258,7 @@ def test_a_thrown_error_shows_its_stack_at_the_source_line_then_replay_and_roll_
     expect(page.locator(".badge-failed").first).to_be_visible()
     expect(page.locator(".frame mark").first).to_contain_text("throw new RangeError")
 
-    # Roll back: version 2 fixes it; activating version 1 again is one click.
+    # Roll back: version 2 fixes it; activating version 1 again shows the diff, then asks.
     console.ok("PUT", "/functions/rooms", {"source": FIXED, "events": ["customer.created"]})
     for size, opened in sized.items():
         page = opened.page
@@ -268,12 +268,17 @@ def test_a_thrown_error_shows_its_stack_at_the_source_line_then_replay_and_roll_
         expect(page.locator('tr[id="version-2"]')).to_contain_text("Active")
         _looked_over(opened, shots, f"function-versions-{size}", problems)
     page = sized["phone"].page
+    page.get_by_role("link", name="Roll back to version 1: see the diff first").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Roll back rooms to version 1?")
+    expect(page.locator("#diff-count")).to_contain_text("added")
+    expect(page.locator(".fn-diff .fn-removed").first).to_be_visible()
+    _looked_over(sized["phone"], shots, "rollback-confirm-phone", problems)
     page.get_by_role("button", name="Activate version 1").click()
     expect(page.get_by_role("status")).to_have_text(
         "Version 1 is active: runs that start from now on run it"
     )
     expect(page.locator('tr[id="version-1"]')).to_contain_text("Active")
-    expect(page.get_by_role("button", name="Activate version 2")).to_be_visible()
+    expect(page.get_by_role("link", name="Activate version 2: see the diff first")).to_be_visible()
     expect(page.get_by_text("Newest is version 2: rolled back")).to_be_visible()
     shots.take(page, "rolled-back-phone")
     assert console.ok("GET", "/functions/rooms")["version"] == 1

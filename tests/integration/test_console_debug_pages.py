@@ -589,13 +589,18 @@ async def test_the_function_page_filters_runs_and_rolls_back_to_a_version(
             none_queued = await _page(client, f"{path}?status=queued")
             bad = await _page(client, f"{path}?status=lost", 400)
             source = await _page(client, f"{path}/versions/2")
-            activated = await client.post(
+            unconfirmed = await client.post(
                 f"{path}/versions/1/activate", form={"csrf_token": _csrf(page)}
+            )
+            confirming = await _page(client, unconfirmed.headers["Location"])
+            activated = await client.post(
+                f"{path}/versions/1/activate",
+                form={"csrf_token": _csrf(confirming), "confirm": "yes"},
             )
             back = await _page(client, activated.headers["Location"])
             after = await hook.console.ok("GET", "/functions/on-customer")
             missing = await client.post(
-                f"{path}/versions/7/activate", form={"csrf_token": _csrf(page)}
+                f"{path}/versions/7/activate", form={"csrf_token": _csrf(page), "confirm": "yes"}
             )
             expired = await client.post(f"{path}/versions/2/activate", form={"csrf_token": "x"})
             stale = await _page(client, expired.headers["Location"])
@@ -611,24 +616,29 @@ async def test_the_function_page_filters_runs_and_rolls_back_to_a_version(
     # Versions, newest first, the active one marked; the others have their Activate button.
     assert re.findall(r'<tr id="version-(\d+)">', page) == ["2", "1"]
     assert "Active</span>" in _row(page, "version-2")
-    assert "Activate version" not in _row(page, "version-2")
-    assert 'aria-label="Activate version 1">Activate</button>' in _row(page, "version-1")
+    assert "Roll back" not in _row(page, "version-2")
+    assert f'href="{path}/versions/1/activate"' in _row(page, "version-1")
+    assert ">Roll back</a>" in _row(page, "version-1")
     assert f'href="{path}/versions/1"' in _row(page, "version-1")
     # A version's source: each line numbered and addressable, as text.
     assert '<span class="source-line" id="L2">' in source
     assert "context.log(&#39;&lt;b&gt;second&lt;/b&gt;&#39;);" in source
     assert "<b>second</b>" not in source
-    # The rollback: the function runs version 1 now, its newest still 2.
+    # The rollback: not confirmed, it is the confirmation with the diff; confirmed, the
+    # function runs version 1 now, its newest still 2.
+    assert unconfirmed.status_code == 303
+    assert unconfirmed.headers["Location"] == f"{path}/versions/1/activate"
+    assert "Roll back on-customer to version 1?" in confirming
+    assert "1 line added and 6 lines removed" in re.sub(r"<[^>]+>", "", confirming)
     assert activated.status_code == 303
     assert activated.headers["Location"] == path
     assert _notice(back) == "Version 1 is active: runs that start from now on run it"
     assert (after["version"], after["latestVersion"]) == (1, 2)
     assert "Newest is version 2: rolled back" in back
-    assert 'aria-label="Activate version 2">Activate</button>' in _row(back, "version-2")
+    assert f'href="{path}/versions/2/activate"' in _row(back, "version-2")
     assert missing.status_code == 404
     assert _notice(stale) == "The form expired: try again"
     assert f'href="{path}"' in listing
-    assert f'href="{path}/runs/run_bad"' in listing
 
 
 # --- A run's page --------------------------------------------------------------------------------
@@ -741,7 +751,7 @@ async def test_a_function_that_throws_shows_its_stack_at_the_source_line(
     assert marked is not None
     assert html.unescape(marked[1]) == "  throw new RangeError('no room for ' + event.data.name);"
     assert '/versions/1#L3">Line 3, column' in page
-    assert "checking Globex</pre>" in page
+    assert '<p class="fn-text">checking Globex</p>' in page
 
 
 async def test_replay_runs_the_event_again_and_opens_the_new_runs_page(

@@ -610,11 +610,7 @@ async def test_a_function_is_written_on_the_page_its_syntax_error_shown_at_its_p
     assert refused.status_code == 400
     problem = alert(page)
     # V8 stops at the "}" where an operand should follow "*".
-    assert problem.startswith("Line 3, column 27:")
-    assert (
-        "Function source is not an ES module exporting a handler: syntax error at line 3,"
-        " column 27: Unexpected token '}'"
-    ) in problem
+    assert problem == "Syntax error at line 3, column 27: Unexpected token '}'"
     excerpt = re.search(r'<figure class="source-excerpt">.*?<pre[^>]*>(.*?)</pre>', page, re.S)
     assert excerpt is not None
     lines = html.unescape(re.sub(r"<[^>]+>", "", excerpt[1])).split("\n")
@@ -734,8 +730,7 @@ async def test_a_function_is_edited_to_its_next_version_and_deleted_after_a_conf
     assert 'name="name"' not in form  # a function keeps its name
     assert "Save version 2" in form
     assert refused.status_code == 400
-    assert "syntax error at line 1" in alert(refused_page)
-    assert "Line 1, column" in alert(refused_page)
+    assert alert(refused_page).startswith("Syntax error at line 1, column")
     assert notice(listing) == "Function tells saved: version 2 runs from now on"
     assert (stored["version"], stored["source"], stored["events"]) == (
         2,
@@ -773,19 +768,19 @@ async def test_the_test_button_queues_a_run_that_is_listed_and_runs(
             told = await page_of(client, queued.headers["Location"])
             while await world.runner.claim_once():
                 await world.runner.settle()
-            ran = await page_of(client, f"{base}/functions")
+            ran = await page_of(client, f"{base}/functions/tells")
             (run,) = (await console.ok("GET", "/functions/tells/runs"))["data"]
     assert queued.status_code == 303
-    assert queued.headers["Location"] == f"{base}/functions"
+    assert queued.headers["Location"] == f"{base}/functions/tells"
     assert notice(told) == f"Test run {run['id']} of tells queued"
     row = re.search(rf'<tr id="{run["id"]}">(.*?)</tr>', told, re.S)
     assert row is not None
     assert "badge-queued" in row[1]
-    assert 'badge-plain">test<' in row[1]
+    assert 'badge-test">Test<' in row[1]
     done = re.search(rf'<tr id="{run["id"]}">(.*?)</tr>', ran, re.S)
     assert done is not None
     assert "badge-succeeded" in done[1]
-    assert '<pre>{"test": true}</pre>' in done[1]
+    assert run["result"] == {"test": True}
     assert run["type"] == "customer.created"
 
 
@@ -829,7 +824,7 @@ async def test_a_function_on_no_event_is_test_run_on_the_default_sample(
     with trio.fail_after(TIMEOUT):
         dev = await developer(client, admin_headers)
         await dev.console.ok("PUT", "/functions/idle", {"source": HANDLER, "events": []})
-        listing = await page_of(client, f"{dev.base}/functions")
+        listing = await page_of(client, f"{dev.base}/functions/idle")
         tested, _ = await post(
             client, f"{dev.base}/functions/idle/test", {"csrf_token": csrf(listing)}
         )
@@ -859,7 +854,7 @@ async def test_a_function_rolled_back_is_edited_from_the_version_that_runs(
         )
         after = await page_of(client, saved.headers["Location"])
         stored = await dev.console.ok("GET", "/functions/tells")
-    assert "Version 1 (rolled back from version 2)" in listing
+    assert "rolled back from version 2" in listing
     assert "Version 1 runs now (rolled back from version 2)" in form
     assert textarea(form) == HANDLER
     assert "Save version 3" in form

@@ -449,9 +449,10 @@ async def test_the_console_writes_a_schedule_and_shows_it_with_the_next_tick(
     assert facts is not None
     assert "22 Sep 2026, 02:00:00 UTC" in facts[1]
     assert "<code>0 2 * * *</code> (UTC)" in page
-    assert "on the schedule <code>0 2 * * *</code> (UTC), next tick 22 Sep 2026, 02:00:00 UTC" in (
-        listing
-    )
+    # The list names the next tick in words, the exact time on hover.
+    assert (
+        'Next tick <time datetime="2026-09-22T02:00:00Z" title="22 Sep 2026, 02:00:00 UTC">'
+    ) in listing
     assert field_value(edit, "schedule") == "0 2 * * *"
     assert cleared.status_code == 303
     assert (after["schedule"], after["nextRunAt"], after["version"]) == (None, None, 2)

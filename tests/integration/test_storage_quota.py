@@ -542,7 +542,7 @@ async def test_the_console_says_what_was_dropped_for_the_quota(
     ) in function_page
     assert function_page.count("Output dropped for the storage quota") == heavy.trimmed_runs
     assert "Its output (log lines, result, error and stack) was dropped" in run_page
-    assert "Dropped for the storage quota." in run_page
+    assert "Its log lines were dropped for the storage quota." in run_page
     assert "was dropped" not in kept_page
     assert (
         "Older output was dropped to keep this app within its storage quota of 1 MiB: the kept"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledgerport import catalog
+from ledgerport import apps, catalog
 from ledgerport.auth import Keyring
 from ledgerport.http.pages import (
     areas_out_of_reach,
@@ -119,16 +119,52 @@ def test_the_excerpt_starts_two_lines_up_and_at_the_first_line() -> None:
     assert [line.number for line in fourth.excerpt] == [2, 3, 4]
 
 
-def test_the_column_counts_bytes_and_the_caret_characters_and_tabs() -> None:
-    """The parser counts a column in UTF-8 bytes; the caret stands under the character."""
-    source = "const s = 'été';\n\tlet = 1;\n"
-    found = source_problem("line 1, column 18", source)  # 17 bytes before
+def test_the_column_counts_utf16_units_and_the_caret_characters_and_tabs() -> None:
+    """The checks count a column in UTF-16 code units, as V8 does; the caret stands under
+    the character."""
+    source = "const s = '\u00e9t\u00e9';\n\tlet = 1;\n"
+    found = source_problem("line 1, column 16", source)  # 15 units (17 UTF-8 bytes) before
     assert found is not None
     assert found.excerpt[-1].text[found.caret] == ";"
     tabbed = source_problem("line 2, column 6", source)
     assert tabbed is not None
     assert tabbed.excerpt[-1].text == "    let = 1;"
     assert tabbed.excerpt[-1].text[tabbed.caret] == "="
+
+
+@pytest.mark.parametrize(
+    ("line", "column", "under"),
+    [
+        # "\u00e9" is one code unit (two UTF-8 bytes): column 34 is the second "s".
+        ("  const s = 'h\u00e9llo'; return s s;", 31, "s"),
+        # "\U0001f600" is two code units (four UTF-8 bytes), one character.
+        ("  const s = 'hi \U0001f600'; return s s;", 31, "s"),
+        ("  const s = '\U0001f600\u00e9\U0001f600'; return s s;", 31, "s"),
+    ],
+)
+def test_a_syntax_error_puts_the_caret_under_its_utf16_column_past_characters_not_ascii(
+    line: str, column: int, under: str
+) -> None:
+    source = f"export const handler = () => {{\n{line}\n}};\n"
+    found = source_problem(apps.SyntaxProblem(2, column, "Unexpected identifier 's'"), source)
+    assert found is not None
+    assert (found.line, found.column, found.words) == (2, column, "Unexpected identifier 's'")
+    assert found.excerpt[-1].text == line
+    assert found.excerpt[-1].text[found.caret] == under
+    assert found.excerpt[-1].text[found.caret + 1 :] == ";"
+
+
+def test_a_syntax_error_counts_lines_as_v8_does() -> None:
+    """A CR LF is one line end, a line separator one more."""
+    source = "const a = 1;\r\nconst b = 2;\u2028const c = a ) b;\n"
+    found = source_problem(apps.SyntaxProblem(3, 13, "Unexpected token ')'"), source)
+    assert found is not None
+    assert [line.number for line in found.excerpt] == [1, 2, 3]
+    assert found.excerpt[-1].text[found.caret] == ")"
+
+
+def test_a_syntax_error_past_the_source_has_no_excerpt() -> None:
+    assert source_problem(apps.SyntaxProblem(9, 1, "Unexpected end of input"), SOURCE) is None
 
 
 @pytest.mark.parametrize(

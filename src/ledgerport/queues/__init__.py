@@ -86,6 +86,10 @@ from ._quota import Trimmed as Trimmed
 from ._quota import app_storage as app_storage
 from ._quota import apps_over_quota as apps_over_quota
 from ._quota import trim_oldest as trim_oldest
+from ._run_replays import REPLAYS_SHOWN as REPLAYS_SHOWN
+from ._run_replays import Replay as Replay
+from ._run_replays import Replays as Replays
+from ._run_replays import replays_of as replays_of
 from ._runs import FUNCTION_RUNS_CHANNEL as FUNCTION_RUNS_CHANNEL
 from ._runs import RUN_EXCERPT_CHARS as RUN_EXCERPT_CHARS
 from ._runs import RUN_STATUSES as RUN_STATUSES

@@ -6,6 +6,7 @@ from . import _debug
 from . import apps as apps
 from . import deliveries as deliveries
 from . import function_forms as function_forms
+from . import function_rollback as function_rollback
 from . import functions as functions
 from . import listing as listing
 from . import runs as runs

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from ledgerport import apps, catalog
 from ledgerport.keys import Keyring
 
+from ._source_views import index_of_column
+
 APP_GROUP = "app"
 PRIVACY_GROUP = "privacy"
 UNKNOWN_GROUP = "unknown"
@@ -131,8 +133,9 @@ class ExcerptLine:
 
 @dataclass(frozen=True)
 class SourceProblem:
-    """Where a problem lies in a function's source: its line and column (as the problem names
-    them: the column counts UTF-8 bytes from 1, as the parser does), and the lines up to it with
+    """Where a problem lies in a function's source: its line and column (as the upload's checks
+    name them: lines as V8 numbers them, the column in UTF-16 code units from 1, as V8 and a
+    browser's text count), the parser's words for a syntax error, and the lines up to it with
     the caret's place under the last one."""
 
     line: int
@@ -140,26 +143,34 @@ class SourceProblem:
     excerpt: tuple[ExcerptLine, ...]
     caret: int
     """Characters before the caret on the problem's line, tabs expanded."""
+    words: str | None = None
+    """The parser's words (``missing ) after argument list``), for a syntax error."""
 
 
-def source_problem(message: str, source: str) -> SourceProblem | None:
-    """The first place ``message`` names (``line 3, column 7``) in ``source``, with the lines
-    up to it; None when it names no place, or one the source does not have."""
-    found = _POSITION.search(message)
-    if found is None:
-        return None
-    line, column = int(found[1]), int(found[2])
-    lines = source.split("\n")
+def source_problem(problem: str | apps.SyntaxProblem, source: str) -> SourceProblem | None:
+    """Where ``problem`` lies in ``source``, with the lines up to it: a syntax error the
+    compiler answered (``FunctionSourceNoHandler.syntax``), or the first place a refusal's text
+    names (``line 3, column 7``); None when it names no place, or one the source does not
+    have."""
+    words = None
+    if isinstance(problem, apps.SyntaxProblem):
+        line, column, words = problem.line, problem.column, problem.words
+    else:
+        found = _POSITION.search(problem)
+        if found is None:
+            return None
+        line, column = int(found[1]), int(found[2])
+    lines = apps.source_lines(source)
     if not 1 <= line <= len(lines) or column < 1:
         return None
     text = lines[line - 1]
-    before = text.encode()[: column - 1].decode(errors="ignore")
+    before = text[: index_of_column(text, column)]
     first = max(1, line - EXCERPT_LINES_BEFORE)
     excerpt = tuple(
         ExcerptLine(number, lines[number - 1].expandtabs(_TAB_WIDTH))
         for number in range(first, line + 1)
     )
-    return SourceProblem(line, column, excerpt, len(before.expandtabs(_TAB_WIDTH)))
+    return SourceProblem(line, column, excerpt, len(before.expandtabs(_TAB_WIDTH)), words)
 
 
 # --- The one showing of a signing secret -------------------------------------------------------

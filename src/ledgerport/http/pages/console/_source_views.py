@@ -66,7 +66,7 @@ def _shown(text: str) -> str:
     return text.expandtabs(TAB_WIDTH)
 
 
-def _index_of_column(text: str, column: int) -> int:
+def index_of_column(text: str, column: int) -> int:
     """Where a V8 column (from 1, in UTF-16 code units) falls in ``text``, as an index."""
     prefix = text[: max(column - 1, 0)]
     if prefix.isascii() or max(prefix) <= "\uffff":
@@ -102,7 +102,7 @@ def excerpt(
         return None
     first, last = max(1, line - around), min(len(lines), line + around)
     marked = lines[line - 1]
-    at = _index_of_column(marked, max(column, 1))
+    at = index_of_column(marked, max(column, 1))
     start = max(0, min(at - width // 2, len(marked) - width))
     lead = "\u2026" if start > 0 else ""
     return Excerpt(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from pydantic import Field
-from quart import Response
+from quart import Response, g
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -37,7 +37,7 @@ from .._notices import (
     with_notice,
 )
 from .._problems import answers_again
-from ._forms import areas_out_of_reach, event_groups, source_problem
+from ._forms import SourceProblem, areas_out_of_reach, event_groups, source_problem
 from ._shared import (
     APP_PARAM,
     CONSOLE_CSP,
@@ -70,11 +70,13 @@ async def _function_form(
     allowed_hosts: Sequence[str] = (),
     schedule: str = "",
     problem: Notice | None = None,
+    syntax: apps.SyntaxProblem | None = None,
     status: int = 200,
 ) -> Response:
     """The form that writes a new function (``function_name`` None) or a new version of one,
     filled with ``name``, ``source``, ``events``, ``allowed_hosts`` and ``schedule``,
-    ``problem`` beside the source (with the lines up to the place it names)."""
+    ``problem`` beside the source (with the lines up to the place it names: ``syntax``'s, for a
+    syntax error)."""
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, function_name) if function_name else None
@@ -99,10 +101,24 @@ async def _function_form(
         groups=event_groups(app.scopes, events),
         out_of_reach=areas_out_of_reach(app.scopes),
         problem=problem,
-        position=source_problem(problem.text, source) if problem is not None else None,
+        position=_position(problem, syntax, source),
         current="functions",
         below=True,
     )
+
+
+def _position(
+    problem: Notice | None, syntax: apps.SyntaxProblem | None, source: str
+) -> SourceProblem | None:
+    """Where the refusal lies in the source: the compiler's syntax error when it found one
+    (its column in UTF-16 code units, the parser's words), else the place its text names."""
+    if syntax is not None:
+        return source_problem(syntax, source)
+    return source_problem(problem.text, source) if problem is not None else None
+
+
+_SYNTAX = "function_source_syntax"
+"""Where a request keeps the syntax error its upload was refused for, for the form again."""
 
 
 @blueprint.get("/console/apps/<app_id>/functions/new")
@@ -179,14 +195,19 @@ async def _upload(
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
     await count_function_upload(app.id)
-    upload = await apps.prepare_function(
-        app,
-        name=name,
-        source=source,
-        events=events,
-        allowed_hosts=allowed_hosts,
-        schedule=schedule.strip() or None,
-    )
+    try:
+        upload = await apps.prepare_function(
+            app,
+            name=name,
+            source=source,
+            events=events,
+            allowed_hosts=allowed_hosts,
+            schedule=schedule.strip() or None,
+        )
+    except apps.FunctionSourceNoHandler as refused:
+        # The notice carries the words; the form again shows the place, from the answer itself.
+        setattr(g, _SYNTAX, refused.syntax)
+        raise
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         return await apps.put_function(tx, now=platform().now(), app=app, upload=upload)
@@ -207,6 +228,7 @@ async def _sent_again(
         allowed_hosts=form.hosts,
         schedule=form.schedule,
         problem=problem,
+        syntax=g.get(_SYNTAX),
         status=status,
     )
 

@@ -1,5 +1,5 @@
-"""The console's functions page: each function with its version, events and recent runs, the test
-button, and deleting a function (a confirmation page first)."""
+"""The console's functions page: each function in one row with its health (the list that leads to
+a function's own page), the test button, and deleting a function (a confirmation page first)."""
 
 from __future__ import annotations
 
@@ -48,34 +48,32 @@ from ._shared import (
 LISTED_EXCERPT_CHARS = 300
 """Characters of a run's log lines, error and result a page listing runs shows (the run's page
 shows them whole): 20 functions' 100 runs with 4,096 of each made one page of 66 MB in 1.2 s."""
-RUNS_PER_FUNCTION = 10
-"""A function's runs the functions page lists, the most recent (its own page lists 100)."""
+
+
+def function_home(app_id: str, name: str) -> str:
+    """The address of a function's own page."""
+    return f"{functions_path(app_id)}/{name}"
 
 
 @blueprint.get("/console/apps/<app_id>/functions")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "The app's functions and their recent runs"),
+    page(200, "The app's functions, one row each with its health"),
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     page(404, "Not an app of the signed-in developer"),
     raises=PAGE_ERRORS,
     params=(APP_PARAM,),
 )
 async def functions_page(app_id: str) -> ResponseReturnValue:
-    """Each function with its version, events and 10 most recent runs: status, duration, and
-    the start of its logs, error and result."""
+    """Each function in one row, health first: its state (the active version, rolled back,
+    or why it runs no more), its runs and failures in the last 24 hours, its last run (when,
+    how, linking to it), its last error (linking to the run that had it) and the next tick of
+    its schedule. Read in one statement for all (``queues.function_health``); the function's
+    own page has its actions and runs."""
     user_id = console_developer()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
-        functions = [
-            (
-                function,
-                await queues.recent_runs(
-                    tx, function, shown=RUNS_PER_FUNCTION, excerpt=LISTED_EXCERPT_CHARS
-                ),
-            )
-            for function in await apps.list_functions(tx, app_id)
-        ]
+        functions = await queues.function_health(tx, app_id, now=platform().now())
     return await form_page(
         "console_functions.html", csp=CONSOLE_CSP, app=app, functions=functions, current="functions"
     )
@@ -142,11 +140,11 @@ async def delete_function(app_id: str, name: str) -> ResponseReturnValue:
 
 
 @blueprint.post("/console/apps/<app_id>/functions/<name>/test")
-@form_guard(back_with_notice(lambda app_id, **_: functions_path(app_id)))
+@form_guard(back_with_notice(lambda app_id, name: function_home(app_id, name)))
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
     redirect_reply(
-        "Back to the functions page, saying the test run is queued or why not",
+        "Back to the function's page, saying the test run is queued or why not",
         SET_COOKIE.optional(),
     ),
     FUNCTION_NOT_FOUND,
@@ -165,7 +163,7 @@ async def test_run(app_id: str, name: str) -> ResponseReturnValue:
     the function on the sample of its first event type (``invoice.created`` for a function on
     none) with ``test: true``, businessId ``test``, eventId null, in no business; listed with
     its runs. Counted against the app's upload budget."""
-    back = functions_path(app_id)
+    back = function_home(app_id, name)
     returns_to(back)
     run_id, function_name = await queue_test_run(app_id, name, console_developer())
     return with_notice(back, "test-run-queued", run_id, function_name)

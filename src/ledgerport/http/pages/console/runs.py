@@ -1,6 +1,7 @@
 """The console's pages for debugging an app's functions, on the application host: a function with
-its runs (filtered by status) and its versions, a version's source and the rollback to it; a
-run with its event, its timed log lines, its error and stack into the source, and its replay.
+its actions, its recent runs (filtered by status) and its versions, a version's source (the
+rollback to it, confirmed with its diff, is ``function_rollback``'s); a run with its timeline
+(``run_timeline``), its error and stack into the source, its replays, and the replay button.
 
 Server-rendered from the same domain calls as the JSON console API (``developer/functions.py``),
 for the signed-in developer; every button is a form with a CSRF token, every filter a GET form
@@ -42,7 +43,6 @@ from ._debug import (
     SIGN_IN,
     blueprint,
     choice,
-    log_rows,
     one_of_words,
     pretty_json,
     query_string,
@@ -52,13 +52,14 @@ from ._debug import (
 from ._shared import CONSOLE_CSP
 from ._source_views import SOURCE_PAGE_LINES, numbered_source, shown_stack
 from .functions import LISTED_EXCERPT_CHARS
+from .run_timeline import timeline_items
 
-_FUNCTION = Param(
+FUNCTION_PARAM = Param(
     "name", "path", "The function's name: a letter or digit, then up to 63 letters, digits, _ or -"
 )
 VERSION_MAX = 2**31 - 1
 """The largest version number (a database integer): a larger one is no version's."""
-_VERSION = Param(
+VERSION_PARAM = Param(
     "version",
     "path",
     "A version's number",
@@ -78,18 +79,22 @@ _RUN_STATUS = Param(
 )
 
 
-def _function_path(app_id: str, name: str) -> str:
+RUNS_SHOWN = 25
+"""A function's most recent runs its page lists (the console API pages through them all)."""
+
+
+def function_page_path(app_id: str, name: str) -> str:
     return f"/console/apps/{app_id}/functions/{name}"
 
 
 def _run_path(app_id: str, name: str, run_id: str) -> str:
-    return f"{_function_path(app_id, name)}/runs/{run_id}"
+    return f"{function_page_path(app_id, name)}/runs/{run_id}"
 
 
 # --- A function -----------------------------------------------------------------------------------
 
 
-def _version_number(text: str) -> int:
+def version_number(text: str) -> int:
     """A version's number from its path; NotFound (as for a path no route takes) when it is no
     number a version can have."""
     if re.fullmatch(r"[1-9][0-9]{0,9}", text) and int(text) <= VERSION_MAX:
@@ -100,28 +105,34 @@ def _version_number(text: str) -> int:
 @blueprint.get("/console/apps/<app_id>/functions/<name>")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "The function, its runs (filtered by status) and its versions"),
+    page(200, "The function, its actions, its recent runs (filtered by status) and its versions"),
     redirect_reply(SIGN_IN),
     page(404, NOT_THE_APPS.format("function")),
     raises=(*PAGE_ERRORS, InvalidInput, apps.FunctionNotFound),
-    params=(_FUNCTION, _RUN_STATUS),
+    params=(FUNCTION_PARAM, _RUN_STATUS),
 )
 async def function_page(app_id: str, name: str) -> ResponseReturnValue:
-    """The function: its active and newest versions and its events; its 100 most recent runs,
-    newest first (``status`` keeps those in one status), each linking to its page; and every
-    version kept, newest first, the active one marked, each with its source's page and, but
-    the active one, a button that makes it active (a rollback). When runs' output was dropped
+    """The function: its actions first (edit and upload a new version, run a test, its schedule,
+    the app's secrets, delete); its active and newest versions, events and schedule with the
+    next tick; its RUNS_SHOWN most recent runs, newest first (``status`` keeps those in one
+    status), each with its error and linking to its page; and every version kept, newest
+    first, the active one marked, each with its source's page and, but the active one, the
+    way to make it active (a rollback, confirmed with the diff). When runs' output was dropped
     to keep the app within its storage quota, it says so, and so does each such run."""
     status = choice("status", queues.RUN_STATUSES, one_of_words(queues.RUN_STATUSES))
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         runs = await queues.recent_runs(
-            tx, function, statuses=[status] if status else [], excerpt=LISTED_EXCERPT_CHARS
+            tx,
+            function,
+            statuses=[status] if status else [],
+            shown=RUNS_SHOWN,
+            excerpt=LISTED_EXCERPT_CHARS,
         )
         versions = await apps.function_versions(tx, function)
         storage = await queues.app_storage(tx, app_id)
-    here = _function_path(app_id, name)
+    here = function_page_path(app_id, name)
     chips = [("All", here, status is None)] + [
         (shown, here + query_string({"status": shown}), status == shown)
         for shown in queues.RUN_STATUSES
@@ -135,6 +146,7 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
         runs=runs,
         versions=versions,
         chips=chips,
+        runs_shown=RUNS_SHOWN,
         storage=storage,
         quota_mib=quota_mib(),
         current="functions",
@@ -155,14 +167,14 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
         apps.FunctionNotFound,
         apps.FunctionVersionNotFound,
     ),
-    params=(_FUNCTION, _VERSION, _FROM),
+    params=(FUNCTION_PARAM, VERSION_PARAM, _FROM),
 )
 async def version_page(app_id: str, name: str, version: str) -> ResponseReturnValue:
     """A version kept of the function: when it was uploaded, whether it is active (else a
     button that makes it active), and its source as uploaded, each line numbered and
     addressable (``#L12``), as a stack frame's position links to it; 5,000 lines a page,
     ``from`` the first (links to the lines before and after)."""
-    number = _version_number(version)
+    number = version_number(version)
     first_text = request.args.get("from", "").strip() or "1"
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
@@ -173,7 +185,7 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
         raise InvalidInput([f"from must be a line of the source: from 1 to {len(lines)}"])
     first = int(first_text)
     shown = lines[first - 1 : first - 1 + SOURCE_PAGE_LINES]
-    here = f"{_function_path(app_id, name)}/versions/{number}"
+    here = f"{function_page_path(app_id, name)}/versions/{number}"
     earlier = later = None
     if first > 1:
         back = max(first - SOURCE_PAGE_LINES, 1)
@@ -197,71 +209,32 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
     )
 
 
-async def _version_first(version: str, **_: str) -> None:
-    """A version that cannot be one is not found, whatever the form holds."""
-    _version_number(version)
-
-
-@blueprint.post("/console/apps/<app_id>/functions/<name>/versions/<version>/activate")
-@form_guard(
-    back_with_notice(lambda app_id, name, **_: _function_path(app_id, name)),
-    before=_version_first,
-)
-@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
-@operation(
-    redirect_reply(
-        "Back to the function's page, saying which version is active now",
-        SET_COOKIE.optional(),
-    ),
-    page(404, NOT_THE_APPS.format("function or version")),
-    raises=(
-        *PAGE_ERRORS,
-        *BUTTON_ERRORS,
-        NotFound,
-        apps.FunctionNotFound,
-        apps.FunctionVersionNotFound,
-    ),
-    bodies=BUTTON_BODY,
-    params=(_FUNCTION, _VERSION, CSRF_COOKIE_PARAM),
-)
-async def activate(app_id: str, name: str, version: str) -> ResponseReturnValue:
-    """A version's activate button: that version becomes the active one (a rollback, or
-    forward again), as ``POST .../versions/{version}/activate``: runs that start from then on
-    run it."""
-    number = _version_number(version)
-    back = _function_path(app_id, name)
-    returns_to(back)
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, console_developer())
-        await apps.activate_version(
-            tx, now=platform().now(), app_id=app_id, name=name, version=number
-        )
-    return with_notice(back, "version-activated", number)
-
-
 # --- A run ----------------------------------------------------------------------------------------
 
 
 @blueprint.get("/console/apps/<app_id>/functions/<name>/runs/<run_id>")
 @security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
 @operation(
-    page(200, "The run: its event, log lines, error and stack into the source"),
+    page(200, "The run: its timeline of log lines and fetches, error and stack, replays"),
     redirect_reply(SIGN_IN),
     page(404, NOT_THE_APPS.format("function or run")),
     raises=(*PAGE_ERRORS, apps.FunctionNotFound, queues.RunNotFound),
-    params=(_FUNCTION,),
+    params=(FUNCTION_PARAM,),
 )
 async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
-    """The run: its status, duration, the version it ran, the run it replays; the event it ran
-    on, pretty-printed; its log lines with when each was written; its result; the error it
+    """The run: its status, duration, the version it ran, the run it replays and the runs
+    replayed from it (each linking to its page); its timeline, a line each: queued, started,
+    each log line with when it was written (a fetch with its method, host, answer and time, a
+    long line whole, behind a ``<details>``), and how it ended: its result, or the error it
     ended with and, when the handler threw an Error, its stack, each frame's position linking
     to its line in the source of the version that ran, shown with the lines around it (or, for
     a run whose output was dropped to keep the app within its storage quota, when that was);
-    and the replay button."""
+    the event it ran on, pretty-printed; and the replay button."""
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         detail = await queues.get_run(tx, function, run_id)
+        replays = await queues.replays_of(tx, function, run_id)
         ran = detail.run.version
         source = None
         if ran is not None:
@@ -271,7 +244,7 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
                 pass  # no longer kept: named, not linked
     version_href = None
     if source is not None:
-        version_href = f"{_function_path(app_id, name)}/versions/{ran}"
+        version_href = f"{function_page_path(app_id, name)}/versions/{ran}"
     stack = (
         shown_stack(detail.stack, source=source, version_href=version_href)
         if detail.stack is not None
@@ -285,7 +258,9 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         function=function,
         run=detail.run,
         started_at=detail.started_at,
-        log_rows=log_rows(shown_log_lines(detail.log_lines, detail.started_at)),
+        timeline=timeline_items(shown_log_lines(detail.log_lines, detail.started_at)),
+        log_count=len(detail.run.logs),
+        replays=replays,
         event=pretty_json(detail.event),
         result=None if result is None else pretty_json(result),
         stack=stack,
@@ -313,7 +288,7 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
         auth.RateLimited,
     ),
     bodies=BUTTON_BODY,
-    params=(_FUNCTION, CSRF_COOKIE_PARAM),
+    params=(FUNCTION_PARAM, CSRF_COOKIE_PARAM),
 )
 async def replay(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     """The replay button: a new run of the function on the event the run ran on, as
