@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import trio
 
 from ledgerport import __version__
+from ledgerport.author_cli import AUTHOR_COMMANDS, run_author_command
 from ledgerport.config import VARIABLES, Config, ConfigError, load
 from ledgerport.ops import configure_logging
 from ledgerport.storage import DatabaseMissing, StorageError, open_asyncio_loop, open_store
@@ -20,8 +21,20 @@ EXIT_CONFIG = 2
 EXIT_FAILURE = 1
 
 
-_VARIABLES_HELP = "configuration (environment variables, default, meaning; see README.md):\n" + (
-    "\n".join(f"  {name:<32} {default:<27} {meaning}" for name, default, meaning in VARIABLES)
+_AUTHOR_HELP = """app author's commands (each has --help with an example; see docs/cli.md):
+  login, logout        sign in to a server by the device flow; revoke and forget the token
+  apps                 the apps you develop
+  trigger TYPE         a test delivery of an event type
+  tail deliveries|runs each delivery attempt or run as it ends
+  deliveries recover   redeliver a webhook's failed deliveries since a moment
+  runs replay          run a function again on a run's event
+
+"""
+
+_VARIABLES_HELP = (
+    _AUTHOR_HELP
+    + "configuration (environment variables, default, meaning; see README.md):\n"
+    + ("\n".join(f"  {name:<32} {default:<27} {meaning}" for name, default, meaning in VARIABLES))
 )
 
 
@@ -75,7 +88,10 @@ def _configuration_error(error: BaseException | str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments and arguments[0] in AUTHOR_COMMANDS:
+        return run_author_command(arguments)
+    args = _parser().parse_args(arguments)
     configure_logging()
     try:
         config = load(bind=getattr(args, "bind", None))

@@ -402,6 +402,15 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "start_login_session",
         "take_request",
     },
+    "ledgerport.author_cli": {
+        "AUTHOR_COMMANDS",
+        "Refused",
+        "delivery_line",
+        "run_author_command",
+        "run_line",
+        "show_rows",
+        "table",
+    },
     "ledgerport.books": {
         "AccountCodeTaken",
         "decode_cursor",
@@ -1048,7 +1057,7 @@ LAYERS: list[set[str]] = [
     {"server"},
     {"engine", "http"},
     {"serve"},
-    {"cli", "__main__"},
+    {"cli", "__main__", "author_cli"},
 ]
 # Siblings of one layer that must not import each other.
 APART = [("engine", "http")]
@@ -1124,6 +1133,21 @@ def test_imports_point_down(path: Path) -> None:
             assert other not in _ledgerport_imports(path)
         if home == other:
             assert one not in _ledgerport_imports(path)
+
+
+AUTHOR_CLI_IMPORTS = {"author_cli", "catalog", "runtime"}
+"""The app author's commands talk to a server over HTTP: of the service they may use the
+catalog (event types and their samples) and the runtime (``functions run``), nothing that
+reaches a database."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "author_cli").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_the_author_commands_reach_the_server_over_http_only(path: Path) -> None:
+    assert _ledgerport_imports(path) <= AUTHOR_CLI_IMPORTS
 
 
 def test_every_package_has_a_layer() -> None:
