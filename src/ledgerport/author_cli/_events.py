@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,9 +51,16 @@ def parse_events(lines: Iterable[str]) -> Iterator[StreamEvent]:
             event_id = value
 
 
-def follow(session: Session, path: str, last_event_id: str | None = None) -> Iterator[StreamEvent]:
+def follow(
+    session: Session,
+    path: str,
+    last_event_id: str | None = None,
+    connected: Callable[[bool], None] = lambda again: None,
+) -> Iterator[StreamEvent]:
     """Every event of the stream at ``path``, reconnecting with ``Last-Event-ID`` when the
-    connection drops; a refusal (4xx) ends it with the server's message."""
+    connection drops; a refusal (4xx) ends it with the server's message. ``connected`` is told
+    of each connection the server accepts (``again``: a reconnect)."""
+    connections = 0
     failures = 0
     timeout = httpx.Timeout(10.0, read=READ_TIMEOUT)
     while True:
@@ -70,6 +77,8 @@ def follow(session: Session, path: str, last_event_id: str | None = None) -> Ite
                     raise Refused(server_message(response))
                 if response.status_code == 200:
                     failures = 0
+                    connected(connections > 0)
+                    connections += 1
                     for event in parse_events(response.iter_lines()):
                         if event.id is not None:
                             last_event_id = event.id

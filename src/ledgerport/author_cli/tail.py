@@ -4,6 +4,7 @@ ends, from the live streams (``GET /developer/apps/{app}/deliveries/stream`` and
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,10 +70,16 @@ def tail(
     """
     chosen = session(server, as_json).signed_in()
     line = delivery_line if what == "deliveries" else run_line
-    out = console()
+    out, status = console(), console(sys.stderr)
     seen = 0
+
+    def connected(again: bool) -> None:
+        word = "Reconnected: resuming" if again else "Waiting for"
+        status.print(f"{word} the {what} of {app_id} (Ctrl-C to stop)", style="dim")
+
+    path = f"/developer/apps/{app_id}/{what}/stream"
     try:
-        for event in follow(chosen, f"/developer/apps/{app_id}/{what}/stream", last_event_id):
+        for event in follow(chosen, path, last_event_id, connected):
             if as_json:
                 emit_json({"id": event.id, "event": event.event, "data": event.data})
             else:
