@@ -404,7 +404,12 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     },
     "ledgerport.author_cli": {
         "AUTHOR_COMMANDS",
+        "Credentials",
         "Refused",
+        "StreamEvent",
+        "load_credentials",
+        "parse_events",
+        "save_credentials",
         "delivery_line",
         "run_author_command",
         "run_line",
