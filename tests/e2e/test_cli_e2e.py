@@ -199,3 +199,106 @@ def test_the_app_authors_loop(tmp_path: Path, backend: str) -> None:
     assert revoked.status_code == 401
     assert after.returncode == 1
     assert json.loads(cli.credentials.read_text()) == {"current": None, "servers": {}}
+
+
+HANDLER = """export async function handler(event, context) {
+  console.log("saw", event.type);
+  return { version: VERSION, customer: event.data.id, test: event.data.test };
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_functions_push_versions_and_rollback(tmp_path: Path, backend: str) -> None:
+    cli = Cli(tmp_path)
+    source = tmp_path / "sync.js"
+    with store_env(backend, tmp_path) as env, served(tmp_path, ADMIN_TOKEN, env) as server:
+        made = provision(server.base, ADMIN_TOKEN, ["customers:read"])
+        cli.credentials.parent.mkdir(parents=True)
+        cli.credentials.write_text(
+            json.dumps(
+                {"current": server.base, "servers": {server.base: {"token": made.developer_token}}}
+            )
+        )
+        app = ("--app", made.app_id)
+        pushed = []
+        for version in (1, 2):
+            source.write_text(HANDLER.replace("VERSION", str(version)))
+            push = ("functions", "push", "sync", str(source), *app)
+            pushed.append(cli.run(*push, "--events", "customer.created", "--json"))
+        listed = cli.run("functions", "versions", "sync", *app, "--json")
+        table = cli.run("functions", "versions", "sync", *app)
+        rolled = cli.run("functions", "rollback", "sync", "1", *app, "--json")
+        missing = cli.run("functions", "rollback", "sync", "9", *app)
+        bad_event = cli.run(
+            "functions", "push", "other", str(source), *app, "--events", "no.such", "--json"
+        )
+
+    assert [p.returncode for p in pushed] == [0, 0], [p.stderr for p in pushed]
+    assert [json.loads(p.stdout)["version"] for p in pushed] == [1, 2]
+    assert listed.returncode == 0, listed.stderr
+    versions = json.loads(listed.stdout)["data"]
+    assert [(v["version"], v["active"]) for v in versions] == [(2, True), (1, False)]
+    assert table.stdout.split()[:4] == ["VERSION", "CREATED", "ACTIVE", "BYTES"]
+    assert rolled.returncode == 0, rolled.stderr
+    assert (json.loads(rolled.stdout)["version"], json.loads(rolled.stdout)["latestVersion"]) == (
+        1,
+        2,
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("ledgerport: ")
+    assert missing.stderr.count("\n") == 1
+    assert bad_event.returncode == 1
+
+
+def test_functions_run_locally_in_the_sandbox_with_its_limits(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    good, throws, spins = tmp_path / "good.js", tmp_path / "throws.js", tmp_path / "spins.js"
+    good.write_text(HANDLER.replace("VERSION", "1"))
+    throws.write_text('export async function handler() { throw new Error("boom"); }\n')
+    spins.write_text("export async function handler() { for (;;) {} }\n")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"type": "mine", "data": {"id": "cus_1"}}))
+
+    sample = cli.run("functions", "run", str(good), "--event", "customer.created", "--json")
+    from_file = cli.run("functions", "run", str(good), "--event-file", str(event), "--json")
+    thrown = cli.run("functions", "run", str(throws), "--json")
+    spun = cli.run("functions", "run", str(spins), "--json")
+    people = cli.run("functions", "run", str(throws))
+    both = cli.run("functions", "run", str(good), "--event", "a", "--event-file", str(event))
+
+    assert sample.returncode == 0, sample.stderr
+    ran = json.loads(sample.stdout)
+    assert ran["ok"] is True
+    assert ran["logs"] == ["saw customer.created"]
+    assert ran["result"]["test"] is True
+    assert ran["result"]["customer"].startswith("cus_")
+    assert json.loads(from_file.stdout)["result"] == {"version": 1, "customer": "cus_1"}
+    assert thrown.returncode == 1
+    failed = json.loads(thrown.stdout)
+    assert (failed["ok"], failed["error"]) == (False, "Error: boom")
+    assert "function.js:1" in failed["stack"]
+    assert spun.returncode == 1
+    assert json.loads(spun.stdout)["limit"] in ("cpu", "wall")
+    assert "failed" in people.stdout
+    assert "Error: boom" in people.stdout
+    assert both.returncode == 2
+
+
+def test_functions_run_watch_runs_again_on_save(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    source = tmp_path / "watched.js"
+    source.write_text(HANDLER.replace("VERSION", "1"))
+    watching = cli.start("functions", "run", str(source), "--watch", "--json")
+    assert watching.stdout is not None
+    try:
+        first = json.loads(watching.stdout.readline())
+        source.write_text(HANDLER.replace("VERSION", "2"))
+        second = json.loads(watching.stdout.readline())
+    finally:
+        watching.terminate()
+        watching.communicate(timeout=COMMAND_TIMEOUT)
+
+    assert (first["result"]["version"], second["result"]["version"]) == (1, 2)

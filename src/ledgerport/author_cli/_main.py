@@ -9,6 +9,7 @@ import click
 from ._group import CONTEXT
 from .apps import apps
 from .deliveries import deliveries
+from .functions import functions
 from .login import login, logout
 from .runs import runs
 from .tail import tail
@@ -20,7 +21,7 @@ def author() -> None:
     """The app author's commands."""
 
 
-for _command in (login, logout, apps, trigger, tail, deliveries, runs):
+for _command in (login, logout, apps, trigger, tail, deliveries, runs, functions):
     author.add_command(_command)
 
 AUTHOR_COMMANDS = frozenset(author.commands)
@@ -30,12 +31,11 @@ AUTHOR_COMMANDS = frozenset(author.commands)
 def run_author_command(argv: Sequence[str]) -> int:
     """Run one app author's command; its exit code (0 done, 1 refused or failed, 2 usage)."""
     try:
-        author.main(list(argv), prog_name="ledgerport", standalone_mode=False)
-    except click.exceptions.Exit as exit_:
-        return exit_.exit_code
+        # Not standalone: a command's Exit comes back as its code.
+        code = author.main(list(argv), prog_name="ledgerport", standalone_mode=False)
     except click.ClickException as exc:  # usage (2) or a refusal (1)
         exc.show()
         return exc.exit_code
     except click.Abort:
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
