@@ -145,3 +145,56 @@ def test_credentials_are_kept_0600_for_several_servers_one_current(tmp_path: Pat
     assert author_cli.load_credentials(path).current == "http://b.example"
     assert loaded.current == "http://a.example"
     assert author_cli.load_credentials(tmp_path / "none.json") == Credentials()
+
+
+EVERY_COMMAND = [
+    ["login"],
+    ["logout"],
+    ["apps"],
+    ["trigger"],
+    ["tail"],
+    ["deliveries"],
+    ["deliveries", "recover"],
+    ["runs"],
+    ["runs", "replay"],
+    ["functions"],
+    ["functions", "push"],
+    ["functions", "versions"],
+    ["functions", "rollback"],
+    ["functions", "run"],
+]
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND, ids=" ".join)
+def test_every_command_has_help_with_an_example(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = author_cli.run_author_command([*command, "--help"])
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"Usage: ledgerport {' '.join(command)}" in out
+    assert "Example:" in out
+    assert f"ledgerport {' '.join(command)}" in out.split("Example:", 1)[1]
+
+
+@pytest.mark.parametrize("command", [["apps", "--bogus"], ["trigger"], ["tail", "everything"]])
+def test_a_usage_error_exits_2(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = author_cli.run_author_command(command)
+
+    assert code == 2
+    assert "Usage: ledgerport" in capsys.readouterr().err
+
+
+def test_a_command_before_login_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LEDGERPORT_CLI_CONFIG", str(tmp_path / "credentials.json"))
+    monkeypatch.delenv("LEDGERPORT_SERVER", raising=False)
+
+    code = author_cli.run_author_command(["apps"])
+
+    assert code == 1
+    assert capsys.readouterr().err == (
+        "ledgerport: not signed in: run ledgerport login --server URL first\n"
+    )

@@ -4,14 +4,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ._credentials import CredentialsUnreadable, load_credentials, normal_server
 from ._output import Refused
 
-TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+if TYPE_CHECKING:
+    import httpx
+
+
+def default_timeout() -> httpx.Timeout:
+    """30 s for an answer, 10 s to connect. httpx is imported when a command calls the server
+    first, so that ``functions run`` starts without it."""
+    import httpx
+
+    return httpx.Timeout(30.0, connect=10.0)
 
 
 def server_message(response: httpx.Response) -> str:
@@ -39,11 +46,15 @@ class Session:
     token: str | None
     as_json: bool
 
-    def client(self, *, timeout: httpx.Timeout = TIMEOUT) -> httpx.Client:
+    def client(self, *, timeout: httpx.Timeout | None = None) -> httpx.Client:
+        import httpx
+
         headers = {"User-Agent": "ledgerport-cli"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        return httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+        return httpx.Client(
+            base_url=self.server, headers=headers, timeout=timeout or default_timeout()
+        )
 
     def signed_in(self) -> Session:
         if not self.token:
@@ -53,6 +64,8 @@ class Session:
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         """One call; its JSON answer (None for an empty one), or Refused with the server's
         message."""
+        import httpx
+
         self.signed_in()
         try:
             with self.client() as client:

@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from ._client import Session, server_message
 from ._output import Refused
 
@@ -60,6 +58,8 @@ def follow(
     """Every event of the stream at ``path``, reconnecting with ``Last-Event-ID`` when the
     connection drops; a refusal (4xx) ends it with the server's message. ``connected`` is told
     of each connection the server accepts (``again``: a reconnect)."""
+    import httpx
+
     connections = 0
     failures = 0
     timeout = httpx.Timeout(10.0, read=READ_TIMEOUT)

@@ -1,30 +1,49 @@
-"""The group of the app author's commands, and how ``ledgerport`` hands them an argument list."""
+"""The group of the app author's commands, and how ``ledgerport`` hands them an argument list.
+
+A command's module is imported when the command runs (or its help is asked), not before: so
+``functions run`` starts without the HTTP client, and the others without the sandbox."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 import click
 
 from ._group import CONTEXT
-from .apps import apps
-from .deliveries import deliveries
-from .functions import functions
-from .login import login, logout
-from .runs import runs
-from .tail import tail
-from .trigger import trigger
+
+COMMAND_MODULES = {
+    "login": "login",
+    "logout": "login",
+    "apps": "apps",
+    "trigger": "trigger",
+    "tail": "tail",
+    "deliveries": "deliveries",
+    "runs": "runs",
+    "functions": "functions",
+}
+"""Each command by name, and the module (of this package) that holds it under that name."""
 
 
-@click.group(context_settings=CONTEXT)
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is None:
+            return None
+        command = getattr(importlib.import_module(f"{__package__}.{module}"), cmd_name)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings=CONTEXT)
 def author() -> None:
     """The app author's commands."""
 
 
-for _command in (login, logout, apps, trigger, tail, deliveries, runs, functions):
-    author.add_command(_command)
-
-AUTHOR_COMMANDS = frozenset(author.commands)
+AUTHOR_COMMANDS = frozenset(COMMAND_MODULES)
 """The first words that name an app author's command (the rest are the operator's)."""
 
 

@@ -117,17 +117,35 @@ async def _run_all(file: Path, event: str, *, watch: bool, as_json: bool) -> boo
 
     pool = SandboxPool(size=1, limits=RunLimits())
     async with trio.open_nursery() as nursery:
+        # The worker boots (V8 and all) while this process compiles the module in a thread.
+        first: list[str | Refused] = []
+        compiled_first = trio.Event()
+
+        async def compile_first() -> None:
+            first.append(await trio.to_thread.run_sync(_script_or_refusal, file))
+            compiled_first.set()
+
+        nursery.start_soon(compile_first)
         await nursery.start(pool.run)
-        ok = await _run_once(pool, file, event, 1, as_json=as_json)
+        await compiled_first.wait()
+        ok = await _run_once(pool, first[0], event, 1, as_json=as_json)
         number = 1
         while watch:
             await _next_save(trio.Path(file))
             number += 1
             if not as_json:
                 console().rule(f"{file} changed: run {number}")
-            ok = await _run_once(pool, file, event, number, as_json=as_json)
+            compiled = await trio.to_thread.run_sync(_script_or_refusal, file)
+            ok = await _run_once(pool, compiled, event, number, as_json=as_json)
         nursery.cancel_scope.cancel()
     return ok
+
+
+def _script_or_refusal(file: Path) -> str | Refused:
+    try:
+        return _script(file)
+    except Refused as refused:
+        return refused
 
 
 async def _next_save(path: Any) -> None:
@@ -142,17 +160,16 @@ async def _next_save(path: Any) -> None:
 
 
 async def _run_once(
-    pool: SandboxPool, file: Path, event: str, number: int, *, as_json: bool
+    pool: SandboxPool, compiled: str | Refused, event: str, number: int, *, as_json: bool
 ) -> bool:
     from ledgerport.runtime import RunRequest
 
-    try:
-        script = _script(file)
-    except Refused as refused:
-        refused.show()
+    if isinstance(compiled, Refused):
+        compiled.show()
         return False
     # Each save is a new version: a new key, so an isolate of its own, as on the server.
-    outcome = await pool.invoke(RunRequest(f"run_local_{number}", f"local:{number}", script, event))
+    request = RunRequest(f"run_local_{number}", f"local:{number}", compiled, event)
+    outcome = await pool.invoke(request)
     show_outcome(outcome, as_json=as_json)
     return outcome.ok
 

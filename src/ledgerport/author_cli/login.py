@@ -14,7 +14,7 @@ import time
 import click
 import httpx
 
-from ._client import TIMEOUT, server_message
+from ._client import default_timeout, server_message
 from ._credentials import (
     DEFAULT_SERVER,
     CredentialsUnreadable,
@@ -48,7 +48,7 @@ def login(server: str | None, as_json: bool) -> None:
     except CredentialsUnreadable as exc:
         raise Refused(str(exc)) from exc
     chosen = normal_server(server or credentials.current or DEFAULT_SERVER)
-    with httpx.Client(base_url=chosen, timeout=TIMEOUT) as client:
+    with httpx.Client(base_url=chosen, timeout=default_timeout()) as client:
         started = _start(client, chosen)
         if as_json:
             emit_json({key: started[key] for key in _SHOWN})
@@ -136,7 +136,7 @@ def logout(server: str | None, as_json: bool) -> None:
         raise Refused(f"not signed in to {chosen or 'any server'}")
     revoked = True
     try:
-        with httpx.Client(base_url=chosen, timeout=TIMEOUT) as client:
+        with httpx.Client(base_url=chosen, timeout=default_timeout()) as client:
             response = client.delete(
                 "/developer/token", headers={"Authorization": f"Bearer {token}"}
             )
