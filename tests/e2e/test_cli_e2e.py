@@ -302,3 +302,52 @@ def test_functions_run_watch_runs_again_on_save(tmp_path: Path) -> None:
         watching.communicate(timeout=COMMAND_TIMEOUT)
 
     assert (first["result"]["version"], second["result"]["version"]) == (1, 2)
+
+
+@contextmanager
+def dropping_stream(seen: list[str | None]) -> Iterator[str]:
+    """A stream that sends one event per connection and then drops it, the event after the
+    ``Last-Event-ID`` it is sent (recorded in ``seen``)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            last = self.headers.get("Last-Event-ID")
+            seen.append(last)
+            number = 1 if last is None else int(last.split("-")[1]) + 1
+            event = json.dumps({"id": f"dlv_{number}", "type": "invoice.paid"})
+            body = f": hello\n\nevent: delivery\nid: 1-{number}\ndata: {event}\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(body.encode())
+            self.wfile.flush()
+            self.close_connection = True  # dropped: the client must come back
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_tail_resumes_after_a_dropped_connection_from_the_last_event(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    seen: list[str | None] = []
+    with dropping_stream(seen) as base:
+        cli.credentials.parent.mkdir(parents=True)
+        cli.credentials.write_text(
+            json.dumps({"current": base, "servers": {base: {"token": "lp_dev_x"}}})
+        )
+        tailed = cli.run("tail", "deliveries", "--app", "app_1", "--json", "--max-events", "3")
+
+    assert tailed.returncode == 0, tailed.stderr
+    events = [json.loads(line) for line in tailed.stdout.splitlines()]
+    assert [e["data"]["id"] for e in events] == ["dlv_1", "dlv_2", "dlv_3"]
+    assert seen == [None, "1-1", "1-2"]
+    assert "Reconnected: resuming" in tailed.stderr
