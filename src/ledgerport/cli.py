@@ -6,13 +6,17 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
 from ledgerport import __version__
+from ledgerport.author_cli import AUTHOR_COMMANDS, run_author_command
 from ledgerport.config import VARIABLES, Config, ConfigError, load
 from ledgerport.ops import configure_logging
-from ledgerport.storage import DatabaseMissing, StorageError, open_asyncio_loop, open_store
+
+if TYPE_CHECKING:
+    from ledgerport import storage
 
 log = logging.getLogger("ledgerport")
 
@@ -20,8 +24,21 @@ EXIT_CONFIG = 2
 EXIT_FAILURE = 1
 
 
-_VARIABLES_HELP = "configuration (environment variables, default, meaning; see README.md):\n" + (
-    "\n".join(f"  {name:<32} {default:<27} {meaning}" for name, default, meaning in VARIABLES)
+_AUTHOR_HELP = """app author's commands (each has --help with an example; see docs/cli.md):
+  login, logout        sign in to a server by the device flow; revoke and forget the token
+  apps                 the apps you develop
+  trigger TYPE         a test delivery of an event type
+  tail deliveries|runs each delivery attempt or run as it ends
+  deliveries recover   redeliver a webhook's failed deliveries since a moment
+  runs replay          run a function again on a run's event
+  functions            push, versions, rollback; run FILE locally in the server's sandbox
+
+"""
+
+_VARIABLES_HELP = (
+    _AUTHOR_HELP
+    + "configuration (environment variables, default, meaning; see README.md):\n"
+    + ("\n".join(f"  {name:<32} {default:<27} {meaning}" for name, default, meaning in VARIABLES))
 )
 
 
@@ -47,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _migrate(config: Config) -> None:
+    from ledgerport.storage import open_asyncio_loop, open_store
+
     async with open_asyncio_loop(), open_store(config.database, migrate=False) as store:
         applied = await store.migrate()
         version = await store.schema_version()
@@ -62,7 +81,7 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
-def _missing_database(error: DatabaseMissing) -> str:
+def _missing_database(error: storage.DatabaseMissing) -> str:
     return (
         f"LEDGERPORT_DATABASE_URL: the database {error.name!r} does not exist on that server;"
         f" create it first (createdb {error.name}), then start again"
@@ -75,7 +94,13 @@ def _configuration_error(error: BaseException | str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments and arguments[0] in AUTHOR_COMMANDS:
+        return run_author_command(arguments)
+    args = _parser().parse_args(arguments)
+    # The operator's commands need the storage layer; the app author's start without it.
+    from ledgerport.storage import DatabaseMissing, StorageError
+
     configure_logging()
     try:
         config = load(bind=getattr(args, "bind", None))

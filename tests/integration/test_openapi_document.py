@@ -152,6 +152,10 @@ async def test_bodies_that_ignore_unknown_members_state_them_nul_free(client: An
     assert not validator.is_valid({"note": [{"a\u0000": 1}]})
 
 
+OAUTH_BLUEPRINTS = {"oauth", "cli_login"}
+"""The OAuth endpoints, and the command line's device flow, which answers as RFC 8628's."""
+
+
 async def test_errors_answer_in_the_shape_of_their_blueprint(app: Any, client: Any) -> None:
     """JSON errors refer to the envelope of the blueprint answering them; the OAuth endpoints
     answer nothing else, the pages answer HTML (the sign-in page's own refusals are pages too)."""
@@ -160,7 +164,8 @@ async def test_errors_answer_in_the_shape_of_their_blueprint(app: Any, client: A
 
     for method, path, operation in _operations(document):
         blueprint = blueprints[method, path]
-        envelope = OAUTH_ENVELOPE if blueprint == "oauth" else STANDARD_ENVELOPE
+        oauth_shaped = blueprint in OAUTH_BLUEPRINTS
+        envelope = OAUTH_ENVELOPE if oauth_shaped else STANDARD_ENVELOPE
         for status, response in operation["responses"].items():
             if int(status) < 400:
                 continue
@@ -168,7 +173,7 @@ async def test_errors_answer_in_the_shape_of_their_blueprint(app: Any, client: A
             content = response["content"]
             if "application/json" in content:
                 assert content["application/json"] == {"schema": envelope}, where
-            if blueprint == "oauth":
+            if oauth_shaped:
                 assert set(content) == {"application/json"}, where
                 assert response["headers"]["Cache-Control"]["required"], where
             if blueprint in PAGE_BLUEPRINTS:

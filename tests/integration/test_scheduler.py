@@ -44,6 +44,18 @@ async def test_cleanup_purges_device_codes_a_day_after_expiry(
     assert removed["device_code"] == 1
 
 
+async def test_cleanup_purges_cli_logins_a_day_after_expiry(platform, client, clock):
+    response = await client.post("/cli/device/authorize")
+    assert response.status_code == 200
+    scheduler = Scheduler(platform)
+    clock.advance(catalog.DEVICE_CODE_TTL + catalog.EXPIRED_ROW_GRACE - 1)
+    kept = await scheduler.cleanup_once()
+    assert kept["cli_login"] == 0
+    clock.advance(1)
+    removed = await scheduler.cleanup_once()
+    assert removed["cli_login"] == 1
+
+
 async def test_cleanup_publishes_the_next_signing_key_ahead_of_rotation(
     platform, client, admin_headers, clock
 ):

@@ -271,6 +271,14 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "write_app_data",
     },
     "ledgerport.auth": {
+        "CliLogin",
+        "CliLoginNotFound",
+        "CliLoginOutcome",
+        "decide_cli_login",
+        "purge_expired_cli_logins",
+        "redeem_cli_login",
+        "revoke_developer_token",
+        "start_cli_login",
         "mint_run_token",
         "mint_run_tokens",
         "origin_of",
@@ -395,6 +403,20 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "start_family",
         "start_login_session",
         "take_request",
+    },
+    "ledgerport.author_cli": {
+        "AUTHOR_COMMANDS",
+        "Credentials",
+        "Refused",
+        "StreamEvent",
+        "load_credentials",
+        "parse_events",
+        "save_credentials",
+        "delivery_line",
+        "run_author_command",
+        "run_line",
+        "show_rows",
+        "table",
     },
     "ledgerport.books": {
         "AccountCodeTaken",
@@ -1053,7 +1075,7 @@ LAYERS: list[set[str]] = [
     {"server"},
     {"engine", "http"},
     {"serve"},
-    {"cli", "__main__"},
+    {"cli", "__main__", "author_cli"},
 ]
 # Siblings of one layer that must not import each other.
 APART = [("engine", "http")]
@@ -1129,6 +1151,21 @@ def test_imports_point_down(path: Path) -> None:
             assert other not in _ledgerport_imports(path)
         if home == other:
             assert one not in _ledgerport_imports(path)
+
+
+AUTHOR_CLI_IMPORTS = {"author_cli", "catalog", "runtime", "apps", "errors"}
+"""The app author's commands talk to a server over HTTP: of the service they may use the
+catalog (event types and their samples), and for ``functions run`` the runtime and the
+compiler an upload goes through (``apps.compile_module``, which reads no database)."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "author_cli").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_the_author_commands_reach_the_server_over_http_only(path: Path) -> None:
+    assert _ledgerport_imports(path) <= AUTHOR_CLI_IMPORTS
 
 
 def test_every_package_has_a_layer() -> None:

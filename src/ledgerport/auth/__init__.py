@@ -13,6 +13,13 @@ from ._authorize import origin_of as origin_of
 from ._authorize import purge_expired_requests as purge_expired_requests
 from ._authorize import take_request as take_request
 from ._calls import check_call as check_call
+from ._cli_logins import CliLogin as CliLogin
+from ._cli_logins import CliLoginOutcome as CliLoginOutcome
+from ._cli_logins import decide_cli_login as decide_cli_login
+from ._cli_logins import purge_expired_cli_logins as purge_expired_cli_logins
+from ._cli_logins import redeem_cli_login as redeem_cli_login
+from ._cli_logins import revoke_developer_token as revoke_developer_token
+from ._cli_logins import start_cli_login as start_cli_login
 from ._clients import ClientCredentials as ClientCredentials
 from ._clients import authenticate_client as authenticate_client
 from ._clients import parse_credentials as parse_credentials
@@ -30,6 +37,7 @@ from ._errors import AccessDenied as AccessDenied
 from ._errors import AuthError as AuthError
 from ._errors import AuthorizationPending as AuthorizationPending
 from ._errors import AuthorizeProblem as AuthorizeProblem
+from ._errors import CliLoginNotFound as CliLoginNotFound
 from ._errors import ConnectedAppsOnly as ConnectedAppsOnly
 from ._errors import CrossSiteRequest as CrossSiteRequest
 from ._errors import EndpointNotExposed as EndpointNotExposed

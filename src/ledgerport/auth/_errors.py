@@ -48,6 +48,13 @@ class NotSignedIn(AuthError):
         super().__init__(message)
 
 
+class CliLoginNotFound(AuthError):
+    """No ``ledgerport login`` waits for that user code (wrong, expired or already decided)."""
+
+    def __init__(self) -> None:
+        super().__init__("That code is not valid or has expired: run ledgerport login again")
+
+
 class CrossSiteRequest(AuthError):
     """A browser's unsafe request to the console's API, authenticated by its session cookie,
     came from no page of the service: another origin, and without the page's CSRF token."""

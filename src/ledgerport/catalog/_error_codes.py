@@ -121,6 +121,7 @@ SERVICE_ERROR_CODES: Final[Mapping[str, ErrorCode]] = _table(
             403,
             "a session cookie's unsafe /developer/* request from another origin, no CSRF token",
         ),
+        ErrorCode("CLI_LOGIN_NOT_FOUND", 404, "no ledgerport login waits for that user code"),
         ErrorCode("INSUFFICIENT_SCOPE", 403, "the token lacks the endpoint's scope"),
         ErrorCode("PERMISSION_DENIED", 403, "the user's role lacks the endpoint's permission"),
         ErrorCode("INVALID_STATE", 409, "the record's status does not allow the change"),

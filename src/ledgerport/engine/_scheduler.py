@@ -63,6 +63,7 @@ class Scheduler:
                 "authorization_request": await auth.purge_expired_requests(tx, now=now),
                 **await auth.purge_expired_grants(tx, now=now),
                 "device_code": await auth.purge_expired_device_codes(tx, now=now),
+                "cli_login": await auth.purge_expired_cli_logins(tx, now=now),
                 "spent_session_token": await auth.purge_spent_session_tokens(tx, now=now),
                 "signing_key": await auth.purge_expired_signing_keys(tx, now=now),
                 "event": await books.purge_expired_events(tx, now=now),

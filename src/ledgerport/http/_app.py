@@ -14,7 +14,7 @@ from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 from ledgerport.server import MANAGEMENT, MANAGEMENT_PATHS, OneTaskHTTPConnection
 
-from . import _ops, admin, oauth
+from . import _ops, admin, cli_login, oauth
 from ._browser import SESSION_COOKIE
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
@@ -64,7 +64,11 @@ def create_app(platform: Platform) -> QuartTrio:
     use_platform(app, platform)
     # Errors answer in the shape of the blueprint that raised them; the envelope elsewhere. The
     # OpenAPI document states the same shapes.
-    error_shapes = {oauth.blueprint.name: OAUTH, **PAGES.error_shapes}
+    error_shapes = {
+        oauth.blueprint.name: OAUTH,
+        cli_login.blueprint.name: OAUTH,
+        **PAGES.error_shapes,
+    }
     QuartSchema(
         app,
         openapi_path="/openapi.json",
@@ -91,6 +95,7 @@ def create_app(platform: Platform) -> QuartTrio:
         _ops.blueprint,
         admin.blueprint,
         oauth.blueprint,
+        cli_login.blueprint,
         *PAGES.blueprints,
         api_blueprint,
         developer_blueprint,

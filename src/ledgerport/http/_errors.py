@@ -241,6 +241,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     auth.NotSignedIn: coded("NOT_SIGNED_IN", page="You are signed out. Sign in again to continue."),
     auth.EndpointNotExposed: coded("ENDPOINT_NOT_EXPOSED"),
     auth.CrossSiteRequest: coded("CROSS_SITE_REQUEST"),
+    auth.CliLoginNotFound: coded("CLI_LOGIN_NOT_FOUND"),
     auth.InsufficientScope: coded("INSUFFICIENT_SCOPE"),
     auth.PermissionDenied: coded("PERMISSION_DENIED"),
     auth.RateLimited: coded(

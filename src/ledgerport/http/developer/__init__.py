@@ -1,7 +1,9 @@
 """The developer console API, ``/developer/*``: an app's developer manages the app."""
 
 from . import app_data_fields as app_data_fields
+from . import apps as apps
 from . import assets as assets
+from . import cli_logins as cli_logins
 from . import deliveries as deliveries
 from . import extensions as extensions
 from . import functions as functions
