@@ -42,6 +42,7 @@ from ._errors import InvalidClientMetadata as InvalidClientMetadata
 from ._errors import InvalidGrant as InvalidGrant
 from ._errors import InvalidMetricsToken as InvalidMetricsToken
 from ._errors import InvalidRedirectUri as InvalidRedirectUri
+from ._errors import InvalidRegistrationToken as InvalidRegistrationToken
 from ._errors import InvalidRequest as InvalidRequest
 from ._errors import InvalidScope as InvalidScope
 from ._errors import InvalidTarget as InvalidTarget
@@ -100,8 +101,12 @@ from ._redis_limits import RedisConnection as RedisConnection
 from ._redis_limits import RedisRateLimiter as RedisRateLimiter
 from ._redis_limits import connect_redis as connect_redis
 from ._redis_limits import connect_redis_limiter as connect_redis_limiter
+from ._registration import ConfiguredClient as ConfiguredClient
 from ._registration import check_client_metadata as check_client_metadata
+from ._registration import configured_client as configured_client
+from ._registration import delete_registration as delete_registration
 from ._registration import register_client as register_client
+from ._registration import replace_registration as replace_registration
 from ._session_tokens import SESSION_TOKEN_TYP as SESSION_TOKEN_TYP
 from ._session_tokens import SIGNING_ALGORITHM as SIGNING_ALGORITHM
 from ._session_tokens import SessionToken as SessionToken

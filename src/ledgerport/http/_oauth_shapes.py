@@ -215,14 +215,25 @@ class DeviceAuthorization(TypedDict):
 
 
 @with_config(ConfigDict(extra="forbid"))
+class ClientUpdate(ClientMetadata):
+    """RFC 7592 client update: the whole metadata, as at registration, with the client's own
+    ``client_id`` (and its current ``client_secret``, if it sends one)."""
+
+    client_id: str
+    client_secret: NotRequired[str]
+
+
 class ClientInformation(TypedDict):
-    """RFC 7591 client information: the registered metadata; a CONFIDENTIAL client's secret is
-    shown here only."""
+    """RFC 7591 client information: the registered metadata and where to configure it
+    (RFC 7592). A CONFIDENTIAL client's secret and the registration access token are shown
+    at registration only."""
 
     client_id: str
     client_id_issued_at: int
     client_secret: NotRequired[str]
     client_secret_expires_at: NotRequired[int]
+    registration_access_token: NotRequired[str]
+    registration_client_uri: str
     redirect_uris: list[str]
     client_name: str
     token_endpoint_auth_method: Annotated[
