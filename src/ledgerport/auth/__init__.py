@@ -97,6 +97,12 @@ from ._limits import Verdict as Verdict
 from ._passwords import PASSWORD_PROFILES as PASSWORD_PROFILES
 from ._passwords import PasswordProfile as PasswordProfile
 from ._passwords import Passwords as Passwords
+from ._pushed import REQUEST_URI_PREFIX as REQUEST_URI_PREFIX
+from ._pushed import Pushed as Pushed
+from ._pushed import purge_expired_pushed_requests as purge_expired_pushed_requests
+from ._pushed import push_request as push_request
+from ._pushed import pushed_request as pushed_request
+from ._pushed import refuse_unpushed as refuse_unpushed
 from ._redis_limits import RedisConnection as RedisConnection
 from ._redis_limits import RedisRateLimiter as RedisRateLimiter
 from ._redis_limits import connect_redis as connect_redis

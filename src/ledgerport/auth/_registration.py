@@ -141,6 +141,11 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     }
     if contacts:
         registered["contacts"] = contacts
+    require_par = metadata.get("require_pushed_authorization_requests", False)
+    if not isinstance(require_par, bool):
+        raise InvalidClientMetadata("require_pushed_authorization_requests must be true or false")
+    if require_par:
+        registered["require_pushed_authorization_requests"] = True
     for field in _URI_FIELDS:
         uri = _optional_uri(metadata, field)
         if uri is not None:

@@ -90,6 +90,7 @@ from ._limits import LOCKOUT_WINDOW as LOCKOUT_WINDOW
 from ._limits import LOGIN_SESSION_TTL as LOGIN_SESSION_TTL
 from ._limits import NOTICE_TTL as NOTICE_TTL
 from ._limits import OAUTH_JSON_MAX_BYTES as OAUTH_JSON_MAX_BYTES
+from ._limits import PUSHED_REQUEST_TTL as PUSHED_REQUEST_TTL
 from ._limits import RATE_LIMIT_API_PER_IP as RATE_LIMIT_API_PER_IP
 from ._limits import RATE_LIMIT_APP as RATE_LIMIT_APP
 from ._limits import RATE_LIMIT_APP_PER_BUSINESS as RATE_LIMIT_APP_PER_BUSINESS

@@ -49,6 +49,8 @@ from ._oauth_shapes import (
     InactiveToken,
     JsonWebKeySet,
     ProtectedResourceMetadata,
+    PushedAuthorizationRequest,
+    PushedRequest,
     RefreshTokenGrant,
     Revoked,
     ServerMetadata,
@@ -88,6 +90,8 @@ async def discovery() -> Response:
         "revocation_endpoint_auth_methods_supported": list(catalog.TOKEN_ENDPOINT_AUTH_METHODS),
         "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
         "authorization_response_iss_parameter_supported": True,
+        "pushed_authorization_request_endpoint": f"{base}/oauth/par",
+        "require_pushed_authorization_requests": False,
     }
     return oauth_response(metadata)
 
@@ -307,6 +311,29 @@ async def revoke() -> Response:
             hint=form.get("token_type_hint"),
         )
     return oauth_response({})
+
+
+@blueprint.post("/oauth/par")
+@security_scheme(CLIENT_BASIC_OR_BODY)
+@operation(
+    json_reply(201, PushedRequest, "The request_uri that stands for the request", *NO_STORE),
+    raises=(auth.InvalidScope, auth.InvalidTarget, *CLIENT_GUARDED),
+    bodies=(Body(FORM, PushedAuthorizationRequest),),
+)
+async def push_authorization_request() -> Response:
+    """RFC 9126 pushed authorization request: the parameters of ``/oauth/authorize``, checked
+    as it checks them, kept for 60 seconds; ``/oauth/authorize?client_id=..&request_uri=..``
+    uses them once. A client authenticates as at the token endpoint (a PUBLIC one sends its
+    ``client_id``)."""
+    form = await read_form()
+    _, app = await authenticated_client("par", form)
+    args = {key: form.getlist(key) for key in form if key not in ("client_secret",)}
+    p = platform()
+    async with unit_of_work() as tx:
+        pushed = await auth.push_request(
+            tx, p.keyring, now=p.now(), app=app, args=args, api_base_url=p.config.base_url
+        )
+    return oauth_response({"request_uri": pushed.request_uri, "expires_in": pushed.expires_in}, 201)
 
 
 @blueprint.post("/oauth/introspect")
