@@ -65,6 +65,9 @@ SPEC_OAUTH_ERRORS = {
     "temporarily_unavailable": 429,
     "server_error": 500,
 }
+# Beyond the specification: RFC 7592's refusal of a registration access token at a client's
+# configuration address (contract.md: Agents as partner apps).
+BEYOND_SPEC_OAUTH_ERRORS = {"invalid_token": 401}
 
 # partner-api.md, Errors: invalid_grant's error_description values (besides "absent").
 SPEC_GRANT_DESCRIPTIONS = (
@@ -101,6 +104,7 @@ OAUTH_CLASSES = {
     auth.ExpiredToken: "expired_token",
     auth.InvalidRedirectUri: "invalid_redirect_uri",
     auth.InvalidClientMetadata: "invalid_client_metadata",
+    auth.InvalidRegistrationToken: "invalid_token",
 }
 
 
@@ -155,8 +159,10 @@ def test_oauth_error_matches_spec(error: str, status: int) -> None:
     assert catalog.OAUTH_ERRORS[error].status == status
 
 
-def test_oauth_errors_hold_exactly_the_spec_codes() -> None:
-    assert set(catalog.OAUTH_ERRORS) == set(SPEC_OAUTH_ERRORS)
+def test_oauth_errors_hold_exactly_the_spec_codes_and_the_contracts() -> None:
+    assert set(catalog.OAUTH_ERRORS) == set(SPEC_OAUTH_ERRORS) | set(BEYOND_SPEC_OAUTH_ERRORS)
+    for error, status in BEYOND_SPEC_OAUTH_ERRORS.items():
+        assert catalog.OAUTH_ERRORS[error].status == status
 
 
 def test_invalid_grant_descriptions_are_the_spec_ones() -> None:

@@ -177,6 +177,11 @@ class InvalidClientMetadata(OAuthError):
     pass
 
 
+class InvalidRegistrationToken(OAuthError):
+    """RFC 7592: no registration access token, or one that configures no client at that
+    address (401 ``invalid_token``)."""
+
+
 # --- Consent page --------------------------------------------------------------------------------
 
 

@@ -1,19 +1,35 @@
-"""Open dynamic client registration (RFC 7591).
+"""Open dynamic client registration (RFC 7591) and the client's configuration (RFC 7592).
 
 A registered client is an unreviewed app (sandbox businesses only until reviewed) that no
 developer owns. ``token_endpoint_auth_method: "none"`` makes a PUBLIC client, any other method
 (default ``client_secret_basic``) a CONFIDENTIAL one with a secret shown once; ``scope`` sets the
 registered scopes (default ``profile:read``). Redirect URI problems answer
 ``invalid_redirect_uri``, every other metadata problem ``invalid_client_metadata``.
+
+Registration answers a registration access token (shown once, kept as its keyed hash) with
+which the client reads, replaces and deletes its registration at its configuration address
+(``/oauth/register/{client_id}``). A token presented at another client's address is revoked
+there and then (RFC 7592 section 3: it has leaked or is being probed with), and a deleted
+client's app is deactivated: its tokens stop working and its client id authenticates no more.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from ledgerport import catalog
-from ledgerport.apps import create_app, ordered_scopes, redirect_uri_problems, web_url_problem
-from ledgerport.keys import Keyring
+from ledgerport.apps import (
+    APPS_CHANNEL,
+    ENTITLEMENTS_CHANNEL,
+    App,
+    create_app,
+    ordered_scopes,
+    redirect_uri_problems,
+    web_url_problem,
+)
+from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
 from ._errors import InvalidClientMetadata, InvalidRedirectUri
@@ -125,6 +141,11 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     }
     if contacts:
         registered["contacts"] = contacts
+    require_par = metadata.get("require_pushed_authorization_requests", False)
+    if not isinstance(require_par, bool):
+        raise InvalidClientMetadata("require_pushed_authorization_requests must be true or false")
+    if require_par:
+        registered["require_pushed_authorization_requests"] = True
     for field in _URI_FIELDS:
         uri = _optional_uri(metadata, field)
         if uri is not None:
@@ -150,9 +171,122 @@ async def register_client(
         app_url=registered.get("client_uri"),
         registration=registered,
     )
+    token = new_token(catalog.REGISTRATION_TOKEN_PREFIX)
+    await tx.execute(
+        "UPDATE apps SET registration_token_hash = $1 WHERE id = $2",
+        keyring.hash_token(token),
+        app.id,
+    )
     response: dict[str, Any] = {"client_id": app.client_id, "client_id_issued_at": int(now)}
     if secret is not None:
         response["client_secret"] = secret
         response["client_secret_expires_at"] = 0
     response.update(registered)
+    response["registration_access_token"] = token
     return response
+
+
+_SERVER_FIELDS = (
+    "registration_access_token",
+    "registration_client_uri",
+    "client_id_issued_at",
+    "client_secret_expires_at",
+)
+"""What the server sets and a client's replacement must not send (RFC 7592 section 2.2)."""
+
+
+@dataclass(frozen=True)
+class ConfiguredClient:
+    """A registered client reached with its registration access token: its app, and when it
+    was registered."""
+
+    app: App
+    issued_at: int
+
+    def information(self) -> dict[str, Any]:
+        """RFC 7592's client information response, without the secret (kept as a hash) and
+        without the token (the client holds it)."""
+        answer: dict[str, Any] = {
+            "client_id": self.app.client_id,
+            "client_id_issued_at": self.issued_at,
+        }
+        if self.app.type == "CONFIDENTIAL":
+            answer["client_secret_expires_at"] = 0
+        answer.update(self.app.registration or {})
+        return answer
+
+
+async def configured_client(
+    tx: Transaction, keyring: Keyring, *, client_id: str, token: str | None
+) -> ConfiguredClient | None:
+    """The registered client ``client_id`` that ``token`` configures, or None: no token, one
+    that configures no client, or one of another client, which is revoked here (commit before
+    refusing: the revocation must stand)."""
+    if not token:
+        return None
+    row = await tx.fetchrow(
+        "SELECT * FROM apps WHERE registration_token_hash = $1", keyring.hash_token(token)
+    )
+    if row is None or row["registration"] is None:
+        return None
+    if row["client_id"] != client_id:
+        await tx.execute("UPDATE apps SET registration_token_hash = NULL WHERE id = $1", row["id"])
+        return None
+    return ConfiguredClient(App.from_row(row), int(row["created_at"]))
+
+
+async def replace_registration(
+    tx: Transaction, keyring: Keyring, client: ConfiguredClient, metadata: dict[str, Any]
+) -> ConfiguredClient:
+    """RFC 7592 section 2.2: the client's metadata replaced by ``metadata`` as a whole (what it
+    leaves out takes its default), checked as a registration is. ``client_id`` must be the
+    client's; a ``client_secret``, if sent, its current one; the server's own fields are not
+    sent; a public client stays public and a confidential one confidential."""
+    app = client.app
+    if metadata.get("client_id") != app.client_id:
+        raise InvalidClientMetadata("client_id must be the client's own")
+    sent = [field for field in _SERVER_FIELDS if field in metadata]
+    if sent:
+        raise InvalidClientMetadata(f"{sent[0]} is set by the server and must not be sent")
+    secret = metadata.get("client_secret")
+    if secret is not None and (
+        app.client_secret_hash is None
+        or not isinstance(secret, str)
+        or not keyring.verify_token(secret, app.client_secret_hash)
+    ):
+        raise InvalidClientMetadata("client_secret must be the client's current secret")
+    registered = check_client_metadata(
+        {k: v for k, v in metadata.items() if k not in ("client_id", "client_secret")}
+    )
+    public = registered["token_endpoint_auth_method"] == "none"
+    if public != (app.type == "PUBLIC"):
+        raise InvalidClientMetadata(
+            "token_endpoint_auth_method cannot turn a public client into a confidential one or"
+            " the other way; register a new client instead"
+        )
+    await tx.execute(
+        "UPDATE apps SET name = $1, redirect_uris = $2, scopes = $3, app_url = $4,"
+        " registration = $5 WHERE id = $6",
+        registered["client_name"],
+        json.dumps(registered["redirect_uris"]),
+        json.dumps(registered["scope"].split()),
+        registered.get("client_uri"),
+        json.dumps(registered),
+        app.id,
+    )
+    await tx.notify(APPS_CHANNEL)
+    row = await tx.fetchrow("SELECT * FROM apps WHERE id = $1", app.id)
+    assert row is not None
+    return ConfiguredClient(App.from_row(row), client.issued_at)
+
+
+async def delete_registration(tx: Transaction, client: ConfiguredClient) -> None:
+    """RFC 7592 section 2.3: the client is gone. Its app is deactivated (its tokens stop
+    working, its client id authenticates no more) and the registration access token
+    revoked."""
+    await tx.execute(
+        "UPDATE apps SET status = 'DEACTIVATED', registration_token_hash = NULL WHERE id = $1",
+        client.app.id,
+    )
+    await tx.notify(ENTITLEMENTS_CHANNEL)
+    await tx.notify(APPS_CHANNEL)

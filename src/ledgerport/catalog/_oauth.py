@@ -71,12 +71,16 @@ OAUTH_ERRORS: Final[Mapping[str, OAuthErrorCode]] = MappingProxyType(
             OAuthErrorCode("expired_token", 400, "device flow: the code's 10 minutes elapsed"),
             OAuthErrorCode("invalid_redirect_uri", 400, "registration: redirect_uris refused"),
             OAuthErrorCode("invalid_client_metadata", 400, "registration: metadata refused"),
+            OAuthErrorCode(
+                "invalid_token", 401, "client configuration: registration access token refused"
+            ),
             OAuthErrorCode("temporarily_unavailable", 429, "rate limited or locked out"),
             OAuthErrorCode("server_error", 500, "failure on the service side"),
         )
     }
 )
-"""Every ``error`` the OAuth endpoints answer. Statuses other than 400 are 401 (invalid_client),
+"""Every ``error`` the OAuth endpoints answer. Statuses other than 400 are 401 (invalid_client,
+and invalid_token at a client's configuration endpoint),
 429 (temporarily_unavailable, with Retry-After) and 5xx (server_error)."""
 
 # invalid_grant's error_description values (absent where the spec says so).

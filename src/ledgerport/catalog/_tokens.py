@@ -18,6 +18,7 @@ CODE_PREFIX: Final = "lp_code_"
 ACCESS_TOKEN_PREFIX: Final = "lp_at_"
 REFRESH_TOKEN_PREFIX: Final = "lp_rt_"
 DEVICE_CODE_PREFIX: Final = "lp_dc_"
+REGISTRATION_TOKEN_PREFIX: Final = "lp_reg_"
 WEBHOOK_SECRET_PREFIX: Final = "whsec_"
 WEBHOOK_PRIVATE_KEY_PREFIX: Final = "whsk_"
 """A standard-asymmetric endpoint's Ed25519 key, kept sealed and never shown."""
@@ -34,6 +35,7 @@ TOKEN_PREFIXES: Final[Mapping[str, str]] = MappingProxyType(
         "access token": ACCESS_TOKEN_PREFIX,
         "refresh token": REFRESH_TOKEN_PREFIX,
         "device code": DEVICE_CODE_PREFIX,
+        "registration access token": REGISTRATION_TOKEN_PREFIX,
         "webhook signing secret": WEBHOOK_SECRET_PREFIX,
         "webhook private key": WEBHOOK_PRIVATE_KEY_PREFIX,
     }

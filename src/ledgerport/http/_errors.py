@@ -268,6 +268,9 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     auth.ExpiredToken: oauth_answer("expired_token"),
     auth.InvalidRedirectUri: oauth_answer("invalid_redirect_uri"),
     auth.InvalidClientMetadata: oauth_answer("invalid_client_metadata"),
+    auth.InvalidRegistrationToken: oauth_answer(
+        "invalid_token", headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport"'}
+    ),
     # auth: the consent page's problems, the specification's words and plain ones beside them
     auth.AuthorizeProblem: Answer(400, page="Go back to the app and start again.", explains=True),
     auth.UnknownClient: Answer(

@@ -116,6 +116,13 @@ class OAuthGuard:
         if verdict.refused_by is not None:
             self._refuse(verdict.refused_by.name, verdict.retry_after)
 
+    async def configuration(self, ip: str) -> None:
+        """A client's configuration request (RFC 7592): the OAuth endpoints' ceiling per IP,
+        not registration's budget (reading or changing a client registers none)."""
+        verdict = await self._limiter.take(Budget(catalog.RATE_LIMIT_OAUTH_IP_CEILING, (ip,)))
+        if verdict.refused_by is not None:
+            self._refuse(verdict.refused_by.name, verdict.retry_after)
+
     async def user_code_wait(self, ip: str, user_id: str) -> int | None:
         """Seconds before this IP or user may try another user code, or None."""
         wait = await self._limiter.retry_after(*_user_code_budgets(ip, user_id))

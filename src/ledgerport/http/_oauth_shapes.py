@@ -74,6 +74,30 @@ class TokenRevocation(_ClientInBody):
     ]
 
 
+class PushedAuthorizationRequest(_ClientInBody, _Resource):
+    """RFC 9126: the authorization request's parameters, as ``/oauth/authorize`` takes them, with
+    the client's authentication as at the token endpoint."""
+
+    response_type: Annotated[str, _const("code")]
+    redirect_uri: _Given
+    scope: _Given
+    state: NotRequired[str]
+    code_challenge: NotRequired[str]
+    code_challenge_method: NotRequired[
+        Annotated[
+            str, WithJsonSchema({"type": "string", "enum": list(catalog.CODE_CHALLENGE_METHODS)})
+        ]
+    ]
+
+
+class PushedRequest(TypedDict):
+    """RFC 9126: what stands for the pushed request at ``/oauth/authorize``, once, for
+    ``expires_in`` seconds."""
+
+    request_uri: Annotated[str, Field(pattern=r"^urn:ietf:params:oauth:request_uri:")]
+    expires_in: int
+
+
 class TokenIntrospection(TypedDict):
     """Client credentials go in the Authorization header only."""
 
@@ -118,6 +142,9 @@ class ClientMetadata(TypedDict):
     logo_uri: NotRequired[_WebPage]
     tos_uri: NotRequired[_WebPage]
     policy_uri: NotRequired[_WebPage]
+    require_pushed_authorization_requests: NotRequired[
+        Annotated[bool, Field(description="RFC 9126: start every authorization by /oauth/par")]
+    ]
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -141,6 +168,8 @@ class ServerMetadata(TypedDict):
     revocation_endpoint_auth_methods_supported: list[str]
     introspection_endpoint_auth_methods_supported: list[str]
     authorization_response_iss_parameter_supported: bool
+    pushed_authorization_request_endpoint: str
+    require_pushed_authorization_requests: bool
 
 
 class ProtectedResourceMetadata(TypedDict):
@@ -215,14 +244,25 @@ class DeviceAuthorization(TypedDict):
 
 
 @with_config(ConfigDict(extra="forbid"))
+class ClientUpdate(ClientMetadata):
+    """RFC 7592 client update: the whole metadata, as at registration, with the client's own
+    ``client_id`` (and its current ``client_secret``, if it sends one)."""
+
+    client_id: str
+    client_secret: NotRequired[str]
+
+
 class ClientInformation(TypedDict):
-    """RFC 7591 client information: the registered metadata; a CONFIDENTIAL client's secret is
-    shown here only."""
+    """RFC 7591 client information: the registered metadata and where to configure it
+    (RFC 7592). A CONFIDENTIAL client's secret and the registration access token are shown
+    at registration only."""
 
     client_id: str
     client_id_issued_at: int
     client_secret: NotRequired[str]
     client_secret_expires_at: NotRequired[int]
+    registration_access_token: NotRequired[str]
+    registration_client_uri: str
     redirect_uris: list[str]
     client_name: str
     token_endpoint_auth_method: Annotated[
@@ -236,3 +276,4 @@ class ClientInformation(TypedDict):
     logo_uri: NotRequired[str]
     tos_uri: NotRequired[str]
     policy_uri: NotRequired[str]
+    require_pushed_authorization_requests: NotRequired[bool]

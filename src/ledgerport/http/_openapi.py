@@ -132,6 +132,7 @@ RAISED_HEADERS: Mapping[type[BaseException], tuple[Header, ...]] = {
     auth.InvalidAdminToken: (WWW_AUTHENTICATE,),
     auth.InvalidMetricsToken: (WWW_AUTHENTICATE,),
     auth.InvalidAccessToken: (WWW_AUTHENTICATE,),
+    auth.InvalidRegistrationToken: (WWW_AUTHENTICATE,),
     auth.InvalidClient: (WWW_AUTHENTICATE.optional(),),
 }
 """The headers ``ANSWERS`` adds to an exception's answer; invalid_client challenges Basic only

@@ -59,6 +59,13 @@ _AUTHORIZE_QUERY = (
         one_of(catalog.CODE_CHALLENGE_METHODS),
     ),
     Param("resource", "query", "RFC 8707: one absolute URI on the API's origin"),
+    Param(
+        "request_uri",
+        "query",
+        "RFC 9126: what /oauth/par answered; the pushed parameters stand for every other but"
+        " client_id, once, within 60 s",
+        {"type": "string", "pattern": "^urn:ietf:params:oauth:request_uri:"},
+    ),
 )
 
 
@@ -101,12 +108,30 @@ def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:
     params=_AUTHORIZE_QUERY,
 )
 async def authorize() -> ResponseReturnValue:
-    """Check the request, ask an anonymous visitor to sign in, then show the consent form."""
+    """Check the request, ask an anonymous visitor to sign in, then show the consent form. With
+    a ``request_uri`` (RFC 9126), the pushed request's parameters stand for the query's, used
+    up by the signed-in user's visit (a visitor sent to sign in comes back to the same
+    address); a client registered to push its requests may start one in no other way."""
     p = platform()
     args = {key: request.args.getlist(key) for key in request.args}
-    async with unit_of_work() as tx:
-        params = await auth.check_authorize_request(tx, args, api_base_url=p.config.base_url)
+    request_uri = args.get("request_uri")
     user_id = await current_user_id()
+    async with unit_of_work() as tx:
+        if request_uri is not None:
+            client_ids = args.get("client_id") or []
+            if len(request_uri) > 1 or len(client_ids) != 1:
+                raise auth.RequestExpired()
+            args = await auth.pushed_request(
+                tx,
+                p.keyring,
+                now=p.now(),
+                client_id=client_ids[0],
+                request_uri=request_uri[0],
+                use=user_id is not None,
+            )
+        params = await auth.check_authorize_request(tx, args, api_base_url=p.config.base_url)
+        if request_uri is None:
+            auth.refuse_unpushed(params.app)
     if user_id is None:
         return login_redirect()
     async with unit_of_work() as tx:
