@@ -1,7 +1,7 @@
 """The console's webhooks page, health first: one compact row per endpoint (its state, what it
 delivered and failed in the last 24 hours, its newest delivery, its last error), each leading to
 the endpoint's own page, which carries its actions; and the buttons those actions post: a test
-delivery, a redelivery, switching an endpoint on (switching it off and deleting it each ask
+delivery, switching an endpoint on (switching it off and deleting it each ask
 first, saying how many waiting deliveries will fail)."""
 
 from __future__ import annotations
@@ -135,31 +135,6 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
         )
         await tx.notify(queues.DELIVERIES_CHANNEL)
     return _back(app_id, webhook_id, "test-queued", delivery_id)
-
-
-@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
-@form_guard(_BACK_TO_ENDPOINT, token_required=False)
-@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
-@operation(
-    redirect_reply(
-        "Back to the endpoint's page, saying what was done or why not", SET_COOKIE.optional()
-    ),
-    page(404, "Not an app of the signed-in developer"),
-    raises=(*PAGE_ERRORS, apps.WebhookNotFound),
-    bodies=BUTTON_BODY,
-    params=(APP_PARAM, CSRF_COOKIE_PARAM),
-)
-async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
-    """The redeliver button: the delivery again, or why it cannot go again."""
-    user_id = console_developer()
-    p = platform()
-    returns_to(endpoint_path(app_id, webhook_id))
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, user_id)
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
-        await tx.notify(queues.DELIVERIES_CHANNEL)
-    return _back(app_id, webhook_id, "redelivered", delivery_id)
 
 
 class SwitchForm(PageForm):
