@@ -45,6 +45,7 @@ from ._debug import (
 )
 from ._shared import CONSOLE_CSP
 from .webhook_queries import DeliveriesQuery
+from .webhook_timeline import attempt_items
 from .webhook_words import attempt_lines, endpoint_state, response_or_error, what_happened
 
 ATTEMPTS_SHOWN = 100
@@ -202,6 +203,12 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
             tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
         )
     made = detail.attempt_log[-1].attempt if detail.attempt_log else 0
+    lines = attempt_lines(
+        detail.attempt_log,
+        current_run=detail.delivery.attempts,
+        attempts_made=made,
+        max_attempts=len(p.config.webhook_retry_delays),
+    )
     return await form_page(
         "console_delivery.html",
         csp=CONSOLE_CSP,
@@ -211,11 +218,9 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
         delivery=detail.delivery,
         payload=detail.payload,
         pretty=pretty_payload(detail.payload),
-        attempts=attempt_lines(
-            detail.attempt_log,
-            current_run=detail.delivery.attempts,
-            attempts_made=made,
-            max_attempts=len(p.config.webhook_retry_delays),
+        attempts=lines,
+        attempt_items=attempt_items(
+            lines, now=p.now(), quota_mib=quota_mib(), body_kept=queues.RESPONSE_BODY_KEPT
         ),
         attempts_made=made,
         refusal=refusal,
