@@ -45,7 +45,7 @@ from ._debug import (
 )
 from ._shared import CONSOLE_CSP
 from .webhook_queries import DeliveriesQuery
-from .webhook_timeline import attempt_items
+from .webhook_timeline import attempt_items, delivery_rows
 from .webhook_words import attempt_lines, endpoint_state, response_or_error, what_happened
 
 ATTEMPTS_SHOWN = 100
@@ -149,7 +149,10 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         state=endpoint_state(webhook),
         last_error=what_happened(None, webhook.health.last_error),
         events=events,
-        delivery_rows=[(d, delivery_happened(d)) for d in deliveries.deliveries],
+        delivery_rows=delivery_rows(
+            [(d, delivery_happened(d)) for d in deliveries.deliveries], base=here, now=now
+        ),
+        delivery_count=len(deliveries.deliveries),
         page_size=DELIVERIES_SHOWN,
         now=now,
         filters=filters,

@@ -1,12 +1,15 @@
-"""A delivery's attempts as its page's timeline, made here rather than by a template loop: a
-delivery redelivered to 30 attempts has some 300 lines of headers, and the template's loop cost
-more than the rest of the page (its every call awaited); the same markup, made in one pass."""
+"""A delivery's attempts as its page's timeline, and an endpoint's deliveries as its page's
+table rows, made here rather than by a template loop: a delivery redelivered to 30 attempts has
+some 300 lines of headers, and the template's loops cost more than the rest of the page (its
+every call awaited); the same markup, made in one pass."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from markupsafe import Markup, escape
+
+from ledgerport import queues
 
 from .._design import time_element
 from .webhook_words import AttemptLine
@@ -73,3 +76,33 @@ def attempt_items(
             f"{_body(line, now=now, quota_mib=quota_mib)}{cut}</div>\n</details>\n</li>\n"
         )
     return Markup("".join(items))
+
+
+def delivery_rows(rows: Sequence[tuple[queues.Delivery, str]], *, base: str, now: float) -> Markup:
+    """The rows of the endpoint page's deliveries table (``base``: the endpoint's page), each
+    delivery with what its last answer says (``response_or_error``): its link, event type and
+    event id (or the test badge), status, attempts, what went wrong, its next attempt and its
+    creation. The same cells ``static/live.js`` makes of a stream event."""
+    made = []
+    for d, happened in rows:
+        kind = (
+            '<span class="badge badge-test">Test</span>'
+            if d.test
+            else f'<code class="event-id">{escape(d.event_id)}</code>'
+        )
+        event = ".<wbr>".join(str(escape(part)) for part in d.type.split("."))
+        made.append(
+            f'<tr id="{escape(d.id)}">\n'
+            f'  <td class="id" data-label="Delivery"><a href="{escape(base)}/deliveries/'
+            f'{escape(d.id)}"><code>{escape(d.id)}</code></a></td>\n'
+            f'  <td data-label="Event"><div class="stacked">{event} {kind}</div></td>\n'
+            f'  <td class="nowrap" data-label="Status"><span class="badge badge-{escape(d.status)}">'
+            f"{escape(d.status)}</span></td>\n"
+            f'  <td class="num" data-label="Attempts">{d.attempts}</td>\n'
+            f'  <td class="wh-error" data-label="Response or error">{escape(happened)}</td>\n'
+            f'  <td class="nowrap" data-label="Next attempt">'
+            f"{time_element(d.next_attempt_due, now)}</td>\n"
+            f'  <td class="nowrap" data-label="Created">{time_element(d.created_at, now)}</td>\n'
+            "</tr>\n"
+        )
+    return Markup("".join(made))
