@@ -90,14 +90,15 @@ def delivery_rows(rows: Sequence[tuple[queues.Delivery, str]], *, base: str, now
             if d.test
             else f'<code class="event-id">{escape(d.event_id)}</code>'
         )
+        status = escape(d.status)
         event = ".<wbr>".join(str(escape(part)) for part in d.type.split("."))
         made.append(
             f'<tr id="{escape(d.id)}">\n'
             f'  <td class="id" data-label="Delivery"><a href="{escape(base)}/deliveries/'
             f'{escape(d.id)}"><code>{escape(d.id)}</code></a></td>\n'
             f'  <td data-label="Event"><div class="stacked">{event} {kind}</div></td>\n'
-            f'  <td class="nowrap" data-label="Status"><span class="badge badge-{escape(d.status)}">'
-            f"{escape(d.status)}</span></td>\n"
+            f'  <td class="nowrap" data-label="Status"><span class="badge badge-{status}">'
+            f"{status}</span></td>\n"
             f'  <td class="num" data-label="Attempts">{d.attempts}</td>\n'
             f'  <td class="wh-error" data-label="Response or error">{escape(happened)}</td>\n'
             f'  <td class="nowrap" data-label="Next attempt">'
