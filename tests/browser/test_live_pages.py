@@ -87,6 +87,19 @@ def test_attempts_and_runs_come_to_the_top_of_their_pages_as_they_end(
         listed = page.locator("tbody tr").first
         expect(listed).to_have_attribute("id", queued["deliveryId"])
         assert _cells(listed.inner_text()) == added
+        # A delivery that fails for good: its live row says what went wrong in the server's
+        # words, as the page does reloaded.
+        partner.hook_statuses = [500] * 6
+        failing = console.ok("POST", f"/webhooks/{webhook['id']}/test")
+        row = page.locator("tbody tr").first
+        expect(row).to_have_attribute("id", failing["deliveryId"])
+        expect(row).to_contain_text("failed")
+        expect(row.locator("td.wh-error")).to_have_text("Answered HTTP 500")
+        added = _cells(row.inner_text())
+        page.reload()
+        listed = page.locator("tbody tr").first
+        expect(listed).to_have_attribute("id", failing["deliveryId"])
+        assert _cells(listed.inner_text()) == added
 
         page.goto(function_page)
         expect(page.locator("#runs-live")).to_be_visible()
@@ -105,7 +118,7 @@ def test_attempts_and_runs_come_to_the_top_of_their_pages_as_they_end(
         page = plain.new_page()
         page.goto(hook_page)
         sign_in(page, shots, developer)
-        expect(page.locator("tbody tr")).to_have_count(len(SIZES))
+        expect(page.locator("tbody tr")).to_have_count(2 * len(SIZES))
         expect(page.locator("#deliveries-live")).to_be_hidden()
         shots.take(page, "webhook-without-script")
     finally:

@@ -176,7 +176,7 @@ NOTICE_FORMS: Mapping[tuple[str, str], str] = {
     )
     for operation in (
         ("POST", "/console/apps/{app_id}/webhooks/{webhook_id}/test"),
-        ("POST", "/console/apps/{app_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"),
+        ("POST", "/console/apps/{app_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/resend"),
         ("POST", "/console/apps/{app_id}/listing/submit"),
         ("POST", "/marketplace/{slug}/rating"),
     )

@@ -374,3 +374,74 @@ async def test_a_recovery_first_says_how_many_it_will_queue_and_changes_nothing(
     assert recovered.headers["Location"] == path
     assert {d["status"] for d in after} == {"queued"}
     assert "since must be a date and time in UTC" in refused
+
+
+# --- Query strings ---------------------------------------------------------------------------
+
+BAD_QUERIES = {
+    "a status of no delivery": (
+        "?status=lost",
+        "status must be one of queued, retrying, delivered, failed, or empty for all",
+    ),
+    "a type out of the catalog": (
+        "?type=nothing.happened",
+        "type must be an event type of the catalog, or empty for all",
+    ),
+    "an event id of no form": ("?eventId=evt_1", "eventId must be the id of an event"),
+    "a cursor of no form": ("?after=dlv_1", "after must be the id of a webhook delivery"),
+    "a cursor of another kind": (
+        f"?after=evt_{'0' * 24}",
+        "after must be the id of a webhook delivery",
+    ),
+    "a recovery cursor of no form": (
+        "?recover_after=%3Cb%3E",
+        "recover_after must be the id of a webhook delivery",
+    ),
+    "a recovery since of no time": (
+        "?recover_since=yesterday",
+        "recover_since must be a date and time in UTC",
+    ),
+    "a recovery since of no day": (
+        "?recover_since=2026-13-45T10:00",
+        "recover_since must be a date and time in UTC",
+    ),
+    "a recovery page without since": ("/recover", "since must be a date and time in UTC"),
+    "a recovery page since of no hour": (
+        "/recover?since=2026-09-22T25:00",
+        "since must be a date and time in UTC",
+    ),
+    "a recovery page cursor of no form": (
+        "/recover?since=2026-09-22T08:00&after=dlv_x",
+        "after must be the id of a webhook delivery",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_QUERIES), ids=list(BAD_QUERIES))
+async def test_a_bad_query_string_is_a_page_that_says_which_parameter_and_why(
+    client: Any, admin_headers: dict[str, str], case: str
+) -> None:
+    tail, words = BAD_QUERIES[case]
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, EVENTS) as hook:
+            await login(client, hook.api.world)
+            path = f"/console/apps/{hook.api.world.app_id}/webhooks/{hook.webhook['id']}"
+            refused = await _page(client, path + tail, 400)
+    assert words in html.unescape(refused)
+    assert "<b>" not in refused
+
+
+async def test_empty_and_padded_query_values_read_as_none_and_as_the_value(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, EVENTS) as hook:
+            await login(client, hook.api.world)
+            path = f"/console/apps/{hook.api.world.app_id}/webhooks/{hook.webhook['id']}"
+            empty = await _page(
+                client, f"{path}?status=&type=&eventId=&after=&recover_since=&recover_after="
+            )
+            padded = await _page(client, f"{path}?status=+failed+&recover_since=2026-09-22T08:00")
+    assert "No deliveries yet" in empty or "No delivery" in empty
+    assert "Status: <strong>failed</strong>" in padded
+    assert 'value="2026-09-22T08:00"' in padded

@@ -9,6 +9,11 @@ or the form again): what the document states beyond the text (an id's form, a fi
 its length, that the form sends it) is stated with ``WithJsonSchema`` and
 :attr:`PageForm.stated_required`, never refused here. The CSRF token is the guard's (``_csrf``),
 checked before the handler reads the form.
+
+A page's query string is a model too (:class:`PageQuery`, read by :func:`read_query`): its
+fields are the page's parameters (a field's alias the parameter's name), the document's
+parameters are made from it (:func:`query_params`), and a value that breaks it is refused
+(InvalidInput: the page's 400 with the messages), never read as a default.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from quart import request
 from ledgerport.errors import InvalidInput
 
 from .._errors import validation_messages
-from .._openapi import FORM, Body
+from .._openapi import FORM, Body, Param
 
 _Form = TypeVar("_Form", bound="PageForm")
+_Query = TypeVar("_Query", bound="PageQuery")
 
 CsrfToken = Annotated[
     str,
@@ -86,3 +92,44 @@ async def read_form(model: type[_Form]) -> _Form:
         return model.model_validate(values)
     except ValidationError as error:
         raise InvalidInput(validation_messages(error)) from error
+
+
+class PageQuery(BaseModel):
+    """A page's query string: one field a parameter, named by its alias when it has one. A
+    parameter left out takes the field's default and an unknown one is ignored (a GET form
+    sends every field, links keep what they were given)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, use_attribute_docstrings=True)
+
+
+def _parameter(name: str, model: type[BaseModel]) -> str:
+    return model.model_fields[name].alias or name
+
+
+def read_query(model: type[_Query]) -> _Query:
+    """This request's query string as ``model``: a repeated field (a list) as the values of
+    its parameter, any other as its first value; a query that breaks the model is refused
+    (InvalidInput) with its messages, each naming the parameter."""
+    args = request.args
+    values: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        key = _parameter(name, model)
+        if key in args:
+            values[key] = args.getlist(key) if get_origin(field.annotation) is list else args[key]
+    try:
+        return model.model_validate(values)
+    except ValidationError as error:
+        raise InvalidInput(validation_messages(error)) from error
+
+
+def query_params(model: type[PageQuery]) -> tuple[Param, ...]:
+    """The document's query parameters of a page, from the model its handler reads them
+    with: each field's schema and docstring."""
+    schema = model.model_json_schema(by_alias=True)
+    required = set(schema.get("required", ()))
+    params = []
+    for name, stated in schema.get("properties", {}).items():
+        stated = {k: v for k, v in stated.items() if k not in ("title", "default", "description")}
+        described = " ".join(schema["properties"][name].get("description", "").split())
+        params.append(Param(name, "query", described, stated, name in required))
+    return tuple(params)

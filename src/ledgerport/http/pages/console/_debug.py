@@ -190,14 +190,3 @@ def choice(name: str, allowed: Sequence[Choice], what: str) -> Choice | None:
 
 def one_of_words(values: Sequence[str]) -> str:
     return f"one of {', '.join(values)}"
-
-
-def id_argument(name: str, kind: IdKind) -> str | None:
-    """The query parameter ``name``: one id of ``kind`` (spaces around it dropped, as pasted),
-    or None when empty."""
-    value = request.args.get(name, "").strip()
-    if not value:
-        return None
-    if not re.fullmatch(kind.pattern, value):
-        raise InvalidInput([f"{name} must be {kind.description[0].lower()}{kind.description[1:]}"])
-    return value

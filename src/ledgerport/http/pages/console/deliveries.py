@@ -10,7 +10,6 @@ or a link. Anyone else's app, and any webhook or delivery id that is not the app
 
 from __future__ import annotations
 
-from quart import request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
@@ -18,23 +17,19 @@ from ledgerport import apps, catalog, queues
 from ledgerport.errors import InvalidInput
 
 from ..._context import platform, unit_of_work
-from ..._ids import DELIVERY, EVENT
 from ..._openapi import (
     SET_COOKIE,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
-    Param,
     operation,
     page,
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
-from .._form_models import BUTTON_BODY
+from .._form_models import BUTTON_BODY, query_params, read_query
 from .._frame import console_developer, returns_to
 from .._notices import form_page, with_notice
 from ._debug import (
     _FILTER_LABELS,
-    _FORM_TIME,
-    _FORM_TIME_PATTERN,
     BUTTON_ERRORS,
     LIVE_CSP,
     NOT_THE_APPS,
@@ -42,55 +37,16 @@ from ._debug import (
     SIGN_IN,
     AppliedFilter,
     blueprint,
-    choice,
     form_time,
-    id_argument,
-    id_or_nothing,
-    one_of_words,
     pretty_payload,
     query_string,
     quota_mib,
     url_label,
 )
 from ._shared import CONSOLE_CSP
-from .webhook_words import attempt_lines, endpoint_state, what_happened
-
-_DELIVERY_STATUS = Param(
-    "status",
-    "query",
-    "Only the deliveries in this status (empty: every status)",
-    {"type": "string", "enum": ["", *queues.DELIVERY_STATUSES]},
-)
-_DELIVERY_TYPE = Param(
-    "type",
-    "query",
-    "Only the deliveries of this event type (empty: every type)",
-    {"type": "string", "enum": ["", *catalog.EVENT_NAMES]},
-)
-
-
-_EVENT_ID = Param(
-    "eventId", "query", "Only the delivery of this event (empty: every event)", id_or_nothing(EVENT)
-)
-_AFTER = Param(
-    "after",
-    "query",
-    "The next of an earlier page: the deliveries after it, with the same filters",
-    id_or_nothing(DELIVERY),
-)
-_RECOVER_SINCE = Param(
-    "recover_since",
-    "query",
-    "What the recovery form's since starts with (UTC, as 2026-09-22T08:00): where an earlier"
-    " recovery looked from",
-    {"type": "string", "pattern": f"^(?:{_FORM_TIME_PATTERN})?$"},
-)
-_RECOVER_AFTER = Param(
-    "recover_after",
-    "query",
-    "Where the recovery form goes on: the next of an earlier recovery with that since",
-    id_or_nothing(DELIVERY),
-)
+from .webhook_queries import DeliveriesQuery
+from .webhook_timeline import attempt_items, delivery_rows
+from .webhook_words import attempt_lines, endpoint_state, response_or_error, what_happened
 
 ATTEMPTS_SHOWN = 100
 """Attempts a delivery's page shows, the newest: a delivery redelivered again and again has as
@@ -104,8 +60,7 @@ RECOVER_DEFAULT_SINCE = 86400
 def delivery_happened(delivery: queues.Delivery) -> str:
     """What a delivery's row says of its last answer: what went wrong, or the code it got (as
     the live rows of ``static/live.js`` show it)."""
-    code = delivery.response_code
-    return what_happened(code, delivery.last_error) or ("" if code is None else str(code))
+    return response_or_error(delivery.response_code, delivery.last_error)
 
 
 def _webhook_path(app_id: str, webhook_id: str) -> str:
@@ -130,14 +85,7 @@ def _delivery_path(app_id: str, webhook_id: str, delivery_id: str) -> str:
     redirect_reply(SIGN_IN),
     page(404, NOT_THE_APPS.format("webhook")),
     raises=(*PAGE_ERRORS, InvalidInput, apps.WebhookNotFound),
-    params=(
-        _DELIVERY_STATUS,
-        _DELIVERY_TYPE,
-        _EVENT_ID,
-        _AFTER,
-        _RECOVER_SINCE,
-        _RECOVER_AFTER,
-    ),
+    params=query_params(DeliveriesQuery),
 )
 async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """The webhook: its state and every action on it (a test delivery, edit, switch off or
@@ -148,14 +96,10 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     response and when its next attempt is due, test deliveries marked; and the form that
     redelivers every failed delivery since a moment. When attempts' kept answers were dropped
     to keep the app within its storage quota, it says so."""
-    status = choice("status", queues.DELIVERY_STATUSES, one_of_words(queues.DELIVERY_STATUSES))
-    event_type = choice("type", catalog.EVENT_NAMES, "an event type of the catalog")
-    event_id = id_argument("eventId", EVENT)
-    after = id_argument("after", DELIVERY)
-    recover_after = id_argument("recover_after", DELIVERY)
-    since_text = request.args.get("recover_since", "")
-    if since_text and not _FORM_TIME.fullmatch(since_text):
-        raise InvalidInput(["recover_since must be a date and time in UTC, as 2026-09-22T08:00"])
+    query = read_query(DeliveriesQuery)
+    status, event_type, event_id = query.status, query.event_type, query.event_id
+    after, recover_after = query.after, query.recover_after
+    since_text = query.recover_since or ""
     p = platform()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
@@ -205,7 +149,10 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         state=endpoint_state(webhook),
         last_error=what_happened(None, webhook.health.last_error),
         events=events,
-        delivery_rows=[(d, delivery_happened(d)) for d in deliveries.deliveries],
+        delivery_rows=delivery_rows(
+            [(d, delivery_happened(d)) for d in deliveries.deliveries], base=here, now=now
+        ),
+        delivery_count=len(deliveries.deliveries),
         page_size=DELIVERIES_SHOWN,
         now=now,
         filters=filters,
@@ -259,6 +206,12 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
             tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
         )
     made = detail.attempt_log[-1].attempt if detail.attempt_log else 0
+    lines = attempt_lines(
+        detail.attempt_log,
+        current_run=detail.delivery.attempts,
+        attempts_made=made,
+        max_attempts=len(p.config.webhook_retry_delays),
+    )
     return await form_page(
         "console_delivery.html",
         csp=CONSOLE_CSP,
@@ -268,11 +221,9 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
         delivery=detail.delivery,
         payload=detail.payload,
         pretty=pretty_payload(detail.payload),
-        attempts=attempt_lines(
-            detail.attempt_log,
-            current_run=detail.delivery.attempts,
-            attempts_made=made,
-            max_attempts=len(p.config.webhook_retry_delays),
+        attempts=lines,
+        attempt_items=attempt_items(
+            lines, now=p.now(), quota_mib=quota_mib(), body_kept=queues.RESPONSE_BODY_KEPT
         ),
         attempts_made=made,
         refusal=refusal,

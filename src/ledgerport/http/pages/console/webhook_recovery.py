@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import quote, urlencode
 
-from quart import redirect, request
+from quart import redirect
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -23,29 +23,26 @@ from ..._openapi import (
     SET_COOKIE,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
     Body,
-    Param,
     operation,
     page,
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
 from .._design import exact_time
-from .._form_models import PageForm, read_form
+from .._form_models import PageForm, query_params, read_form, read_query
 from .._frame import console_developer, returns_to
 from .._notices import form_page, with_notice
 from ._debug import (
-    _FORM_TIME_PATTERN,
     NOT_THE_APPS,
     PAGE_ERRORS,
     SIGN_IN,
     blueprint,
     form_time,
-    id_argument,
-    id_or_nothing,
     parse_form_time,
     url_label,
 )
 from ._shared import CONSOLE_CSP
+from .webhook_queries import RecoverQuery
 
 
 def _webhook_path(app_id: str, webhook_id: str) -> str:
@@ -54,21 +51,6 @@ def _webhook_path(app_id: str, webhook_id: str) -> str:
 
 def _recover_path(app_id: str, webhook_id: str) -> str:
     return f"{_webhook_path(app_id, webhook_id)}/recover"
-
-
-_SINCE = Param(
-    "since",
-    "query",
-    "The moment to recover from (UTC, as 2026-09-22T08:00): the failed deliveries created then"
-    " or later",
-    {"type": "string", "pattern": f"^(?:{_FORM_TIME_PATTERN})?$"},
-)
-_AFTER = Param(
-    "after",
-    "query",
-    "Where the recovery goes on: the next of an earlier recovery with that since",
-    id_or_nothing(DELIVERY),
-)
 
 
 @blueprint.get("/console/apps/<app_id>/webhooks/<webhook_id>/recover")
@@ -83,14 +65,14 @@ _AFTER = Param(
     page(400, "The moment is missing, out of the last 30 days, or in the future"),
     page(404, NOT_THE_APPS.format("webhook")),
     raises=(*PAGE_ERRORS, InvalidInput, apps.WebhookNotFound),
-    params=(_SINCE, _AFTER),
+    params=query_params(RecoverQuery),
 )
 async def recover_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """Confirm a recovery from ``since`` (after ``after``, going on): what it would do now,
     counted by the rule it applies (the deliveries it queues again, those the redelivery
     rules skip, and whether more are left beyond the RECOVER_MAX it looks at)."""
-    after = id_argument("after", DELIVERY)
-    since = parse_form_time(request.args.get("since", ""))
+    query = read_query(RecoverQuery)
+    since, after = query.since, query.after
     p = platform()
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())

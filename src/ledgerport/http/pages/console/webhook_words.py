@@ -74,6 +74,13 @@ def what_happened(response_code: int | None, error: str | None) -> str:
     return shortened(words)
 
 
+def response_or_error(response_code: int | None, error: str | None) -> str:
+    """What a delivery's row says of its last answer: what went wrong, or the code it got.
+    ``static/live.js`` says the same of the rows it adds (``responseOrError``)."""
+    words = what_happened(response_code, error)
+    return words or ("" if response_code is None else str(response_code))
+
+
 def shortened(text: str, limit: int = ERROR_CHARS_SHOWN) -> str:
     """``text`` cut to ``limit`` characters, an ellipsis marking the cut."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

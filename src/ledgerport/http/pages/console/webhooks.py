@@ -1,14 +1,16 @@
 """The console's webhooks page, health first: one compact row per endpoint (its state, what it
 delivered and failed in the last 24 hours, its newest delivery, its last error), each leading to
 the endpoint's own page, which carries its actions; and the buttons those actions post: a test
-delivery, a redelivery, switching an endpoint on (switching it off and deleting it each ask
+delivery, switching an endpoint on (switching it off and deleting it each ask
 first, saying how many waiting deliveries will fail)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from markupsafe import Markup, escape
 from quart import Response, redirect
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
@@ -28,6 +30,7 @@ from ..._openapi import (
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
+from .._design import time_element
 from .._form_models import BUTTON_BODY, PageForm, read_form
 from .._frame import console_developer, returns_to
 from .._notices import (
@@ -83,6 +86,7 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
         csp=CONSOLE_CSP,
         app=app,
         rows=rows,
+        row_items=endpoint_rows(rows, base=webhooks_path(app_id), now=now),
         now=now,
         current="webhooks",
     )
@@ -97,6 +101,40 @@ class EndpointRow:
     state: StateWords
     newest: queues.Delivery | None
     last_error: str
+
+
+def endpoint_rows(rows: Sequence[EndpointRow], *, base: str, now: float) -> Markup:
+    """The rows of the webhooks page's table (``base``: the page), made in one pass rather
+    than by the template's loop (its every call awaited): each endpoint's URL to its page, its
+    state, its counts, its newest delivery and its last error."""
+    made = []
+    for r in rows:
+        hook = r.webhook
+        url, path = escape(hook.url), f"{escape(base)}/{escape(hook.id)}"
+        reason = f' <span class="small">{escape(r.state.reason)}</span>' if r.state.reason else ""
+        if r.newest is not None:
+            status = escape(r.newest.status)
+            newest = (
+                f'<a href="{path}/deliveries/{escape(r.newest.id)}" aria-label="Newest delivery'
+                f' of {url}: {status}">{time_element(r.newest.created_at, now)}</a>'
+                f' <span class="badge badge-{status}">{status}</span>'
+            )
+        else:
+            newest = '<span class="muted">none yet</span>'
+        made.append(
+            f'<tr id="{escape(hook.id)}">\n'
+            f'  <th scope="row" class="wh-url"><a href="{path}">{url}</a></th>\n'
+            f'  <td class="wh-state"><span class="badge badge-{escape(r.state.tone)}">'
+            f"{escape(r.state.label)}</span>{reason}</td>\n"
+            f'  <td class="num wh-count"><span class="wh-hint">Delivered </span>'
+            f"{r.counts.delivered}</td>\n"
+            f'  <td class="num wh-count{" wh-bad" if r.counts.failed else ""}">'
+            f'<span class="wh-hint">Failed </span>{r.counts.failed}</td>\n'
+            f'  <td class="wh-last">{newest}</td>\n'
+            f'  <td class="wh-error">{escape(r.last_error)}</td>\n'
+            "</tr>\n"
+        )
+    return Markup("".join(made))
 
 
 def endpoint_path(app_id: str, webhook_id: str) -> str:
@@ -135,31 +173,6 @@ async def send_test(app_id: str, webhook_id: str) -> ResponseReturnValue:
         )
         await tx.notify(queues.DELIVERIES_CHANNEL)
     return _back(app_id, webhook_id, "test-queued", delivery_id)
-
-
-@blueprint.post("/console/apps/<app_id>/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver")
-@form_guard(_BACK_TO_ENDPOINT, token_required=False)
-@security_scheme(SIGNED_IN_OR_SENT_TO_SIGN_IN)
-@operation(
-    redirect_reply(
-        "Back to the endpoint's page, saying what was done or why not", SET_COOKIE.optional()
-    ),
-    page(404, "Not an app of the signed-in developer"),
-    raises=(*PAGE_ERRORS, apps.WebhookNotFound),
-    bodies=BUTTON_BODY,
-    params=(APP_PARAM, CSRF_COOKIE_PARAM),
-)
-async def redeliver(app_id: str, webhook_id: str, delivery_id: str) -> ResponseReturnValue:
-    """The redeliver button: the delivery again, or why it cannot go again."""
-    user_id = console_developer()
-    p = platform()
-    returns_to(endpoint_path(app_id, webhook_id))
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, user_id)
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
-        await queues.redeliver(tx, now=p.now(), webhook=webhook, delivery_id=delivery_id)
-        await tx.notify(queues.DELIVERIES_CHANNEL)
-    return _back(app_id, webhook_id, "redelivered", delivery_id)
 
 
 class SwitchForm(PageForm):

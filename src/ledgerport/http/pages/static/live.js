@@ -3,8 +3,63 @@
 // attempt or run of this page's webhook or function (data-live-webhook, data-live-function) that
 // ends comes to the top of the table, replacing its row if shown. The page is whole without this
 // script: reloading it shows the same rows. The note data-live-note names is shown while live.
+// Under Node (module.exports) it only exports the row's words, for the tests to compare with
+// the server's.
 (function () {
   "use strict";
+
+  // What a delivery's row says of its last answer, word for word as the server-rendered rows
+  // (console/webhook_words.py: response_or_error, tested against it case by case).
+  var ERROR_CHARS_SHOWN = 120;
+
+  function shortened(text) {
+    var chars = Array.from(text);
+    if (chars.length <= ERROR_CHARS_SHOWN) return text;
+    return chars.slice(0, ERROR_CHARS_SHOWN - 1).join("").replace(/\s+$/, "") + "\u2026";
+  }
+
+  function after(text, prefix) {
+    return text.slice(prefix.length).trim();
+  }
+
+  function whatHappened(code, error) {
+    if (error === null || error === undefined) {
+      return code !== null && code !== undefined && !(code >= 200 && code < 300)
+        ? "Answered HTTP " + code
+        : "";
+    }
+    var text = error.trim();
+    var words = text;
+    if (text.startsWith("timeout:")) {
+      words = "Timed out: " + after(text, "timeout:");
+    } else if (text.startsWith("HTTP ")) {
+      words = "Answered " + text;
+    } else if (text.startsWith("connection error:")) {
+      var cause = after(text, "connection error:");
+      var lowered = cause.toLowerCase();
+      if (lowered.indexOf("refused") >= 0 || lowered.indexOf("all attempts to connect") >= 0) {
+        words = "Connection refused";
+      } else if (lowered.indexOf("resolve") >= 0) {
+        words = "Name not resolved: " + cause;
+      } else {
+        words = "Connection failed: " + cause;
+      }
+    } else if (text.startsWith("not sent:")) {
+      words = "Not sent: " + after(text, "not sent:");
+    }
+    return shortened(words);
+  }
+
+  function responseOrError(code, error) {
+    var words = whatHappened(code, error);
+    if (words) return words;
+    return code === null || code === undefined ? "" : String(code);
+  }
+
+  if (typeof module === "object" && module.exports) {
+    module.exports = { responseOrError: responseOrError };
+    return;
+  }
 
   var UNITS = [
     ["day", 86400],
@@ -76,7 +131,7 @@
       cell("Event", "", [element("div", { class: "stacked" }, eventType(d.type).concat(kind))]),
       cell("Status", "nowrap", [badge(d.status, d.status)]),
       cell("Attempts", "num", [String(d.attempts)]),
-      cell("Response", "num", [d.responseCode === null ? "" : String(d.responseCode)]),
+      cell("Response or error", "wh-error", [responseOrError(d.responseCode, d.lastError)]),
       cell("Next attempt", "nowrap", [next]),
       cell("Created", "nowrap", [time(d.createdAt)]),
     ]);
