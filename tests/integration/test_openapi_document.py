@@ -152,7 +152,7 @@ async def test_bodies_that_ignore_unknown_members_state_them_nul_free(client: An
     assert not validator.is_valid({"note": [{"a\u0000": 1}]})
 
 
-OAUTH_BLUEPRINTS = {"oauth", "cli_login"}
+OAUTH_BLUEPRINTS = {"oauth", "oauth_clients", "cli_login"}
 """The OAuth endpoints, and the command line's device flow, which answers as RFC 8628's."""
 
 

@@ -14,7 +14,7 @@ from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 from ledgerport.server import MANAGEMENT, MANAGEMENT_PATHS, OneTaskHTTPConnection
 
-from . import _ops, admin, cli_login, oauth
+from . import _ops, admin, cli_login, oauth, oauth_clients
 from ._browser import SESSION_COOKIE
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
@@ -66,6 +66,7 @@ def create_app(platform: Platform) -> QuartTrio:
     # OpenAPI document states the same shapes.
     error_shapes = {
         oauth.blueprint.name: OAUTH,
+        oauth_clients.blueprint.name: OAUTH,
         cli_login.blueprint.name: OAUTH,
         **PAGES.error_shapes,
     }
@@ -95,6 +96,7 @@ def create_app(platform: Platform) -> QuartTrio:
         _ops.blueprint,
         admin.blueprint,
         oauth.blueprint,
+        oauth_clients.blueprint,
         cli_login.blueprint,
         *PAGES.blueprints,
         api_blueprint,

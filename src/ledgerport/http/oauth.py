@@ -1,5 +1,6 @@
-"""OAuth 2.0 endpoints on the API host: discovery, JWKS, token, revocation, introspection,
-device authorization and dynamic registration.
+"""OAuth 2.0 endpoints on the API host: discovery (with the data API's protected resource
+metadata), JWKS, token, revocation, introspection and device authorization; registration,
+client configuration and pushed requests are ``oauth_clients.py``.
 
 Errors use the OAuth shape ``{error, error_description?, message}`` (``message`` is deprecated;
 the blueprint's renderer in ``_envelopes``) and every answer carries ``Cache-Control: no-store`` and
@@ -11,16 +12,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import Field
-from quart import Blueprint, Response, jsonify, request
+from quart import Blueprint, Response, jsonify
 from quart_schema import security_scheme
 from werkzeug.datastructures import MultiDict
 
 from ledgerport import apps, auth, catalog, storage
 from ledgerport.ops import OTHER, closed_label
-from ledgerport.storage import Transaction
 
-from ._context import client_ip, platform, unit_of_work
-from ._envelopes import NO_STORE as NO_STORE_HEADERS
+from ._context import platform, unit_of_work
 from ._envelopes import oauth_response
 from ._errors import oauth_error_of
 from ._oauth_client import (
@@ -30,27 +29,20 @@ from ._oauth_client import (
     authenticated_client,
     authenticated_client_reading,
     read_form,
-    read_json_object,
     read_token_request,
     required_param,
     resource_param,
     scopes_param,
 )
-from ._oauth_guard import oauth_guard
 from ._oauth_shapes import (
     ActiveToken,
     AuthorizationCodeGrant,
-    ClientInformation,
-    ClientMetadata,
-    ClientUpdate,
     DeviceAuthorization,
     DeviceAuthorizationRequest,
     DeviceCodeGrant,
     InactiveToken,
     JsonWebKeySet,
     ProtectedResourceMetadata,
-    PushedAuthorizationRequest,
-    PushedRequest,
     RefreshTokenGrant,
     Revoked,
     ServerMetadata,
@@ -59,7 +51,7 @@ from ._oauth_shapes import (
     TokenResponse,
     TokenRevocation,
 )
-from ._openapi import FORM, JSON, NO_STORE, Body, Header, Reply, json_reply, operation
+from ._openapi import FORM, JSON, NO_STORE, Body, Header, json_reply, operation
 
 blueprint = Blueprint("oauth", __name__)
 
@@ -313,29 +305,6 @@ async def revoke() -> Response:
     return oauth_response({})
 
 
-@blueprint.post("/oauth/par")
-@security_scheme(CLIENT_BASIC_OR_BODY)
-@operation(
-    json_reply(201, PushedRequest, "The request_uri that stands for the request", *NO_STORE),
-    raises=(auth.InvalidScope, auth.InvalidTarget, *CLIENT_GUARDED),
-    bodies=(Body(FORM, PushedAuthorizationRequest),),
-)
-async def push_authorization_request() -> Response:
-    """RFC 9126 pushed authorization request: the parameters of ``/oauth/authorize``, checked
-    as it checks them, kept for 60 seconds; ``/oauth/authorize?client_id=..&request_uri=..``
-    uses them once. A client authenticates as at the token endpoint (a PUBLIC one sends its
-    ``client_id``)."""
-    form = await read_form()
-    _, app = await authenticated_client("par", form)
-    args = {key: form.getlist(key) for key in form if key not in ("client_secret",)}
-    p = platform()
-    async with unit_of_work() as tx:
-        pushed = await auth.push_request(
-            tx, p.keyring, now=p.now(), app=app, args=args, api_base_url=p.config.base_url
-        )
-    return oauth_response({"request_uri": pushed.request_uri, "expires_in": pushed.expires_in}, 201)
-
-
 @blueprint.post("/oauth/introspect")
 @security_scheme(CLIENT_BASIC)
 @operation(
@@ -403,120 +372,3 @@ async def device_authorize() -> Response:
             resource=resource,
         )
     return oauth_response(authorization.response(f"{p.config.auth_url}/device"))
-
-
-@blueprint.post("/oauth/register")
-@operation(
-    json_reply(201, ClientInformation, "The registered client", *NO_STORE),
-    raises=(
-        auth.InvalidRequest,
-        auth.InvalidRedirectUri,
-        auth.InvalidClientMetadata,
-        auth.RateLimited,
-        storage.StorageUnavailable,
-    ),
-    bodies=(Body(JSON, ClientMetadata),),
-)
-async def register() -> Response:
-    """RFC 7591 open registration: an unreviewed app, limited to sandbox businesses."""
-    await oauth_guard().registration(client_ip())
-    metadata = await read_json_object()
-    p = platform()
-    async with unit_of_work() as tx:
-        answer = await auth.register_client(tx, p.keyring, now=p.now(), metadata=metadata)
-    p.metrics.client_registrations.labels(
-        "PUBLIC" if answer["token_endpoint_auth_method"] == "none" else "CONFIDENTIAL"
-    ).inc()
-    answer["registration_client_uri"] = _configuration_uri(answer["client_id"])
-    return oauth_response(answer, 201)
-
-
-_CONFIGURATION = "/oauth/register/<client_id>"
-_CONFIGURATION_RAISES = (
-    auth.InvalidRegistrationToken,
-    auth.RateLimited,
-    storage.StorageUnavailable,
-)
-
-
-def _configuration_uri(client_id: str) -> str:
-    return f"{platform().config.base_url}/oauth/register/{client_id}"
-
-
-def _registration_token() -> str | None:
-    """The bearer token of the request: a registration access token, if anything."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
-
-
-async def _configured(tx: Transaction, client_id: str) -> auth.ConfiguredClient | None:
-    p = platform()
-    return await auth.configured_client(
-        tx, p.keyring, client_id=client_id, token=_registration_token()
-    )
-
-
-def _refused() -> auth.InvalidRegistrationToken:
-    return auth.InvalidRegistrationToken(
-        "the registration access token does not configure this client"
-    )
-
-
-def _information(client: auth.ConfiguredClient) -> Response:
-    answer = client.information()
-    answer["registration_client_uri"] = _configuration_uri(client.app.client_id)
-    return oauth_response(answer)
-
-
-@blueprint.get(_CONFIGURATION)
-@operation(
-    json_reply(200, ClientInformation, "The client's registration", *NO_STORE),
-    raises=_CONFIGURATION_RAISES,
-)
-async def read_registration(client_id: str) -> Response:
-    """RFC 7592 client read, with the registration access token as a bearer token: the
-    client's metadata as registered (never its secret nor the token)."""
-    await oauth_guard().configuration(client_ip())
-    async with unit_of_work() as tx:
-        client = await _configured(tx, client_id)
-    if client is None:
-        raise _refused()
-    return _information(client)
-
-
-@blueprint.put(_CONFIGURATION)
-@operation(
-    json_reply(200, ClientInformation, "The client's registration as replaced", *NO_STORE),
-    raises=(auth.InvalidRedirectUri, auth.InvalidClientMetadata, *_CONFIGURATION_RAISES),
-    bodies=(Body(JSON, ClientUpdate),),
-)
-async def replace_registration(client_id: str) -> Response:
-    """RFC 7592 client update: the metadata replaced as a whole (what is left out takes its
-    default, as at registration), checked as a registration is. ``client_id`` is the
-    client's; a ``client_secret``, if sent, its current one; a public client stays public."""
-    await oauth_guard().configuration(client_ip())
-    metadata = await read_json_object()
-    p = platform()
-    async with unit_of_work() as tx:
-        client = await _configured(tx, client_id)
-        if client is not None:
-            client = await auth.replace_registration(tx, p.keyring, client, metadata)
-    if client is None:
-        raise _refused()
-    return _information(client)
-
-
-@blueprint.delete(_CONFIGURATION)
-@operation(Reply(204, "The client is deleted", headers=NO_STORE), raises=_CONFIGURATION_RAISES)
-async def delete_registration(client_id: str) -> Response:
-    """RFC 7592 client delete: the client is gone. Its tokens stop working, its client id
-    authenticates no more, and the registration access token is revoked."""
-    await oauth_guard().configuration(client_ip())
-    async with unit_of_work() as tx:
-        client = await _configured(tx, client_id)
-        if client is not None:
-            await auth.delete_registration(tx, client)
-    if client is None:
-        raise _refused()
-    return Response(b"", status=204, headers=NO_STORE_HEADERS)
