@@ -148,6 +148,7 @@ def _pages(
         ("/marketplace/books-sync/install", 200),
         (f"/oauth/authorize?{consent}", 200),
         ("/device", 200),
+        ("/console/cli-login?user_code=BCDF-GHJK", 200),
         ("/console", 200),
         (f"/console/apps/{app.id}", 200),
         (f"/console/apps/{app.id}/webhooks", 200),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from quart import Blueprint
 
 from .._envelopes import ErrorShape
-from . import bridge, consent, console, device, marketplace, sign_in
+from . import bridge, command_line, consent, console, device, marketplace, sign_in
 from ._csrf import guard_forms
 from ._frame import PROBLEM_TITLE, look_up_viewer
 from ._problems import BROWSER_PAGE, page_shape
@@ -33,6 +33,7 @@ PAGES = Pages(
         sign_in.blueprint,
         consent.blueprint,
         device.blueprint,
+        command_line.blueprint,
         bridge.blueprint,
         bridge.token_blueprint,
         console.blueprint,
@@ -44,6 +45,7 @@ PAGES = Pages(
         sign_in.blueprint.name: page_shape(sign_in.PAGE_TITLE, sign_in.WAYS),
         consent.blueprint.name: page_shape(PROBLEM_TITLE),
         device.blueprint.name: page_shape(PROBLEM_TITLE, device.WAYS),
+        command_line.blueprint.name: page_shape(command_line.PAGE_TITLE, command_line.WAYS),
         bridge.blueprint.name: page_shape(bridge.PAGE_TITLE, bridge.WAYS),
         console.blueprint.name: page_shape(console.PAGE_TITLE, console.WAYS),
         console.debug_blueprint.name: page_shape(console.PAGE_TITLE, console.WAYS),
