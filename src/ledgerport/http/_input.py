@@ -76,8 +76,12 @@ def parse_json(raw: str | bytes, **options: Any) -> Any:
     return parsed
 
 
-def _refuse_nul_in_pairs(pairs: Iterable[tuple[str, str]], kind: str) -> None:
+def _refuse_nul_in_pairs(pairs: Iterable[tuple[str | None, str]], kind: str) -> None:
     for name, value in pairs:
+        if name is None:
+            # A multipart part whose Content-Disposition names nothing readable (its name's
+            # closing quote escaped, say): no browser sends one, and no handler could read it.
+            raise InvalidInput([f"a {kind} has no name"])
         if NUL in name:
             raise NulInText(f"a {kind} name")
         if NUL in value:
