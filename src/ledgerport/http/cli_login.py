@@ -20,24 +20,13 @@ from ._context import client_ip, platform, unit_of_work
 from ._envelopes import oauth_response
 from ._oauth_client import read_form, required_param
 from ._oauth_guard import oauth_guard
+from ._oauth_shapes import DeviceAuthorization
 from ._openapi import FORM, NO_STORE, Body, json_reply, operation
 
 blueprint = Blueprint("cli_login", __name__)
 
 VERIFICATION_PATH = "/console/cli-login"
 """Where, on the application host, the developer enters the user code (the console)."""
-
-
-@with_config(ConfigDict(extra="forbid"))
-class CliLoginStarted(TypedDict):
-    """A device code to poll with, a user code for the developer to approve, and where."""
-
-    device_code: str
-    user_code: str
-    verification_uri: str
-    verification_uri_complete: str
-    expires_in: int
-    interval: int
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -58,7 +47,9 @@ _REFUSALS = (auth.InvalidRequest, auth.RateLimited, storage.StorageUnavailable)
 
 @blueprint.post("/cli/device/authorize")
 @operation(
-    json_reply(200, CliLoginStarted, "A device code to poll, a user code to approve", *NO_STORE),
+    json_reply(
+        200, DeviceAuthorization, "A device code to poll, a user code to approve", *NO_STORE
+    ),
     raises=_REFUSALS,
 )
 async def start() -> Response:
@@ -68,7 +59,7 @@ async def start() -> Response:
     async with unit_of_work() as tx:
         login = await auth.start_cli_login(tx, p.keyring, now=p.now())
     verification_uri = f"{p.config.auth_url}{VERIFICATION_PATH}"
-    answer: CliLoginStarted = {
+    answer: DeviceAuthorization = {
         "device_code": login.device_code,
         "user_code": login.user_code,
         "verification_uri": verification_uri,
