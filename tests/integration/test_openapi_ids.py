@@ -40,6 +40,13 @@ LOOKED_UP = {
         "invalid_client"
     ),
     ("GET /oauth/authorize", "query", "client_id"): None,
+    ("POST /oauth/par", "application/x-www-form-urlencoded", "client_id"): "invalid_client",
+    ("GET /oauth/register/{client_id}", "path", "client_id"): "invalid_token",
+    ("PUT /oauth/register/{client_id}", "path", "client_id"): "invalid_token",
+    ("DELETE /oauth/register/{client_id}", "path", "client_id"): "invalid_token",
+    ("PUT /oauth/register/{client_id}", "application/json", "client_id"): (
+        "invalid_client_metadata"
+    ),
 }
 """The ids a route looks up whatever their form, by (operation, where, name), with the spec's code
 that answers one naming nothing, as the operation's answers state it (None: none of them does;

@@ -865,6 +865,33 @@ async def _invalid_metadata(scene: Scene, metadata: dict[str, Any]) -> Any:
 
 
 @row(
+    "invalid_token",
+    401,
+    {
+        "no token": None,
+        "an unknown token": "Bearer lp_reg_unknown",
+        "another scheme": "Basic dXNlcjpwYXNz",
+        "another client's token": "theirs",
+    },
+    oauth=True,
+)
+async def _invalid_registration_token(scene: Scene, authorization: str | None) -> Any:
+    """RFC 7592, beyond the specification's table: a client's configuration address without
+    the token that configures it."""
+    mine = await scene.oauth(
+        "/oauth/register", json_body={"redirect_uris": ["https://a.example/cb"]}
+    )
+    address = (await mine.get_json())["registration_client_uri"].split("/oauth/", 1)[1]
+    if authorization == "theirs":
+        theirs = await scene.oauth(
+            "/oauth/register", json_body={"redirect_uris": ["https://a.example/cb"]}
+        )
+        authorization = f"Bearer {(await theirs.get_json())['registration_access_token']}"
+    headers = {} if authorization is None else {"Authorization": authorization}
+    return await scene.client.get(f"/oauth/{address}", headers=headers)
+
+
+@row(
     "temporarily_unavailable",
     429,
     {

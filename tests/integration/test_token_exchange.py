@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ledgerport import auth, catalog
-from ledgerport.http import oauth
+from ledgerport.http import oauth_clients
 from ledgerport.platform import Platform
 
 from .oauth_helpers import (
@@ -861,7 +861,7 @@ async def test_exchange_counts_against_the_confidential_client_limit(
     second = await session_token(client, admin_headers, world)
     limit = catalog.RATE_LIMIT_TOKEN_CONFIDENTIAL_CLIENT.limit
     async with app.app_context():
-        guard = oauth.oauth_guard()
+        guard = oauth_clients.oauth_guard()
     # limit - 1 token requests of this client from as many other addresses.
     for n in range(limit - 1):
         await guard.authenticated(

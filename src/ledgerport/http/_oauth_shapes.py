@@ -248,7 +248,12 @@ class ClientUpdate(ClientMetadata):
     """RFC 7592 client update: the whole metadata, as at registration, with the client's own
     ``client_id`` (and its current ``client_secret``, if it sends one)."""
 
-    client_id: str
+    client_id: Annotated[
+        str,
+        WithJsonSchema(
+            CLIENT.looked_up("400 invalid_client_metadata unless it is the client's own")
+        ),
+    ]
     client_secret: NotRequired[str]
 
 

@@ -15,6 +15,7 @@ from ledgerport.storage import Transaction
 from ._context import client_ip, platform, unit_of_work
 from ._envelopes import NO_STORE as NO_STORE_HEADERS
 from ._envelopes import oauth_response
+from ._ids import CLIENT
 from ._oauth_client import (
     CLIENT_BASIC_OR_BODY,
     CLIENT_GUARDED,
@@ -30,7 +31,7 @@ from ._oauth_shapes import (
     PushedAuthorizationRequest,
     PushedRequest,
 )
-from ._openapi import FORM, JSON, NO_STORE, Body, Reply, json_reply, operation
+from ._openapi import FORM, JSON, NO_STORE, Body, Param, Reply, json_reply, operation
 
 blueprint = Blueprint("oauth_clients", __name__)
 
@@ -85,6 +86,12 @@ async def register() -> Response:
 
 
 _CONFIGURATION = "/oauth/register/<client_id>"
+_CLIENT_PARAM = Param(
+    "client_id",
+    "path",
+    "The registered client's id",
+    CLIENT.looked_up("401 invalid_token (as a token that configures no client at the address)"),
+)
 _CONFIGURATION_RAISES = (
     auth.InvalidRegistrationToken,
     auth.RateLimited,
@@ -126,6 +133,7 @@ def _information(client: auth.ConfiguredClient) -> Response:
 @operation(
     json_reply(200, ClientInformation, "The client's registration", *NO_STORE),
     raises=_CONFIGURATION_RAISES,
+    params=(_CLIENT_PARAM,),
 )
 async def read_registration(client_id: str) -> Response:
     """RFC 7592 client read, with the registration access token as a bearer token: the
@@ -143,6 +151,7 @@ async def read_registration(client_id: str) -> Response:
     json_reply(200, ClientInformation, "The client's registration as replaced", *NO_STORE),
     raises=(auth.InvalidRedirectUri, auth.InvalidClientMetadata, *_CONFIGURATION_RAISES),
     bodies=(Body(JSON, ClientUpdate),),
+    params=(_CLIENT_PARAM,),
 )
 async def replace_registration(client_id: str) -> Response:
     """RFC 7592 client update: the metadata replaced as a whole (what is left out takes its
@@ -161,7 +170,11 @@ async def replace_registration(client_id: str) -> Response:
 
 
 @blueprint.delete(_CONFIGURATION)
-@operation(Reply(204, "The client is deleted", headers=NO_STORE), raises=_CONFIGURATION_RAISES)
+@operation(
+    Reply(204, "The client is deleted", headers=NO_STORE),
+    raises=_CONFIGURATION_RAISES,
+    params=(_CLIENT_PARAM,),
+)
 async def delete_registration(client_id: str) -> Response:
     """RFC 7592 client delete: the client is gone. Its tokens stop working, its client id
     authenticates no more, and the registration access token is revoked."""
