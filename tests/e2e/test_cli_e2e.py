@@ -287,16 +287,30 @@ def test_functions_run_locally_in_the_sandbox_with_its_limits(tmp_path: Path) ->
     assert both.returncode == 2
 
 
+def _line_within(stream: Any, seconds: float) -> str:
+    """The next line of ``stream``, or a failure after ``seconds``: a watch that misses a save
+    must fail the test, not hang it."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if not lines:
+        pytest.fail(f"no line within {seconds} s")
+    return lines[0]
+
+
 def test_functions_run_watch_runs_again_on_save(tmp_path: Path) -> None:
+    """A save made as soon as the first run is printed is seen: the watch compares the file
+    with how it was before the run read it, not after."""
     cli = Cli(tmp_path)
     source = tmp_path / "watched.js"
     source.write_text(HANDLER.replace("VERSION", "1"))
     watching = cli.start("functions", "run", str(source), "--watch", "--json")
     assert watching.stdout is not None
     try:
-        first = json.loads(watching.stdout.readline())
+        first = json.loads(_line_within(watching.stdout, COMMAND_TIMEOUT))
         source.write_text(HANDLER.replace("VERSION", "2"))
-        second = json.loads(watching.stdout.readline())
+        second = json.loads(_line_within(watching.stdout, COMMAND_TIMEOUT))
     finally:
         watching.terminate()
         watching.communicate(timeout=COMMAND_TIMEOUT)

@@ -116,6 +116,9 @@ async def _run_all(file: Path, event: str, *, watch: bool, as_json: bool) -> boo
     from ledgerport.runtime import RunLimits, SandboxPool
 
     pool = SandboxPool(size=1, limits=RunLimits())
+    # The file as it was before it is read: a save from then on runs it again, even one made
+    # while this run was under way (a watch that looked only after the run would miss it).
+    seen = _saved_at(file)
     async with trio.open_nursery() as nursery:
         # The worker boots (V8 and all) while this process compiles the module in a thread.
         first: list[str | Refused] = []
@@ -131,7 +134,7 @@ async def _run_all(file: Path, event: str, *, watch: bool, as_json: bool) -> boo
         ok = await _run_once(pool, first[0], event, 1, as_json=as_json)
         number = 1
         while watch:
-            await _next_save(trio.Path(file))
+            seen = await _next_save(trio.Path(file), seen)
             number += 1
             if not as_json:
                 console().rule(f"{file} changed: run {number}")
@@ -148,15 +151,23 @@ def _script_or_refusal(file: Path) -> str | Refused:
         return refused
 
 
-async def _next_save(path: Any) -> None:
-    """Until the file at ``path`` (a ``trio.Path``) is saved again."""
+def _saved_at(file: Path) -> tuple[int, int]:
+    """What tells one save of the file from the next: its modification time and size."""
+    stat = file.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
+async def _next_save(path: Any, seen: tuple[int, int]) -> tuple[int, int]:
+    """Until the file at ``path`` (a ``trio.Path``) differs from ``seen`` (``_saved_at``);
+    answers how it stands then, before it is read again."""
     import trio
 
-    seen = (await path.stat()).st_mtime_ns
     while True:
+        stat = await path.stat()
+        now = (stat.st_mtime_ns, stat.st_size)
+        if now != seen:
+            return now
         await trio.sleep(WATCH_POLL)
-        if (await path.stat()).st_mtime_ns != seen:
-            return
 
 
 async def _run_once(
