@@ -22,11 +22,12 @@ from typing import Any
 from ledgerport import catalog
 from ledgerport.apps import (
     APPS_CHANNEL,
-    ENTITLEMENTS_CHANNEL,
     App,
     create_app,
+    get_app,
     ordered_scopes,
     redirect_uri_problems,
+    set_app_status,
     web_url_problem,
 )
 from ledgerport.keys import Keyring, new_token
@@ -275,18 +276,12 @@ async def replace_registration(
         app.id,
     )
     await tx.notify(APPS_CHANNEL)
-    row = await tx.fetchrow("SELECT * FROM apps WHERE id = $1", app.id)
-    assert row is not None
-    return ConfiguredClient(App.from_row(row), client.issued_at)
+    return ConfiguredClient(await get_app(tx, app.id), client.issued_at)
 
 
 async def delete_registration(tx: Transaction, client: ConfiguredClient) -> None:
     """RFC 7592 section 2.3: the client is gone. Its app is deactivated (its tokens stop
     working, its client id authenticates no more) and the registration access token
     revoked."""
-    await tx.execute(
-        "UPDATE apps SET status = 'DEACTIVATED', registration_token_hash = NULL WHERE id = $1",
-        client.app.id,
-    )
-    await tx.notify(ENTITLEMENTS_CHANNEL)
-    await tx.notify(APPS_CHANNEL)
+    await set_app_status(tx, client.app.id, "DEACTIVATED")
+    await tx.execute("UPDATE apps SET registration_token_hash = NULL WHERE id = $1", client.app.id)

@@ -23,6 +23,14 @@ FROM_A_RUN = "ledgerport.from_a_run"
 _T = TypeVar("_T")
 
 
+def bearer_token() -> str | None:
+    """The token of this request's ``Authorization: Bearer <token>`` (the scheme in any case,
+    spaces around the token dropped), or None: no such header, another scheme, or no token."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
 def platform() -> Platform:
     return cast(Platform, current_app.extensions[PLATFORM_KEY])
 

@@ -15,7 +15,7 @@ from ledgerport import auth, storage
 from ledgerport.ops import NotReady
 from ledgerport.server import MANAGEMENT
 
-from ._context import platform
+from ._context import bearer_token, platform
 from ._failing import refresh_failing_gauges
 from ._openapi import TEXT, Reply, json_reply, operation
 
@@ -82,10 +82,9 @@ def _check_scrape() -> None:
     no such path."""
     config = platform().config
     if config.metrics_token is not None:
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        given = given.strip()
+        given = bearer_token()
         if not (
-            scheme.lower() == "bearer"
+            given is not None
             and given.isascii()
             and hmac.compare_digest(given, config.metrics_token)
         ):

@@ -6,13 +6,13 @@ answer carries ``Cache-Control: no-store``.
 
 from __future__ import annotations
 
-from quart import Blueprint, Response, request
+from quart import Blueprint, Response
 from quart_schema import security_scheme
 
 from ledgerport import auth, storage
 from ledgerport.storage import Transaction
 
-from ._context import client_ip, platform, unit_of_work
+from ._context import bearer_token, client_ip, platform, unit_of_work
 from ._envelopes import NO_STORE as NO_STORE_HEADERS
 from ._envelopes import oauth_response
 from ._ids import CLIENT
@@ -103,18 +103,9 @@ def _configuration_uri(client_id: str) -> str:
     return f"{platform().config.base_url}/oauth/register/{client_id}"
 
 
-def _registration_token() -> str | None:
-    """The bearer token of the request: a registration access token, if anything."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
-
-
 async def _configured(tx: Transaction, client_id: str) -> auth.ConfiguredClient | None:
     p = platform()
-    return await auth.configured_client(
-        tx, p.keyring, client_id=client_id, token=_registration_token()
-    )
+    return await auth.configured_client(tx, p.keyring, client_id=client_id, token=bearer_token())
 
 
 def _refused() -> auth.InvalidRegistrationToken:

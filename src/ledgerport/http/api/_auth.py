@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from quart import g, request
+from quart import g
 
 from ledgerport import auth, catalog
 
-from .._context import app_state, client_ip, from_a_run, platform
+from .._context import app_state, bearer_token, client_ip, from_a_run, platform
 from .._openapi import Header
 
 RATE_LIMIT_HEADERS = (
@@ -50,13 +50,11 @@ async def authenticate_bearer() -> auth.AccessGrant:
     tenant, or a network client, is counted in.
     """
     p = platform()
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
+    token = bearer_token()
     if from_a_run():
-        return await _authenticate_run(token if scheme.lower() == "bearer" else "")
+        return await _authenticate_run(token or "")
     per_ip = auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),))
-    if scheme.lower() != "bearer" or not token:
+    if token is None:
         await _count_unknown(per_ip)
         raise auth.InvalidAccessToken("A bearer access token is required")
     owners = app_state(auth.TokenOwners, auth.TokenOwners)

@@ -21,7 +21,7 @@ from quart_schema import security_scheme_blueprint
 from ledgerport import apps, auth, storage
 
 from .._browser import SAFE_METHODS, csrf_valid, current_user_id
-from .._context import platform, unit_of_work
+from .._context import bearer_token, platform, unit_of_work
 from .._function_budget import UPLOAD_ENDPOINTS, refuse_spent_budget
 from .._openapi import blueprint_raises
 
@@ -39,13 +39,12 @@ blueprint_raises(
 @blueprint.before_request
 async def _developer() -> None:
     """Who is calling: a developer token (Authorization: Bearer) or the browser's session."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
+    token = bearer_token()
     user_id: str | None
-    if scheme.lower() == "bearer" and token.strip():
+    if token is not None:
         p = platform()
         async with unit_of_work() as tx:
-            user_id = await auth.developer_token_user(tx, p.keyring, token.strip())
+            user_id = await auth.developer_token_user(tx, p.keyring, token)
     else:
         user_id = await current_user_id()
         if user_id is not None and request.method not in SAFE_METHODS and not _from_our_pages():

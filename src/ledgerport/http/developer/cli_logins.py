@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from quart import Response, request
+from quart import Response
 from quart_schema import validate_request
 
 from ledgerport import auth, storage
 
-from .._context import client_ip, platform, unit_of_work
+from .._context import bearer_token, client_ip, platform, unit_of_work
 from .._oauth_guard import oauth_guard
 from .._openapi import JSON_BODY_ERRORS, Reply, operation
 from ._blueprint import blueprint, developer_id
@@ -67,10 +67,10 @@ async def decide_cli_login(data: CliLoginDecision) -> Response:
 async def revoke_developer_token() -> Response:
     """Revoke the developer token the request is authenticated by (``ledgerport logout``);
     a session cookie has no token to revoke."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token()
+    if token is None:
         raise auth.NotSignedIn("Only a developer token can be revoked here")
     p = platform()
     async with unit_of_work() as tx:
-        await auth.revoke_developer_token(tx, p.keyring, token.strip())
+        await auth.revoke_developer_token(tx, p.keyring, token)
     return Response("", status=204)
