@@ -555,13 +555,35 @@ async def test_another_developers_app_is_not_found_on_any_page_or_form(
             for path in [*pages[:4], f"{wh}/enabled", *pages[5:], f"{fn}/test"]
             if not path.endswith("/secret")
         ]
+        # The cockpit's object pages and confirmations, and the actions they confirm.
+        cockpit = [
+            wh,
+            f"{wh}/switch-off",
+            f"{wh}/recover?since=2026-01-01T00:00",
+            fn,
+            f"{fn}/versions/1",
+            f"{fn}/versions/1/activate",
+        ]
+        cockpit_answers = [await client.get(path) for path in cockpit]
+        cockpit_posts = [
+            (
+                await post(
+                    client,
+                    path,
+                    {"csrf_token": csrf(form), "confirm": "yes", "since": "2026-01-01T00:00"},
+                )
+            )[0]
+            for path in [f"{wh}/switch-off", f"{wh}/recover", f"{fn}/versions/1/activate"]
+        ]
         # Their own app does not lend its id to mine: a webhook of mine through their app.
         crossed = await client.get(f"{theirs.base}/webhooks/{webhook['id']}/edit")
         webhooks = await mine.console.ok("GET", "/webhooks")
         functions = await mine.console.ok("GET", "/functions")
     assert [a.status_code for a in answers] == [404] * len(pages)
     assert [p.status_code for p in posts] == [404] * len(posts)
-    for answer in [*answers, *posts, crossed]:
+    assert [a.status_code for a in cockpit_answers] == [404] * len(cockpit)
+    assert [p.status_code for p in cockpit_posts] == [404] * len(cockpit_posts)
+    for answer in [*answers, *posts, *cockpit_answers, *cockpit_posts, crossed]:
         assert "text/html" in answer.headers["Content-Type"]
     assert crossed.status_code == 404
     assert webhooks["data"][0]["enabled"] is True
