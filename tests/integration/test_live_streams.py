@@ -389,7 +389,7 @@ async def test_an_attempt_committed_after_a_younger_transactions_is_not_passed_o
                         read = await queues.ended_after(
                             tx, "deliveries", who.app_id, start, since=0, postgresql=True
                         )
-                    assert (read.items, read.held) == ([], True)
+                    assert (read.rows, read.held) == ([], True)
                 got = await stream.events(2)
             assert [e.data["id"] for e in got] == [first, second]
 

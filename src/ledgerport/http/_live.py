@@ -36,7 +36,7 @@ import trio
 from quart_trio import QuartTrio
 
 from ledgerport import auth, queues
-from ledgerport.storage import Store
+from ledgerport.storage import Row, Store
 
 from ._context import APP_STATE_PREFIX
 
@@ -211,12 +211,13 @@ class Broadcaster:
         start: queues.StreamStart,
         *,
         slot: Slot,
-        render: Callable[[queues.EndedAttempt | queues.EndedRun], bytes],
+        render: Callable[[Row], bytes],
     ) -> AsyncIterator[bytes]:
         """The stream's bytes: what ended after ``start`` (within RESUME_WINDOW; not what it
-        had seen when it started), as it ends, each as an event rendered by ``render`` with its
-        cursor as id, and a comment line when nothing was sent for ``heartbeat`` seconds. Ends
-        when the server stops; releases ``slot`` however it ends."""
+        had seen when it started), as it ends, each row of :attr:`queues.Ended.rows` as the
+        event ``render`` writes (with the row's cursor as its id), and a comment line when
+        nothing was sent for ``heartbeat`` seconds. Ends when the server stops; releases
+        ``slot`` however it ends."""
         try:
             with self.subscribed(kind) as wakeup:
                 # At once: the answer's head goes out with its first bytes.
@@ -271,7 +272,7 @@ class Broadcaster:
         cursor: queues.Cursor,
         needed: int,
         fresh_after: float,
-        render: Callable[[queues.EndedAttempt | queues.EndedRun], bytes],
+        render: Callable[[Row], bytes],
     ) -> _Page:
         """What ended after ``cursor``, as the stream sends it. Streams of an app that stand at
         the same cursor share a read and its rendering: one begun at generation ``needed`` or
@@ -300,9 +301,7 @@ class Broadcaster:
                     since=self.now() - queues.RESUME_WINDOW,
                     postgresql=tx.kind == "postgresql",
                 )
-            events = [
-                (item.cursor, _event(kind, item.cursor, render(item))) for item in ended.items
-            ]
+            events = [(queues.row_cursor(row), render(row)) for row in ended.rows]
             read.page = _Page(events, ended.held, ended.full)
             return read.page
         finally:
@@ -348,7 +347,9 @@ def _waker(broadcaster: Broadcaster, kind: queues.StreamKind) -> Callable[[], No
 _EVENT_NAMES: dict[queues.StreamKind, bytes] = {"deliveries": b"delivery", "runs": b"run"}
 
 
-def _event(kind: queues.StreamKind, cursor: queues.Cursor, data: bytes) -> bytes:
+def live_event(kind: queues.StreamKind, cursor: queues.Cursor, data: bytes) -> bytes:
+    """An event of a stream of ``kind``: its cursor as ``id:``, its name, ``data`` (one line),
+    and the blank line that ends it."""
     return b"id: %d-%d\nevent: %s\ndata: %s\n\n" % (*cursor, _EVENT_NAMES[kind], data)
 
 

@@ -20,6 +20,7 @@ from ._deliveries import Delivery as Delivery
 from ._deliveries import DeliveryStatus as DeliveryStatus
 from ._deliveries import claim_due as claim_due
 from ._deliveries import delivery_due_times as delivery_due_times
+from ._deliveries import next_attempt_due as next_attempt_due
 from ._deliveries import next_due_at as next_due_at
 from ._deliveries import purge_deliveries as purge_deliveries
 from ._deliveries import queue_depth as queue_depth
@@ -131,5 +132,6 @@ from ._streams import EndedRun as EndedRun
 from ._streams import StreamKind as StreamKind
 from ._streams import StreamStart as StreamStart
 from ._streams import ended_after as ended_after
+from ._streams import row_cursor as row_cursor
 from ._streams import stream_start as stream_start
 from ._tenants import DueTenant as DueTenant

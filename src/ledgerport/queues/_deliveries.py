@@ -32,6 +32,16 @@ ATTEMPTS_ENDED_CHANNEL = "attempts_ended"
 (``_streams.py``)."""
 
 
+WAITING_STATUSES = frozenset(("queued", "retrying"))
+"""The statuses of a delivery that waits for an attempt (its ``next_attempt_at`` is due)."""
+
+
+def next_attempt_due(status: str, next_attempt_at: float | None) -> float | None:
+    """When a delivery's next attempt is due while it waits for one (queued or retrying; while
+    an attempt is under way, when its claim runs out); None once it is delivered or failed."""
+    return next_attempt_at if status in WAITING_STATUSES else None
+
+
 class Delivery(NamedTuple):
     """A delivery as the console shows it (a tuple: the console's lists and the live streams
     make hundreds at a time, and a frozen dataclass's construction costs several times a
@@ -58,7 +68,7 @@ class Delivery(NamedTuple):
         """When the next attempt is due while the delivery waits for one (queued or retrying;
         while an attempt is under way, when its claim runs out); None once it is delivered or
         failed."""
-        return self.next_attempt_at if self.status in ("queued", "retrying") else None
+        return next_attempt_due(self.status, self.next_attempt_at)
 
     @classmethod
     def from_row(cls, row: Row) -> Delivery:

@@ -75,6 +75,11 @@ class EndedAttempt(NamedTuple):
     delivery: Delivery
     attempt: int
 
+    @classmethod
+    def from_row(cls, row: Row) -> EndedAttempt:
+        """A row of :attr:`Ended.rows` of a deliveries stream, as an object."""
+        return cls(row_cursor(row), Delivery.from_row(row), int(row["attempt"]))
+
 
 class EndedRun(NamedTuple):
     """A run that ended (an attempt of it: ``retrying`` when another is due), as listed."""
@@ -84,20 +89,39 @@ class EndedRun(NamedTuple):
     function_id: str
     function_name: str
 
+    @classmethod
+    def from_row(cls, row: Row) -> EndedRun:
+        """A row of :attr:`Ended.rows` of a runs stream, as an object."""
+        return cls(
+            row_cursor(row), FunctionRun.from_row(row), row["function_id"], row["function_name"]
+        )
+
+
+def row_cursor(row: Row) -> Cursor:
+    """The cursor of a row of :attr:`Ended.rows` (its ``xid`` and ``seq`` columns)."""
+    return Cursor(int(row["xid"]), int(row["seq"]))
+
 
 @dataclass(frozen=True)
 class Ended:
     """One read: what ended after the cursor, in cursor order, and whether rows were held back
     (PostgreSQL: recorded by a transaction younger than one still running) or the page came
-    full: either way, the stream reads again."""
+    full: either way, the stream reads again.
 
-    items: Sequence[EndedAttempt | EndedRun]
+    The rows are as read, not made into objects: a stream renders each row once for all the
+    streams it serves, and the objects would cost it more than the rendering (one a delivery
+    or run that ends, with every stream open). Each has the cursor's ``xid`` and ``seq`` (ints),
+    and the columns of a delivery's list item with the ``attempt`` that ended
+    (:meth:`EndedAttempt.from_row`), or of a run's with ``function_id`` and ``function_name``
+    (:meth:`EndedRun.from_row`)."""
+
+    rows: Sequence[Row]
     held: bool
     full: bool
 
     @property
     def last(self) -> Cursor | None:
-        return self.items[-1].cursor if self.items else None
+        return row_cursor(self.rows[-1]) if self.rows else None
 
 
 @dataclass(frozen=True)
@@ -157,29 +181,14 @@ async def ended_after(
     rows = await reader.fetch(sql, *args)
     full = len(rows) > limit
     rows = rows[:limit]
-    items: list[EndedAttempt | EndedRun] = []
     held = False
-    for row in rows:
-        if postgresql and int(row["xid"]) >= int(row["horizon"]):
-            held = True  # this and every row after it: their transactions are too young
-            break
-        items.append(_attempt(row) if kind == "deliveries" else _run(row))
-    return Ended(items, held=held, full=full and not held)
-
-
-def _attempt(row: Row) -> EndedAttempt:
-    return EndedAttempt(
-        Cursor(int(row["xid"]), int(row["seq"])), Delivery.from_row(row), int(row["attempt"])
-    )
-
-
-def _run(row: Row) -> EndedRun:
-    return EndedRun(
-        Cursor(int(row["xid"]), int(row["seq"])),
-        FunctionRun.from_row(row),
-        row["function_id"],
-        row["function_name"],
-    )
+    if postgresql:
+        for index, row in enumerate(rows):
+            if int(row["xid"]) >= int(row["horizon"]):
+                held = True  # this and every row after it: their transactions are too young
+                rows = rows[:index]
+                break
+    return Ended(rows, held=held, full=full and not held)
 
 
 _HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"

@@ -12,15 +12,17 @@ sent is ``_live.py``.
 
 from __future__ import annotations
 
+from orjson import dumps
 from quart import Response, request
 
 from ledgerport import auth, queues
 from ledgerport.errors import InvalidInput
+from ledgerport.storage import Row
 
 from .._context import app_state, platform, unit_of_work
-from .._live import STREAMS_PER_DEVELOPER, Broadcaster, event_data
+from .._live import STREAMS_PER_DEVELOPER, Broadcaster, event_data, live_event
 from .._openapi import Param, Reply, operation
-from ._blueprint import blueprint, developed_app, developer_id
+from ._blueprint import blueprint, developed_app, developer_id, iso_time
 from ._function_shapes import Run, run_json
 from ._webhook_shapes import Delivery, delivery_json
 
@@ -52,24 +54,61 @@ class RunEvent(Run):
     function: str
 
 
-def _delivery_event(item: queues.EndedAttempt | queues.EndedRun) -> bytes:
-    assert isinstance(item, queues.EndedAttempt)
-    data: DeliveryEvent = {
+_DELIVERY_EVENT = (
+    b"id: %d-%d\nevent: delivery\ndata: "
+    b'{"id":%s,"eventId":%s,"type":%s,"status":%s,"attempts":%d,"responseCode":%s,'
+    b'"lastError":%s,"createdAt":"%s","nextAttemptAt":%s,"test":%s,"webhookId":%s,"attempt":%d}'
+    b"\n\n"
+)
+"""A ``delivery`` event, as :func:`live_event` writes it with :func:`delivery_event_data`'s
+data: the same bytes, written at once from the row's columns (each string by orjson, as
+orjson writes the whole item)."""
+
+
+def delivery_event(row: Row) -> bytes:
+    """A deliveries stream's row as its ``delivery`` event (``id:`` to the blank line). One a
+    delivery attempt that ends, with every stream open: written straight from the row, with no
+    delivery object and no item dict in between (three times as fast), the bytes
+    :func:`delivery_event_data` would give (a test holds them to it)."""
+    event_id = row["event_id"]
+    due = queues.next_attempt_due(row["status"], row["next_attempt_at"])
+    code = row["response_code"]
+    return _DELIVERY_EVENT % (
+        row["xid"],
+        row["seq"],
+        dumps(row["id"]),
+        dumps(event_id),
+        dumps(row["type"]),
+        dumps(row["status"]),
+        row["attempts"],
+        b"null" if code is None else b"%d" % code,
+        dumps(row["last_error"]),
+        iso_time(float(row["created_at"])).encode(),
+        b"null" if due is None else b'"%s"' % iso_time(float(due)).encode(),
+        b"true" if event_id is None else b"false",
+        dumps(row["webhook_id"]),
+        row["attempt"],
+    )
+
+
+def delivery_event_data(item: queues.EndedAttempt) -> DeliveryEvent:
+    """A ``delivery`` event's data: the delivery's list item with its webhook and attempt."""
+    return {
         **delivery_json(item.delivery),
         "webhookId": item.delivery.webhook_id,
         "attempt": item.attempt,
     }
-    return event_data(data)
 
 
-def _run_event(item: queues.EndedAttempt | queues.EndedRun) -> bytes:
-    assert isinstance(item, queues.EndedRun)
+def run_event(row: Row) -> bytes:
+    """A runs stream's row as its ``run`` event (``id:`` to the blank line)."""
+    item = queues.EndedRun.from_row(row)
     data: RunEvent = {
         **run_json(item.run),
         "functionId": item.function_id,
         "function": item.function_name,
     }
-    return event_data(data)
+    return live_event("runs", item.cursor, event_data(data))
 
 
 def _stream_reply(what: str, data: str) -> Reply:
@@ -144,7 +183,7 @@ async def _stream(app_id: str, kind: queues.StreamKind) -> Response:
             app_id,
             start,
             slot=slot,
-            render=_delivery_event if kind == "deliveries" else _run_event,
+            render=delivery_event if kind == "deliveries" else run_event,
         )
         response = Response(
             body,
