@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,6 +144,9 @@ class Samples:
     writes: int = 0
     """Samples writing answers' bytes to their sockets (``ANSWER_WRITES``): the streams' events
     and every other answer."""
+    where: Counter[str] = field(default_factory=Counter)
+    """The streams' samples by their innermost frame in the streams' code and the frame they
+    were running (``outer > running``)."""
 
     def add(self, raw: Path) -> None:
         """Count a py-spy ``--format raw`` file: one stack a line, its count last."""
@@ -153,6 +157,9 @@ class Samples:
             self.total += int(count)
             if any(code in stack for code in STREAM_CODE):
                 self.streams += int(count)
+                frames = stack.split(";")
+                ours = [f for f in frames if any(code in f for code in STREAM_CODE)]
+                self.where[f"{_function(ours[-1])} > {_function(frames[-1])}"] += int(count)
             elif all(frame in stack for frame in ANSWER_WRITES):
                 self.writes += int(count)
 
@@ -163,6 +170,13 @@ class Samples:
     @property
     def writes_share(self) -> float:
         return self.writes / self.total if self.total else float("nan")
+
+
+def _function(frame: str) -> str:
+    """A py-spy frame's function and file name: ``name (path/to/file.py:12)`` as
+    ``name (file.py)``."""
+    name, _, place = frame.partition(" (")
+    return f"{name} ({Path(place.rpartition(':')[0]).name})"
 
 
 @contextlib.contextmanager
@@ -300,6 +314,9 @@ async def run_backend(backend: str, args: argparse.Namespace) -> dict[str, list[
                 f" {whole:.2%} of the CPU, {added_whole:.2%} added to the rest"
                 f" (target: under 2%: {'met' if added_whole < 0.02 else 'MISSED'})"
             )
+            say("   the streams' samples, by where in their code (outer > running):")
+            for where, count in samples.where.most_common(12):
+                say(f"     {count / samples.total:6.2%}  {where}")
         if problems:
             say(f"   server.log: {len(problems)} error lines, the first: {problems[0][:300]}")
         return figures

@@ -865,6 +865,8 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "DeliveryPage",
         "DeliveryStatus",
         "DueTenant",
+        "ATTEMPT_COLUMNS",
+        "RUN_COLUMNS",
         "Ended",
         "EndedAttempt",
         "EndedRun",

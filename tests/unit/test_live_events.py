@@ -49,7 +49,8 @@ CASES: list[dict[str, Any]] = [
 def test_a_delivery_event_is_the_bytes_of_its_list_item_written_by_the_general_path(
     change: dict[str, Any],
 ) -> None:
-    row = {**BASE, **change}
+    named = {"horizon": 0, **BASE, **change}
+    row = tuple(named[column] for column in queues.ATTEMPT_COLUMNS)
     item = queues.EndedAttempt.from_row(row)
     general = b"id: %d-%d\nevent: delivery\ndata: %s\n\n" % (
         *item.cursor,
@@ -58,9 +59,11 @@ def test_a_delivery_event_is_the_bytes_of_its_list_item_written_by_the_general_p
     assert delivery_event(row) == general
     data = delivery_event(row).split(b"\ndata: ", 1)[1].removesuffix(b"\n\n")
     assert b"\n" not in data
-    assert orjson.loads(data)["attempt"] == row["attempt"]
+    assert orjson.loads(data)["attempt"] == named["attempt"]
 
 
 def test_the_cursor_of_a_row_is_its_xid_and_seq() -> None:
-    assert queues.row_cursor({**BASE, "xid": 5, "seq": 9}) == queues.Cursor(5, 9)
-    assert delivery_event({**BASE, "xid": 5, "seq": 9}).startswith(b"id: 5-9\nevent: delivery\n")
+    named = {**BASE, "horizon": 0, "xid": 5, "seq": 9}
+    row = tuple(named[column] for column in queues.ATTEMPT_COLUMNS)
+    assert queues.row_cursor(row) == queues.Cursor(5, 9)
+    assert delivery_event(row).startswith(b"id: 5-9\nevent: delivery\n")

@@ -4,14 +4,19 @@ console and the CLI; the routes are ``developer/streams.py``).
 
 - **One listener a process.** The :class:`Broadcaster` listens on the two channels a recording
   notifies (``queues.ATTEMPTS_ENDED_CHANNEL``, ``queues.RUNS_ENDED_CHANNEL``: PostgreSQL's
-  NOTIFY, the in-process signal on SQLite) while any stream is open, in a task of its own, and
-  a notification sets a flag of every open stream of its kind: it never waits on a stream.
+  NOTIFY, the in-process signal on SQLite) while any stream is open, in a task of its own. A
+  notification only marks its kind as due: it never waits on a stream.
+- **One clock a kind.** A kind that was notified ticks once, on the next moment of the grid of
+  :data:`READ_INTERVAL`, and the tick wakes every open stream of the kind at once: a busy
+  engine's notifications merge into one tick, and one timer serves every stream (not one a
+  stream).
 - **Each stream reads for itself.** Woken, a stream reads what ended after its cursor with one
   indexed query (``queues.ended_after``), the one a ``Last-Event-ID`` resumes with, and sends
   it. Nothing is queued for a stream: one whose client reads slowly reads later, from its own
-  cursor, so it holds up neither the broadcaster nor the engine, and wake-ups that come
-  meanwhile merge into one read. Streams read on the ticks of :data:`READ_INTERVAL` (at most
-  once a tick), and streams of an app at the same cursor share a read and its rendering.
+  cursor, so it holds up neither the broadcaster nor the engine, and ticks that come meanwhile
+  merge into one read. The streams of an app that a tick wakes at the same cursor share a read
+  and its rendering (each row written once as its event's bytes, and the page's bytes joined
+  once).
 - **Bounded.** At most :data:`STREAMS_PER_DEVELOPER` streams are open at once for a developer
   in a process; one more is refused with 429 (:class:`TooManyStreams`).
 - **Heartbeats.** A stream that sent nothing for ``heartbeat`` seconds (15) sends a comment
@@ -27,16 +32,17 @@ import logging
 import math
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import trio
 from quart_trio import QuartTrio
 
 from ledgerport import auth, queues
-from ledgerport.storage import Row, Store
+from ledgerport.storage import Store
 
 from ._context import APP_STATE_PREFIX
 
@@ -71,21 +77,6 @@ class TooManyStreams(auth.RateLimited):
         self.args = (self.rendered,)
 
 
-class Wakeup:
-    """A stream's flag: set by the broadcaster (any number of times), taken by the stream."""
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    async def wait(self) -> None:
-        """Return once the flag is set, and clear it."""
-        await self._event.wait()
-        self._event = trio.Event()
-
-
 @dataclass
 class Slot:
     """One open stream counted to its developer until :meth:`release` (idempotent)."""
@@ -116,9 +107,8 @@ class Broadcaster:
     heartbeat: float = HEARTBEAT
     read_interval: float = READ_INTERVAL
     held_retry: float = HELD_RETRY
-    _streams: dict[queues.StreamKind, set[Wakeup]] = field(
-        default_factory=lambda: {kind: set() for kind in queues.STREAM_KINDS}
-    )
+    _streams: Counter[str] = field(default_factory=Counter)
+    """The open streams of each kind."""
     _open: Counter[str] = field(default_factory=Counter)
     _listening: bool = False
     _idle: trio.Event = field(default_factory=trio.Event)
@@ -127,6 +117,16 @@ class Broadcaster:
     _generations: Counter[str] = field(default_factory=Counter)
     """Notifications of each kind so far: a read is shared with the streams woken before it
     began."""
+    _due: dict[queues.StreamKind, trio.Event] = field(
+        default_factory=lambda: {kind: trio.Event() for kind in queues.STREAM_KINDS}
+    )
+    """Set by a notification of the kind; its clock ticks next, then clears it."""
+    _ticks: dict[queues.StreamKind, trio.Event] = field(
+        default_factory=lambda: {kind: trio.Event() for kind in queues.STREAM_KINDS}
+    )
+    """Set by the kind's next tick (and then replaced): what its streams wait on."""
+    _ticked: Counter[str] = field(default_factory=Counter)
+    """The notifications of each kind its last tick came after (a generation)."""
     _reads: dict[queues.StreamKind, dict[tuple[str, queues.Cursor], _Read]] = field(
         default_factory=lambda: {kind: {} for kind in queues.STREAM_KINDS}
     )
@@ -150,19 +150,18 @@ class Broadcaster:
         return Slot(release)
 
     @contextmanager
-    def subscribed(self, kind: queues.StreamKind) -> Iterator[Wakeup]:
-        """A flag the broadcaster sets after each commit that recorded ends of ``kind``, for
-        as long as the context lasts; the broadcaster listens while any is held."""
-        wakeup = Wakeup()
-        self._streams[kind].add(wakeup)
+    def subscribed(self, kind: queues.StreamKind) -> Iterator[None]:
+        """Count a stream of ``kind`` open for as long as the context lasts: the broadcaster
+        listens, and the kind's clock ticks, while any is."""
+        self._streams[kind] += 1
         if not self._listening:
             self._listening = True
             self._idle = trio.Event()
             trio.lowlevel.spawn_system_task(self._listen, name="live streams broadcaster")
         try:
-            yield wakeup
+            yield
         finally:
-            self._streams[kind].discard(wakeup)
+            self._streams[kind] -= 1
             if not any(self._streams.values()):
                 self._idle.set()
 
@@ -171,29 +170,54 @@ class Broadcaster:
         one as soon as it starts)."""
         self._ended.set()
         for kind in queues.STREAM_KINDS:
-            self._wake(kind)
+            self._tick(kind)
 
     def _wake(self, kind: queues.StreamKind) -> None:
+        """A notification of ``kind``: its clock ticks next."""
         self._generations[kind] += 1
-        for wakeup in list(self._streams[kind]):
-            wakeup.set()
+        self._due[kind].set()
+
+    def _tick(self, kind: queues.StreamKind) -> None:
+        """Wake every stream of ``kind``: what was notified so far is theirs to read."""
+        self._ticked[kind] = self._generations[kind]
+        tick, self._ticks[kind] = self._ticks[kind], trio.Event()
+        tick.set()
+
+    async def _clock(self, kind: queues.StreamKind) -> None:
+        """The kind's one timer: after a notification, a tick on the next moment of the grid
+        of ``read_interval`` (the notifications that come meanwhile merge into it)."""
+        while True:
+            await self._due[kind].wait()
+            await trio.sleep_until(_next_tick(trio.current_time(), self.read_interval))
+            self._due[kind] = trio.Event()
+            self._tick(kind)
+
+    async def _ticked_after(self, kind: queues.StreamKind, generation: int) -> None:
+        """Return at the first tick of ``kind`` that came after notifications beyond
+        ``generation`` (or at once if one did already), or when the server stops."""
+        while self._ticked[kind] <= generation and not self._ended.is_set():
+            await self._ticks[kind].wait()
 
     async def _listen(self) -> None:
-        """Listen while streams are open. A system task (not one of a request's nursery): it
-        serves every stream, whichever opened first. A stream may read before the listening
-        has begun, so every stream is woken once it has: what was recorded meanwhile is read
-        then."""
+        """Listen, and run each kind's clock, while streams are open. A system task (not one of
+        a request's nursery): it serves every stream, whichever opened first. A stream may read
+        before the listening has begun, so every stream is woken once it has: what was recorded
+        meanwhile is read then."""
         try:
             async with AsyncExitStack() as stack:
                 for kind in queues.STREAM_KINDS:
                     await stack.enter_async_context(
                         self.store.listen(queues.STREAM_CHANNELS[kind], _waker(self, kind))
                     )
-                for kind in queues.STREAM_KINDS:
-                    self._wake(kind)
-                while any(self._streams.values()):
-                    await self._idle.wait()
-                    self._idle = trio.Event()
+                async with trio.open_nursery() as clocks:
+                    for kind in queues.STREAM_KINDS:
+                        clocks.start_soon(self._clock, kind)
+                    for kind in queues.STREAM_KINDS:
+                        self._wake(kind)
+                    while any(self._streams.values()):
+                        await self._idle.wait()
+                        self._idle = trio.Event()
+                    clocks.cancel_scope.cancel()
         except Exception:  # a system task's exception would end the whole process
             log.exception("live streams: listening stopped")
         finally:
@@ -211,7 +235,7 @@ class Broadcaster:
         start: queues.StreamStart,
         *,
         slot: Slot,
-        render: Callable[[Row], bytes],
+        render: Callable[[Sequence[Any]], bytes],
     ) -> AsyncIterator[bytes]:
         """The stream's bytes: what ended after ``start`` (within RESUME_WINDOW; not what it
         had seen when it started), as it ends, each row of :attr:`queues.Ended.rows` as the
@@ -219,7 +243,7 @@ class Broadcaster:
         nothing was sent for ``heartbeat`` seconds. Ends when the server stops; releases
         ``slot`` however it ends."""
         try:
-            with self.subscribed(kind) as wakeup:
+            with self.subscribed(kind):
                 # At once: the answer's head goes out with its first bytes.
                 yield f"retry: {RECONNECT_MS}\n: live {kind}\n\n".encode()
                 sent_at = trio.current_time()
@@ -229,7 +253,6 @@ class Broadcaster:
                 while True:
                     held = False
                     while True:
-                        read_at = trio.current_time()
                         page = await self._page(kind, app_id, cursor, needed, fresh_after, render)
                         if page.events:
                             cursor = page.events[-1][0]
@@ -245,16 +268,17 @@ class Broadcaster:
                         held = page.held
                         if not page.full:
                             break
-                    await trio.sleep_until(_next_tick(read_at, self.read_interval))
                     if self._ended.is_set():
                         return
                     beat_at = sent_at + self.heartbeat
                     retry_at = _next_tick(trio.current_time() + self.held_retry, self.read_interval)
                     with trio.move_on_at(min(beat_at, retry_at) if held else beat_at):
-                        await wakeup.wait()
+                        await self._ticked_after(kind, needed)
                     if self._ended.is_set():
                         return
-                    needed = self._generations[kind]
+                    # A read begun at this tick (or later) holds what its notifications
+                    # announced: the streams it woke share the first one.
+                    needed = self._ticked[kind]
                     # Rows held back are looked for again by a read begun after the retry's tick
                     # (shared with the streams retrying on it), though nothing notified.
                     retried = held and trio.current_time() >= retry_at
@@ -272,7 +296,7 @@ class Broadcaster:
         cursor: queues.Cursor,
         needed: int,
         fresh_after: float,
-        render: Callable[[Row], bytes],
+        render: Callable[[Sequence[Any]], bytes],
     ) -> _Page:
         """What ended after ``cursor``, as the stream sends it. Streams of an app that stand at
         the same cursor share a read and its rendering: one begun at generation ``needed`` or
@@ -286,7 +310,7 @@ class Broadcaster:
             await shared.done.wait()
             if shared.page is not None:
                 return shared.page
-        if len(reads) > 4 * len(self._streams[kind]) + 16:
+        if len(reads) > 4 * self._streams[kind] + 16:
             for old in [old for old, read in reads.items() if read.done.is_set()]:
                 del reads[old]
         read = _Read(self._generations[kind], trio.current_time())

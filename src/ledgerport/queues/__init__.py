@@ -122,7 +122,9 @@ from ._send_checks import SendPlan as SendPlan
 from ._send_checks import send_plan as send_plan
 from ._send_checks import send_plans as send_plans
 from ._send_rate import take_sends as take_sends
+from ._streams import ATTEMPT_COLUMNS as ATTEMPT_COLUMNS
 from ._streams import RESUME_WINDOW as RESUME_WINDOW
+from ._streams import RUN_COLUMNS as RUN_COLUMNS
 from ._streams import STREAM_CHANNELS as STREAM_CHANNELS
 from ._streams import STREAM_KINDS as STREAM_KINDS
 from ._streams import Cursor as Cursor

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from ledgerport.storage import Reader, Row
+from ledgerport.storage import Reader
 
 from ._deliveries import ATTEMPTS_ENDED_CHANNEL, Delivery
 from ._runs import _RUN_LIST_COLUMNS, RUN_EXCERPT_CHARS, RUNS_ENDED_CHANNEL, FunctionRun
@@ -76,9 +76,10 @@ class EndedAttempt(NamedTuple):
     attempt: int
 
     @classmethod
-    def from_row(cls, row: Row) -> EndedAttempt:
+    def from_row(cls, row: Sequence[Any]) -> EndedAttempt:
         """A row of :attr:`Ended.rows` of a deliveries stream, as an object."""
-        return cls(row_cursor(row), Delivery.from_row(row), int(row["attempt"]))
+        named = dict(zip(ATTEMPT_COLUMNS, row, strict=True))
+        return cls(row_cursor(row), Delivery.from_row(named), int(named["attempt"]))
 
 
 class EndedRun(NamedTuple):
@@ -90,16 +91,66 @@ class EndedRun(NamedTuple):
     function_name: str
 
     @classmethod
-    def from_row(cls, row: Row) -> EndedRun:
+    def from_row(cls, row: Sequence[Any]) -> EndedRun:
         """A row of :attr:`Ended.rows` of a runs stream, as an object."""
+        named = dict(zip(RUN_COLUMNS, row, strict=True))
         return cls(
-            row_cursor(row), FunctionRun.from_row(row), row["function_id"], row["function_name"]
+            row_cursor(row),
+            FunctionRun.from_row(named),
+            named["function_id"],
+            named["function_name"],
         )
 
 
-def row_cursor(row: Row) -> Cursor:
-    """The cursor of a row of :attr:`Ended.rows` (its ``xid`` and ``seq`` columns)."""
-    return Cursor(int(row["xid"]), int(row["seq"]))
+ATTEMPT_COLUMNS = (
+    "xid",
+    "seq",
+    "horizon",
+    "attempt",
+    "id",
+    "webhook_id",
+    "event_id",
+    "type",
+    "status",
+    "attempts",
+    "response_code",
+    "last_error",
+    "created_at",
+    "next_attempt_at",
+)
+"""The values of a row of a deliveries stream's :attr:`Ended.rows`, in order: the cursor, the
+oldest transaction running as it was read (PostgreSQL; 0 on SQLite), the attempt that ended,
+and the delivery's columns as listed."""
+RUN_COLUMNS = (
+    "xid",
+    "seq",
+    "horizon",
+    "function_id",
+    "function_name",
+    "id",
+    "event_id",
+    "type",
+    "status",
+    "attempts",
+    "version",
+    "duration_ms",
+    "created_at",
+    "replay_of",
+    "output_dropped_at",
+    "error",
+    "error_size",
+    "logs_head",
+    "logs_size",
+    "result",
+    "result_size",
+)
+"""The values of a row of a runs stream's :attr:`Ended.rows`, in order: the cursor, the
+horizon, the function, and the run's columns as listed."""
+
+
+def row_cursor(row: Sequence[Any]) -> Cursor:
+    """The cursor of a row of :attr:`Ended.rows` (its first two values)."""
+    return Cursor(int(row[0]), int(row[1]))
 
 
 @dataclass(frozen=True)
@@ -108,14 +159,13 @@ class Ended:
     (PostgreSQL: recorded by a transaction younger than one still running) or the page came
     full: either way, the stream reads again.
 
-    The rows are as read, not made into objects: a stream renders each row once for all the
-    streams it serves, and the objects would cost it more than the rendering (one a delivery
-    or run that ends, with every stream open). Each has the cursor's ``xid`` and ``seq`` (ints),
-    and the columns of a delivery's list item with the ``attempt`` that ended
-    (:meth:`EndedAttempt.from_row`), or of a run's with ``function_id`` and ``function_name``
-    (:meth:`EndedRun.from_row`)."""
+    The rows are their values as read, not made into dicts or objects: a stream renders each
+    row once for all the streams it serves, and the dicts and objects would cost it more than
+    the rendering (one a delivery or run that ends, with every stream open). Their values are
+    :data:`ATTEMPT_COLUMNS` or :data:`RUN_COLUMNS`, in that order (:meth:`EndedAttempt.from_row`
+    and :meth:`EndedRun.from_row` make them objects)."""
 
-    rows: Sequence[Row]
+    rows: Sequence[Sequence[Any]]
     held: bool
     full: bool
 
@@ -178,13 +228,13 @@ async def ended_after(
     else:
         sql = _RUNS_POSTGRES if postgresql else _RUNS_SQLITE
         args = [app_id, RUN_EXCERPT_CHARS, *cursor, since, limit + 1]
-    rows = await reader.fetch(sql, *args)
+    rows = await reader.fetch_values(sql, *args)
     full = len(rows) > limit
     rows = rows[:limit]
     held = False
     if postgresql:
         for index, row in enumerate(rows):
-            if int(row["xid"]) >= int(row["horizon"]):
+            if int(row[0]) >= int(row[2]):
                 held = True  # this and every row after it: their transactions are too young
                 rows = rows[:index]
                 break
@@ -204,7 +254,7 @@ _ATTEMPTS_POSTGRES = (
     " ORDER BY a.ended_xid, a.ended_seq LIMIT $5"
 )
 _ATTEMPTS_SQLITE = (
-    f"SELECT 0 AS xid, a.rowid AS seq, {_DELIVERY_COLUMNS}"
+    f"SELECT 0 AS xid, a.rowid AS seq, 0 AS horizon, {_DELIVERY_COLUMNS}"
     " FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id"
     " WHERE a.app_id = $1 AND a.rowid > $2 AND a.started_at + a.duration_ms / 1000 >= $3"
     " ORDER BY a.rowid LIMIT $4"
@@ -220,7 +270,8 @@ _RUNS_POSTGRES = (
     " AND updated_at >= $5 ORDER BY ended_xid, ended_seq LIMIT $6"
 )
 _RUNS_SQLITE = (
-    f"SELECT 0 AS xid, ended_seq AS seq, {_FUNCTION}, {_RUN_LIST_COLUMNS} FROM function_runs"
+    f"SELECT 0 AS xid, ended_seq AS seq, 0 AS horizon, {_FUNCTION}, {_RUN_LIST_COLUMNS}"
+    " FROM function_runs"
     " WHERE app_id = $1 AND ended_seq > $3 AND updated_at >= $4"
     " ORDER BY ended_seq LIMIT $5"
 )

@@ -161,6 +161,9 @@ class _PostgresTransaction:
         records = await self._run("fetch", sql, *args)
         return [dict(r) for r in records]
 
+    async def fetch_values(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        return list(await self._run("fetch", sql, *args))  # asyncpg's records are sequences
+
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         record = await self._run("fetchrow", sql, *args)
         return None if record is None else dict(record)
@@ -179,6 +182,9 @@ class _Autocommit:
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         records = await self._store._call(self._store._pool.fetch, sql, *args)
         return [dict(r) for r in records]
+
+    async def fetch_values(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        return list(await self._store._call(self._store._pool.fetch, sql, *args))
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         record = await self._store._call(self._store._pool.fetchrow, sql, *args)

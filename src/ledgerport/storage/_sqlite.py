@@ -98,6 +98,12 @@ def _fetch(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[Row]
     return [dict(r) for r in conn.execute(_translate(sql), args).fetchall()]
 
 
+def _fetch_values(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[Sequence[Any]]:
+    cursor = conn.cursor()
+    cursor.row_factory = None  # tuples, made by sqlite3 itself
+    return cursor.execute(_translate(sql), args).fetchall()
+
+
 def _fetchrow(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> Row | None:
     row = conn.execute(_translate(sql), args).fetchone()
     return None if row is None else dict(row)
@@ -183,6 +189,9 @@ class _SqliteTransaction:
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return await self._call(sql, _fetch, self._store._conn, sql, args)
+
+    async def fetch_values(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        return await self._call(sql, _fetch_values, self._store._conn, sql, args)
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         return await self._call(sql, _fetchrow, self._store._conn, sql, args)
@@ -281,6 +290,11 @@ class _Autocommit:
         rows = await self._store._read(_fetch, sql, args)
         await self._store.durable()  # what it read is on disk
         return rows
+
+    async def fetch_values(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        values = await self._store._read(_fetch_values, sql, args)
+        await self._store.durable()  # what it read is on disk
+        return values
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         row = await self._store._read(_fetchrow, sql, args)

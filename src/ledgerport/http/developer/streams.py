@@ -12,12 +12,14 @@ sent is ``_live.py``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from orjson import dumps
 from quart import Response, request
 
 from ledgerport import auth, queues
 from ledgerport.errors import InvalidInput
-from ledgerport.storage import Row
 
 from .._context import app_state, platform, unit_of_work
 from .._live import STREAMS_PER_DEVELOPER, Broadcaster, event_data, live_event
@@ -65,29 +67,44 @@ data: the same bytes, written at once from the row's columns (each string by orj
 orjson writes the whole item)."""
 
 
-def delivery_event(row: Row) -> bytes:
-    """A deliveries stream's row as its ``delivery`` event (``id:`` to the blank line). One a
-    delivery attempt that ends, with every stream open: written straight from the row, with no
-    delivery object and no item dict in between (three times as fast), the bytes
-    :func:`delivery_event_data` would give (a test holds them to it)."""
-    event_id = row["event_id"]
-    due = queues.next_attempt_due(row["status"], row["next_attempt_at"])
-    code = row["response_code"]
+def delivery_event(row: Sequence[Any]) -> bytes:
+    """A deliveries stream's row (its values, ``queues.ATTEMPT_COLUMNS``) as its ``delivery``
+    event (``id:`` to the blank line). One a delivery attempt that ends, with every stream
+    open: written straight from the row's values, with no delivery object and no item dict in
+    between (three times as fast), the bytes :func:`delivery_event_data` would give (a test
+    holds them to it)."""
+    (
+        xid,
+        seq,
+        _,
+        attempt,
+        id_,
+        webhook_id,
+        event_id,
+        type_,
+        status,
+        attempts,
+        code,
+        error,
+        at,
+        next_at,
+    ) = row
+    due = queues.next_attempt_due(status, next_at)
     return _DELIVERY_EVENT % (
-        row["xid"],
-        row["seq"],
-        dumps(row["id"]),
+        xid,
+        seq,
+        dumps(id_),
         dumps(event_id),
-        dumps(row["type"]),
-        dumps(row["status"]),
-        row["attempts"],
+        dumps(type_),
+        dumps(status),
+        attempts,
         b"null" if code is None else b"%d" % code,
-        dumps(row["last_error"]),
-        iso_time(float(row["created_at"])).encode(),
+        dumps(error),
+        iso_time(float(at)).encode(),
         b"null" if due is None else b'"%s"' % iso_time(float(due)).encode(),
         b"true" if event_id is None else b"false",
-        dumps(row["webhook_id"]),
-        row["attempt"],
+        dumps(webhook_id),
+        attempt,
     )
 
 
@@ -100,8 +117,9 @@ def delivery_event_data(item: queues.EndedAttempt) -> DeliveryEvent:
     }
 
 
-def run_event(row: Row) -> bytes:
-    """A runs stream's row as its ``run`` event (``id:`` to the blank line)."""
+def run_event(row: Sequence[Any]) -> bytes:
+    """A runs stream's row (its values, ``queues.RUN_COLUMNS``) as its ``run`` event (``id:``
+    to the blank line)."""
     item = queues.EndedRun.from_row(row)
     data: RunEvent = {
         **run_json(item.run),
