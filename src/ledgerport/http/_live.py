@@ -254,10 +254,14 @@ class Broadcaster:
                     held = False
                     while True:
                         page = await self._page(kind, app_id, cursor, needed, fresh_after, render)
-                        if page.events:
-                            cursor = page.events[-1][0]
+                        if page.last is not None:  # it has events
+                            cursor = page.last
                             if seen:
-                                data = b"".join(e for at, e in page.events if at not in seen)
+                                data = b"".join(
+                                    event
+                                    for row, event in zip(page.rows, page.events, strict=True)
+                                    if queues.row_cursor(row) not in seen
+                                )
                                 if cursor >= max(seen):
                                     seen = frozenset()
                             else:
@@ -325,26 +329,29 @@ class Broadcaster:
                     since=self.now() - queues.RESUME_WINDOW,
                     postgresql=tx.kind == "postgresql",
                 )
-            events = [(queues.row_cursor(row), render(row)) for row in ended.rows]
-            read.page = _Page(events, ended.held, ended.full)
+            read.page = _Page(ended.rows, [render(row) for row in ended.rows], ended)
             return read.page
         finally:
             read.done.set()
 
 
-@dataclass
 class _Page:
-    """One read as sent: each event's cursor and bytes, in cursor order, and whether to read
-    again soon (rows held back) or at once (the page came full)."""
+    """One read as sent: its rows and each one's event (bytes), in cursor order, where it
+    leaves a stream, and whether to read again soon (rows held back) or at once (the page came
+    full)."""
 
-    events: list[tuple[queues.Cursor, bytes]]
-    held: bool
-    full: bool
-    data: bytes = b""
-    """Every event's bytes, joined: what each stream that has seen none of them sends."""
+    __slots__ = ("data", "events", "full", "held", "last", "rows")
 
-    def __post_init__(self) -> None:
-        self.data = b"".join(event for _, event in self.events)
+    def __init__(self, rows: Sequence[Sequence[Any]], events: list[bytes], ended: queues.Ended):
+        self.rows = rows
+        self.events = events
+        self.held = ended.held
+        self.full = ended.full
+        self.last = ended.last
+        """The cursor of the last row (None: the page is empty): only its own is made, as a
+        stream's start past rows it had seen needs the others' (:attr:`StreamStart.seen`)."""
+        self.data = b"".join(events)
+        """Every event's bytes, joined: what each stream that has seen none of them sends."""
 
 
 @dataclass
