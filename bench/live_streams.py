@@ -33,7 +33,7 @@ body loop and hypercorn to the socket, outside the streams' frames: the samples 
 are the streams' writes, and the two together the streams' share in all, which the target is
 read against. On loopback a write's system time includes the receiving end's TCP work, which a
 client on another machine would do on its own. What it does not see: the streams' reads as
-PostgreSQL runs them (one a tick for all the streams of an app, twice a second), and the cursor
+PostgreSQL runs them (one a tick for all the streams of an app, once a second), and the cursor
 columns every recording writes, open streams or not.
 
 Target (issue: live streams): the stream adds under 2% to the delivery pipeline with 20 streams

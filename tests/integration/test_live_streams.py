@@ -20,7 +20,7 @@ import trio
 
 from ledgerport import apps, queues
 from ledgerport.clock import FrozenClock
-from ledgerport.http import STREAMS_PER_DEVELOPER, Broadcaster
+from ledgerport.http import READ_INTERVAL, STREAMS_PER_DEVELOPER, Broadcaster
 from ledgerport.platform import Platform
 from ledgerport.storage import Store, Transaction
 
@@ -342,7 +342,7 @@ async def test_a_silent_stream_sends_a_comment_every_15_seconds(
             ended = await attempted(store, who, at=clock.now(), body=b"ok")
             silent_since = trio.current_time()
             assert (await stream.event()).data["id"] == ended
-            assert trio.current_time() - silent_since < 1.0
+            assert trio.current_time() - silent_since <= READ_INTERVAL
 
 
 async def attempted_in(tx: Transaction, who: Tenant, at: float) -> str:

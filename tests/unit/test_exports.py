@@ -755,6 +755,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
     "ledgerport.http": {
         "ANY_RECORD_ID",
         "Broadcaster",
+        "READ_INTERVAL",
         "STREAMS_PER_DEVELOPER",
         "end_live_streams",
         "CURSOR_SCHEMA",

@@ -19,6 +19,7 @@ from ._ids import RECORD_IDS as RECORD_IDS
 from ._ids import IdKind as IdKind
 from ._ids import token_schema as token_schema
 from ._in_process import in_process_api as in_process_api
+from ._live import READ_INTERVAL as READ_INTERVAL
 from ._live import STREAMS_PER_DEVELOPER as STREAMS_PER_DEVELOPER
 from ._live import Broadcaster as Broadcaster
 from ._live import end_live_streams as end_live_streams

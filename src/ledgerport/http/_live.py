@@ -52,9 +52,13 @@ STREAMS_PER_DEVELOPER = 10
 """Streams open at once for one developer, in one serving process."""
 HEARTBEAT = 15.0
 """Seconds a stream stays silent at most: then it sends a comment line."""
-READ_INTERVAL = 0.5
+READ_INTERVAL = 1.0
 """Seconds between the ticks a stream reads on (one read a tick at most): a busy engine's
-notifications merge, and the streams of an app share their reads."""
+notifications merge, and the streams of an app share their reads. An event reaches its streams
+within this of its end. A tick costs each stream a wake-up and a write to its socket whatever
+it carries (a loopback write of a tick's events costs about 17 us plus 0.4 ns a byte), so a
+tick a second rather than two halves what the streams take from a busy process
+(docs/performance.md, Live streams)."""
 HELD_RETRY = 0.5
 """Seconds before a stream reads again when a read held rows back (PostgreSQL: recorded by a
 transaction younger than one still running) though nothing notifies."""

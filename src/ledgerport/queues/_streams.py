@@ -41,7 +41,7 @@ STREAM_CHANNELS: dict[StreamKind, str] = {
 }
 RESUME_WINDOW = 3600.0
 """Seconds back a ``Last-Event-ID`` resumes within: what ended earlier is not sent again."""
-STREAM_PAGE = 250
+STREAM_PAGE = 500
 """Rows one read answers at most; a stream reads on while pages come full."""
 
 _CURSOR = re.compile(r"(\d{1,18})-(\d{1,18})")
