@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.lowlevel
 
 from ledgerport import auth, catalog
 from ledgerport.clock import FrozenClock
@@ -194,6 +196,7 @@ async def test_a_faulty_proof_on_the_data_api_is_refused_401_with_a_dpop_challen
     assert params["error"] == "invalid_dpop_proof"
     assert params["error_description"]
     assert ALGS in refused.headers["WWW-Authenticate"]
+    assert params["resource_metadata"] == f"{API}/.well-known/oauth-protected-resource"
     assert (await refused.get_json())["code"] == "INVALID_TOKEN"
     # The token itself is good: a proper proof still gets through.
     assert (await client.get("/invoices", headers=dpop_call(key, access, clock))).status_code == 200
@@ -546,3 +549,37 @@ async def test_the_cleanup_purges_proofs_no_longer_fresh(
     assert (await scheduler.cleanup_once())["dpop_proof"] == 0
     clock.advance(catalog.DPOP_PROOF_MAX_AGE)
     assert (await scheduler.cleanup_once())["dpop_proof"] == 1
+
+
+async def test_concurrent_proofs_are_recorded_together_each_once(
+    store: Store, keyring: auth.Keyring, clock: FrozenClock
+) -> None:
+    ledger = auth.StoreProofLedger(store, keyring)
+    fresh_until = clock.now() + catalog.DPOP_PROOF_MAX_AGE
+    proofs = [auth.Proof("thumb", f"jti-{i % 10}", fresh_until) for i in range(40)]
+    answers: list[bool] = []
+
+    async def use(proof: auth.Proof) -> None:
+        answers.append(await ledger.first_use(proof))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for proof in proofs:
+                nursery.start_soon(use, proof)
+    assert answers.count(True) == 10
+    assert answers.count(False) == 30
+
+
+async def test_a_cancelled_wait_leaves_the_ledger_working(
+    store: Store, keyring: auth.Keyring, clock: FrozenClock
+) -> None:
+    ledger = auth.StoreProofLedger(store, keyring)
+    fresh_until = clock.now() + catalog.DPOP_PROOF_MAX_AGE
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                nursery.start_soon(ledger.first_use, auth.Proof("k", f"cancelled-{i}", fresh_until))
+            await trio.lowlevel.checkpoint()
+            nursery.cancel_scope.cancel()
+        assert await ledger.first_use(auth.Proof("k", "after", fresh_until)) is True
+        assert await ledger.first_use(auth.Proof("k", "after", fresh_until)) is False

@@ -215,3 +215,19 @@ def test_the_signature_is_checked_also_for_a_key_seen_before() -> None:
 
 def test_pyjwt_is_what_signs_here() -> None:
     assert jwt.get_unverified_header(good())["typ"] == "dpop+jwt"
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        lambda: good().split(".")[0] + ".é." + good().split(".")[2],
+        lambda: good().split(".")[0] + ".e30=." + good().split(".")[2],
+        lambda: good().split(".")[0] + ".W10." + good().split(".")[2],
+        lambda: good(header={"crit": ["exp"]}),
+        lambda: good()[:-4],
+    ],
+    ids=["non-ASCII claims", "padded claims", "claims not an object", "crit", "cut signature"],
+)
+def test_a_proof_of_no_form_is_refused(proof: Callable[[], str]) -> None:
+    with pytest.raises(auth.InvalidDpopProof):
+        check(proof())

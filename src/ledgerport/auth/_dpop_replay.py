@@ -11,8 +11,10 @@ once exactly one accepts it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import trio
 import trio_asyncio
 from redis.exceptions import RedisError
 
@@ -39,31 +41,109 @@ class ProofLedger(Protocol):
         ...
 
 
+@dataclass(eq=False)
+class _Waiting:
+    """A proof waiting to be recorded, and what became of it."""
+
+    key: str
+    fresh_until: float
+    done: trio.Event = field(default_factory=trio.Event)
+    first: bool | None = None
+    """Whether it was its first use; None while not recorded (also when the write failed)."""
+    lead: bool = False
+    """Woken to write the next batch itself."""
+
+
 class StoreProofLedger:
-    """Used proofs in the database, shared by every process serving it."""
+    """Used proofs in the database, shared by every process serving it.
+
+    The proofs of concurrent calls are recorded together: one caller at a time writes, the
+    proofs that arrive meanwhile wait, and the first of them then writes them all in one
+    statement (PostgreSQL) or one transaction (SQLite), so that under load a call's record
+    costs a fraction of a round trip and of a commit (a group commit of the process's own)."""
 
     def __init__(self, store: Store, keyring: Keyring) -> None:
         self._store = store
         self._keyring = keyring
+        self._queue: list[_Waiting] = []
+        self._writing = False
 
     async def first_use(self, proof: Proof) -> bool:
-        args = (proof_key(self._keyring, proof), proof.fresh_until)
+        waiting = _Waiting(proof_key(self._keyring, proof), proof.fresh_until)
+        self._queue.append(waiting)
+        if self._writing:
+            try:
+                await waiting.done.wait()
+            except BaseException:
+                self._abandon(waiting)
+                raise
+            if not waiting.lead:
+                if waiting.first is None:
+                    raise StorageUnavailable("the record of a DPoP proof failed")
+                return waiting.first
+        self._writing = True
+        batch, self._queue = self._queue, []
+        try:
+            await self._record(batch)
+        finally:
+            for each in batch:
+                each.done.set()
+            self._pass_on()
+        assert waiting.first is not None
+        return waiting.first
+
+    def _pass_on(self) -> None:
+        """The next waiting proof's caller writes the next batch; none: nobody writes."""
+        if self._queue:
+            self._queue[0].lead = True
+            self._queue[0].done.set()
+        else:
+            self._writing = False
+
+    def _abandon(self, waiting: _Waiting) -> None:
+        """A waiting caller is gone (cancelled): its proof is not recorded, and when it was to
+        write the next batch, the next one in line writes it instead."""
+        if waiting in self._queue:
+            self._queue.remove(waiting)
+            if waiting.lead:
+                self._pass_on()
+
+    async def _record(self, batch: list[_Waiting]) -> None:
+        """Record ``batch``; a key given twice in it is a replay the second time."""
+        first_of: dict[str, _Waiting] = {}
+        for each in batch:
+            if each.key in first_of:
+                each.first = False
+            else:
+                first_of[each.key] = each
+        keys = list(first_of)
         if self._store.kind == "postgresql":
             # One statement on its own: one round trip, no transaction around it.
-            recorded = await self._store.autocommit.fetchval(
-                "INSERT INTO dpop_proofs (proof_hash, expires_at) VALUES ($1, $2)"
-                " ON CONFLICT (proof_hash) DO NOTHING RETURNING 1",
-                *args,
+            rows = await self._store.autocommit.fetch(
+                "INSERT INTO dpop_proofs (proof_hash, expires_at)"
+                " SELECT * FROM unnest($1::text[], $2::double precision[])"
+                " ON CONFLICT (proof_hash) DO NOTHING RETURNING proof_hash",
+                keys,
+                [first_of[key].fresh_until for key in keys],
             )
-            return recorded is not None
+            recorded = {row["proof_hash"] for row in rows}
+            for key, each in first_of.items():
+                each.first = key in recorded
+            return
         async with self._store.transaction() as tx:
-            return bool(
-                await tx.execute(
-                    "INSERT INTO dpop_proofs (proof_hash, expires_at) VALUES ($1, $2)"
-                    " ON CONFLICT (proof_hash) DO NOTHING",
-                    *args,
+            firsts = {
+                key: bool(
+                    await tx.execute(
+                        "INSERT INTO dpop_proofs (proof_hash, expires_at) VALUES ($1, $2)"
+                        " ON CONFLICT (proof_hash) DO NOTHING",
+                        key,
+                        each.fresh_until,
+                    )
                 )
-            )
+                for key, each in first_of.items()
+            }
+        for key, each in first_of.items():
+            each.first = firsts[key]
 
 
 class RedisProofLedger:

@@ -45,11 +45,15 @@ def _bearer_challenge(_: auth.InvalidAccessToken) -> dict[str, str]:
     client that holds no token yet (an MCP client, say) finds the authorization server; the
     console API's developer tokens are no token of that resource, and its challenge names
     none."""
-    challenge = 'Bearer realm="ledgerport"'
+    return {"WWW-Authenticate": f'Bearer realm="ledgerport"{_resource_metadata()}'}
+
+
+def _resource_metadata() -> str:
+    """The challenge's ``resource_metadata`` auth-param on the data API, else nothing."""
     if has_request_context() and request.blueprint == "api":
         base = platform().config.base_url
-        challenge += f', resource_metadata="{base}{catalog.PROTECTED_RESOURCE_PATH}"'
-    return {"WWW-Authenticate": challenge}
+        return f', resource_metadata="{base}{catalog.PROTECTED_RESOURCE_PATH}"'
+    return ""
 
 
 def _dpop_challenge(error: auth.DpopRefused) -> dict[str, str]:
@@ -59,7 +63,7 @@ def _dpop_challenge(error: auth.DpopRefused) -> dict[str, str]:
     description = error.message.replace('"', "'")
     headers = {
         "WWW-Authenticate": f'DPoP error="{error.error}", error_description="{description}",'
-        f' algs="{algs}"'
+        f' algs="{algs}"{_resource_metadata()}'
     }
     if error.nonce is not None:
         headers["DPoP-Nonce"] = error.nonce
