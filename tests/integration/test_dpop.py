@@ -583,3 +583,15 @@ async def test_a_cancelled_wait_leaves_the_ledger_working(
             nursery.cancel_scope.cancel()
         assert await ledger.first_use(auth.Proof("k", "after", fresh_until)) is True
         assert await ledger.first_use(auth.Proof("k", "after", fresh_until)) is False
+
+
+@pytest.mark.redis
+async def test_proofs_are_recorded_in_redis_when_the_service_counts_there(
+    store: Store, clock: FrozenClock, redis_url: str
+) -> None:
+    env = {**PLATFORM_ENV, "LEDGERPORT_REDIS_URL": redis_url}
+    with trio.fail_after(30):
+        platform = await build_platform(store, clock, env)
+    assert isinstance(platform.proofs, auth.RedisProofLedger)
+    without = await build_platform(store, clock, PLATFORM_ENV)
+    assert isinstance(without.proofs, auth.StoreProofLedger)
