@@ -56,6 +56,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "100",
         "run output and attempt bodies one app keeps (MiB)",
     ),
+    ("LEDGERPORT_DPOP_NONCE", "off", "on: DPoP proofs carry a server nonce"),
 )
 """Every variable the configuration reads: (name, default, meaning), for ``--help``; README.md
 says more of each."""
@@ -144,6 +145,9 @@ class Config:
     """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else
     through the PostgreSQL database (the large budgets in each process, settled there), or in
     the process on SQLite."""
+    dpop_nonce: bool = False
+    """LEDGERPORT_DPOP_NONCE=on: every DPoP proof must carry a server nonce (RFC 9449 section
+    8, ``DPoP-Nonce``); off (the default) accepts proofs without one."""
 
     @property
     def development(self) -> bool:
@@ -389,6 +393,14 @@ def _parse_storage_quota(value: str) -> int:
     return int(text) * MIB
 
 
+def _parse_switch(value: str, name: str) -> bool:
+    """An on/off variable: ``on`` or ``off`` (any case; unset is its default)."""
+    text = value.strip().lower()
+    if text not in ("on", "off"):
+        raise ConfigError(f"{name}: expected on or off, got {value!r}")
+    return text == "on"
+
+
 def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Config:
     """Read and validate the configuration; ``bind`` (from --bind) overrides LEDGERPORT_BIND."""
     env = os.environ if env is None else env
@@ -477,5 +489,8 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         ),
         app_storage_quota=_parse_storage_quota(
             env.get("LEDGERPORT_APP_STORAGE_QUOTA_MB", str(APP_STORAGE_QUOTA_MB))
+        ),
+        dpop_nonce=_parse_switch(
+            env.get("LEDGERPORT_DPOP_NONCE") or "off", "LEDGERPORT_DPOP_NONCE"
         ),
     )

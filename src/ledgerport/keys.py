@@ -122,6 +122,7 @@ class Keyring:
         self.csrf_key = _derive(root, b"ledgerport csrf v1")
         self._notice_key = _derive(root, b"ledgerport notice v1")
         self._check_key = _derive(root, b"ledgerport key check v1")
+        self._nonce_key = _derive(root, b"ledgerport dpop nonce v1")
 
     def hash_token(self, raw: str) -> str:
         """Keyed hash of a token or secret: what is stored and looked up. Any text hashes, also
@@ -150,6 +151,10 @@ class Keyring:
 
     def mac(self, message: str) -> str:
         return hmac.new(self.csrf_key, _utf8(message), hashlib.sha256).hexdigest()
+
+    def nonce_mac(self, message: str) -> str:
+        """The MAC of a DPoP server nonce (a key of its own: a nonce is handed to anyone)."""
+        return hmac.new(self._nonce_key, _utf8(message), hashlib.sha256).hexdigest()
 
     def notice_mac(self, message: str) -> str:
         """The signature of a page notice the service sets (a key of its own, so no other

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from ledgerport import catalog
 from ledgerport.apps import AppDirectory
 from ledgerport.auth import (
+    DpopNonces,
     Keyring,
     MemoryRateLimiter,
     Passwords,
+    ProofLedger,
     RateLimiter,
     RedisConnection,
     ScaledRateLimiter,
@@ -26,6 +28,7 @@ from ledgerport.auth import (
     connect_redis_limiter,
     new_root_key,
     new_token,
+    proof_ledger,
 )
 from ledgerport.clock import Clock, SystemClock
 from ledgerport.config import Config, ConfigError
@@ -46,6 +49,11 @@ class Platform:
     metrics: Metrics = field(default_factory=Metrics)
     services: Services = field(default_factory=Services)
     """The long-lived services this process runs, and whether each runs now (``/readyz``)."""
+    proofs: ProofLedger | None = None
+    """Where DPoP proofs' ids are recorded to be used once (Redis when configured, else the
+    store: :func:`bootstrap` chooses)."""
+    dpop_nonces: DpopNonces | None = field(init=False)
+    """The server nonces DPoP proofs must carry (LEDGERPORT_DPOP_NONCE=on), else None."""
     app_directory: AppDirectory = field(init=False)
     """Apps by client_id for client authentication: kept while the server listens for their
     changes (``serve``), read from the store otherwise."""
@@ -56,6 +64,9 @@ class Platform:
         if settling is not None:
             self.metrics.watch_limiter(settling.statistics)
         self.app_directory = AppDirectory(self.clock)
+        if self.proofs is None:
+            self.proofs = proof_ledger(self.store, self.keyring, self.clock, None)
+        self.dpop_nonces = DpopNonces(self.keyring) if self.config.dpop_nonce else None
 
     def now(self) -> float:
         return self.clock.now()
@@ -264,5 +275,6 @@ async def bootstrap(
         passwords=Passwords(config.password_hashing),
         limiter=limiter,
         clock=clock,
+        proofs=proof_ledger(store, keyring, clock, redis),
     )
     return Bootstrap(platform, new_admin_token)

@@ -36,6 +36,7 @@ async def test_the_document_names_the_resource_its_server_and_scopes(client: Any
         "authorization_servers": [BASE],
         "scopes_supported": list(catalog.SCOPES),
         "bearer_methods_supported": ["header"],
+        "dpop_signing_alg_values_supported": list(catalog.DPOP_SIGNING_ALGS),
     }
     discovery = await (await client.get("/.well-known/oauth-authorization-server")).get_json()
     assert doc["authorization_servers"] == [discovery["issuer"]]

@@ -892,6 +892,26 @@ async def _invalid_registration_token(scene: Scene, authorization: str | None) -
 
 
 @row(
+    "invalid_dpop_proof",
+    400,
+    {
+        "not a JWT": "proof",
+        "too long": LONG * 3,
+        "unicode": "preuve-é",
+        "an unsigned JWT": "eyJhbGciOiJub25lIiwidHlwIjoiZHBvcCtqd3QifQ.e30.",
+        "empty": "",
+    },
+    oauth=True,
+)
+async def _invalid_dpop_proof(scene: Scene, proof: str) -> Any:
+    """RFC 9449, beyond the specification's table: a token request whose DPoP proof is
+    refused (test_dpop.py has a row for each cause)."""
+    form = {"grant_type": "refresh_token", "refresh_token": "x"}
+    headers = {**scene.client_basic, "DPoP": proof}
+    return await scene.oauth("/oauth/token", form, headers=headers)
+
+
+@row(
     "temporarily_unavailable",
     429,
     {
@@ -1019,6 +1039,7 @@ NOT_BY_INPUT = {
     "access_denied": "the user's decision on the device page",
     "expired_token": "the device code's age",
     "server_error": "a failure of the service",
+    "use_dpop_nonce": "the service's configuration (LEDGERPORT_DPOP_NONCE=on, test_dpop.py)",
 }
 """OAuth errors whose cause no input gives: the state of a device flow, or the service's."""
 GENERAL = {

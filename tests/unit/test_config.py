@@ -404,3 +404,17 @@ def test_every_variable_read_is_listed_in_help_and_in_the_readme() -> None:
     for name in listed:
         assert f"| `{name}` |" in readme, name
         assert name in help_text, name
+
+
+@pytest.mark.parametrize(
+    ("value", "on"), [("on", True), ("OFF", False), (" On ", True), ("", False)]
+)
+def test_dpop_nonce_is_on_or_off(value: str, on: bool) -> None:
+    assert load({"LEDGERPORT_DPOP_NONCE": value}).dpop_nonce is on
+    assert load({}).dpop_nonce is False
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "true"])
+def test_dpop_nonce_refuses_anything_else(value: str) -> None:
+    with pytest.raises(ConfigError, match="LEDGERPORT_DPOP_NONCE: expected on or off"):
+        load({"LEDGERPORT_DPOP_NONCE": value})

@@ -67,7 +67,12 @@ SPEC_OAUTH_ERRORS = {
 }
 # Beyond the specification: RFC 7592's refusal of a registration access token at a client's
 # configuration address (contract.md: Agents as partner apps).
-BEYOND_SPEC_OAUTH_ERRORS = {"invalid_token": 401}
+BEYOND_SPEC_OAUTH_ERRORS = {
+    "invalid_token": 401,
+    # RFC 9449 (contract.md: Agents as partner apps, DPoP)
+    "invalid_dpop_proof": 400,
+    "use_dpop_nonce": 400,
+}
 
 # partner-api.md, Errors: invalid_grant's error_description values (besides "absent").
 SPEC_GRANT_DESCRIPTIONS = (
@@ -105,6 +110,8 @@ OAUTH_CLASSES = {
     auth.InvalidRedirectUri: "invalid_redirect_uri",
     auth.InvalidClientMetadata: "invalid_client_metadata",
     auth.InvalidRegistrationToken: "invalid_token",
+    auth.InvalidDpopProof: "invalid_dpop_proof",
+    auth.UseDpopNonce: "use_dpop_nonce",
 }
 
 
@@ -251,6 +258,15 @@ def test_answer_for_representative_exceptions(
 ) -> None:
     answer = answer_for(error)
     assert (answer.status, answer.code, answer.oauth) == (status, code, oauth)
+
+
+def test_a_refused_dpop_call_is_challenged_with_dpop_and_the_nonce_to_use() -> None:
+    error = auth.DpopRefused("Use the nonce", error="use_dpop_nonce", nonce="n-1")
+    headers = answer_for(error).header_values(error)
+    assert answer_for(error).status == 401
+    assert headers["DPoP-Nonce"] == "n-1"
+    assert headers["WWW-Authenticate"].startswith('DPoP error="use_dpop_nonce"')
+    assert 'algs="ES256 RS256 EdDSA"' in headers["WWW-Authenticate"]
 
 
 def test_rate_limited_carries_retry_after() -> None:

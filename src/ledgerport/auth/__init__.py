@@ -33,6 +33,16 @@ from ._device import normalize_user_code as normalize_user_code
 from ._device import poll_device_code as poll_device_code
 from ._device import purge_expired_device_codes as purge_expired_device_codes
 from ._device import start_device_authorization as start_device_authorization
+from ._dpop import DpopNonces as DpopNonces
+from ._dpop import Proof as Proof
+from ._dpop import b64url_sha256 as b64url_sha256
+from ._dpop import check_proof as check_proof
+from ._dpop import jwk_thumbprint as jwk_thumbprint
+from ._dpop_replay import ProofLedger as ProofLedger
+from ._dpop_replay import RedisProofLedger as RedisProofLedger
+from ._dpop_replay import StoreProofLedger as StoreProofLedger
+from ._dpop_replay import proof_ledger as proof_ledger
+from ._dpop_replay import purge_spent_proofs as purge_spent_proofs
 from ._errors import AccessDenied as AccessDenied
 from ._errors import AuthError as AuthError
 from ._errors import AuthorizationPending as AuthorizationPending
@@ -40,6 +50,7 @@ from ._errors import AuthorizeProblem as AuthorizeProblem
 from ._errors import CliLoginNotFound as CliLoginNotFound
 from ._errors import ConnectedAppsOnly as ConnectedAppsOnly
 from ._errors import CrossSiteRequest as CrossSiteRequest
+from ._errors import DpopRefused as DpopRefused
 from ._errors import EndpointNotExposed as EndpointNotExposed
 from ._errors import ExpiredToken as ExpiredToken
 from ._errors import InsufficientScope as InsufficientScope
@@ -47,6 +58,7 @@ from ._errors import InvalidAccessToken as InvalidAccessToken
 from ._errors import InvalidAdminToken as InvalidAdminToken
 from ._errors import InvalidClient as InvalidClient
 from ._errors import InvalidClientMetadata as InvalidClientMetadata
+from ._errors import InvalidDpopProof as InvalidDpopProof
 from ._errors import InvalidGrant as InvalidGrant
 from ._errors import InvalidMetricsToken as InvalidMetricsToken
 from ._errors import InvalidRedirectUri as InvalidRedirectUri
@@ -68,6 +80,7 @@ from ._errors import SlowDown as SlowDown
 from ._errors import TargetRefused as TargetRefused
 from ._errors import UnknownClient as UnknownClient
 from ._errors import UnsupportedGrantType as UnsupportedGrantType
+from ._errors import UseDpopNonce as UseDpopNonce
 from ._grants import TOKEN_OWNERS_KEPT as TOKEN_OWNERS_KEPT
 from ._grants import AccessGrant as AccessGrant
 from ._grants import Outcome as Outcome
@@ -121,6 +134,7 @@ from ._registration import configured_client as configured_client
 from ._registration import delete_registration as delete_registration
 from ._registration import register_client as register_client
 from ._registration import replace_registration as replace_registration
+from ._registration import requires_dpop as requires_dpop
 from ._session_tokens import SESSION_TOKEN_TYP as SESSION_TOKEN_TYP
 from ._session_tokens import SIGNING_ALGORITHM as SIGNING_ALGORITHM
 from ._session_tokens import SessionToken as SessionToken

@@ -28,7 +28,7 @@ from ._errors import (
     InvalidTarget,
     SlowDown,
 )
-from ._grants import Outcome, authorization_stands, start_family_from_grant
+from ._grants import Binding, Outcome, authorization_stands, start_family_from_grant
 
 
 def new_user_code() -> str:
@@ -172,8 +172,10 @@ async def poll_device_code(
     app: App,
     device_code: str,
     resource: str | None = None,
+    jkt: str | None = None,
 ) -> Outcome:
-    """One poll at the token endpoint. Errors that change state come back in the Outcome."""
+    """One poll at the token endpoint; the tokens are bound to the DPoP key ``jkt`` when the
+    request carried a proof. Errors that change state come back in the Outcome."""
     code_hash = keyring.hash_token(device_code)
     row = await tx.fetchrow("SELECT * FROM device_codes WHERE code_hash = $1", code_hash)
     if row is None or row["app_id"] != app.id or row["status"] in ("consumed", "cancelled"):
@@ -222,7 +224,12 @@ async def poll_device_code(
     if not claimed:
         return Outcome(error=InvalidGrant())
     family_id, pair = await start_family_from_grant(
-        tx, keyring, now=now, row=row, grant_type=catalog.GRANT_DEVICE_CODE
+        tx,
+        keyring,
+        now=now,
+        row=row,
+        grant_type=catalog.GRANT_DEVICE_CODE,
+        binding=Binding.of(app, jkt),
     )
     await tx.execute(
         "UPDATE device_codes SET family_id = $1 WHERE code_hash = $2", family_id, code_hash

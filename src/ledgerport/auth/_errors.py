@@ -41,6 +41,17 @@ class InvalidAccessToken(AuthError):
         super().__init__(message)
 
 
+class DpopRefused(InvalidAccessToken):
+    """A data API call refused for its DPoP proof or its token's binding: answered 401 with a
+    ``DPoP`` challenge naming ``error`` (``invalid_dpop_proof``, ``use_dpop_nonce`` with
+    ``nonce`` to use, or ``invalid_token`` for a token presented in the wrong scheme)."""
+
+    def __init__(self, message: str, *, error: str, nonce: str | None = None) -> None:
+        self.error = error
+        self.nonce = nonce
+        super().__init__(message)
+
+
 class NotSignedIn(AuthError):
     """The browser has no session on the application host."""
 
@@ -175,6 +186,20 @@ class InvalidRedirectUri(OAuthError):
 
 class InvalidClientMetadata(OAuthError):
     pass
+
+
+class InvalidDpopProof(OAuthError):
+    """RFC 9449: the request's DPoP proof is missing where one is required, or refused (its
+    form, signature, request, freshness, token or key); the description says which."""
+
+
+class UseDpopNonce(OAuthError):
+    """RFC 9449 section 8: the proof must carry the server's nonce, ``nonce`` (sent back in the
+    ``DPoP-Nonce`` header)."""
+
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+        super().__init__("the DPoP proof must carry the nonce in the DPoP-Nonce header")
 
 
 class InvalidRegistrationToken(OAuthError):

@@ -23,7 +23,7 @@ from ledgerport.ids import new_id
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Reader, Row, Store, Transaction
 
-from ._errors import InvalidGrant, InvalidRequest, InvalidTarget, OAuthError
+from ._errors import InvalidDpopProof, InvalidGrant, InvalidRequest, InvalidTarget, OAuthError
 from ._limits import Lookup
 
 
@@ -33,11 +33,13 @@ class TokenPair:
     refresh_token: str
     expires_in: int
     scopes: tuple[str, ...]
+    bound: bool = False
+    """The access token is bound to a DPoP key (RFC 9449): its type is ``DPoP``."""
 
     def response(self) -> dict[str, Any]:
         return {
             "access_token": self.access_token,
-            "token_type": "Bearer",
+            "token_type": "DPoP" if self.bound else "Bearer",
             "expires_in": self.expires_in,
             "refresh_token": self.refresh_token,
             "scope": " ".join(self.scopes),
@@ -61,6 +63,26 @@ class AccessGrant:
     permissions: frozenset[str] | None = None
     """What the consenting user's current role in the business holds, read with the token at
     each call; None when they are no longer an active member there."""
+    jkt: str | None = None
+    """The thumbprint of the DPoP key the token is bound to (RFC 9449), None for a bearer
+    token."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The DPoP keys (their thumbprints) a grant's new tokens are bound to: the access token to
+    the proof's key, and a public client's refresh token too (RFC 9449 section 5); a
+    confidential client's refresh token is bound by its client authentication instead."""
+
+    access: str | None = None
+    refresh: str | None = None
+
+    @classmethod
+    def of(cls, app: App, jkt: str | None) -> Binding:
+        return cls(jkt, jkt if app.type == "PUBLIC" else None)
+
+
+UNBOUND = Binding()
 
 
 def pkce_matches(verifier: str, challenge: str, method: str) -> bool:
@@ -117,7 +139,13 @@ async def issue_code(
 
 
 async def _issue_pair(
-    tx: Transaction, keyring: Keyring, *, now: float, family_id: str, scopes: tuple[str, ...]
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    family_id: str,
+    scopes: tuple[str, ...],
+    binding: Binding = UNBOUND,
 ) -> TokenPair:
     access, refresh = (
         new_token(catalog.ACCESS_TOKEN_PREFIX),
@@ -129,29 +157,40 @@ async def _issue_pair(
         family_id=family_id,
         access_hash=keyring.hash_token(access),
         refresh_hash=keyring.hash_token(refresh),
+        binding=binding,
     )
-    return TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes)
+    return TokenPair(
+        access, refresh, catalog.ACCESS_TOKEN_TTL, scopes, bound=binding.access is not None
+    )
 
 
 async def _insert_pair(
-    tx: Transaction, *, now: float, family_id: str, access_hash: str, refresh_hash: str
+    tx: Transaction,
+    *,
+    now: float,
+    family_id: str,
+    access_hash: str,
+    refresh_hash: str,
+    binding: Binding = UNBOUND,
 ) -> None:
     await tx.execute(
-        "INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at)"
-        " VALUES ($1, $2, $3, $4)",
+        "INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at, jkt)"
+        " VALUES ($1, $2, $3, $4, $5)",
         refresh_hash,
         family_id,
         now,
         now + catalog.REFRESH_TOKEN_TTL,
+        binding.refresh,
     )
     await tx.execute(
         "INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
-        " expires_at) VALUES ($1, $2, $3, $4, $5)",
+        " expires_at, jkt) VALUES ($1, $2, $3, $4, $5, $6)",
         access_hash,
         family_id,
         refresh_hash,
         now,
         now + catalog.ACCESS_TOKEN_TTL,
+        binding.access,
     )
 
 
@@ -196,8 +235,10 @@ async def start_family(
     scopes: Sequence[str],
     resource: str | None,
     grant_type: str,
+    binding: Binding = UNBOUND,
 ) -> tuple[str, TokenPair]:
-    """A new token family (one consent) and its first access and refresh tokens."""
+    """A new token family (one consent) and its first access and refresh tokens, bound as
+    ``binding`` says."""
     family_id = await _insert_family(
         tx,
         now=now,
@@ -209,12 +250,20 @@ async def start_family(
         resource=resource,
         grant_type=grant_type,
     )
-    pair = await _issue_pair(tx, keyring, now=now, family_id=family_id, scopes=tuple(scopes))
+    pair = await _issue_pair(
+        tx, keyring, now=now, family_id=family_id, scopes=tuple(scopes), binding=binding
+    )
     return family_id, pair
 
 
 async def start_family_from_grant(
-    tx: Transaction, keyring: Keyring, *, now: float, row: Row, grant_type: str
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    row: Row,
+    grant_type: str,
+    binding: Binding = UNBOUND,
 ) -> tuple[str, TokenPair]:
     """The family of a redeemed code's row (authorization or approved device code): its app,
     installation, business, user, scopes and resource."""
@@ -229,6 +278,7 @@ async def start_family_from_grant(
         scopes=json.loads(row["scopes"]),
         resource=row["resource"],
         grant_type=grant_type,
+        binding=binding,
     )
 
 
@@ -383,7 +433,10 @@ async def redeem_code(
     redirect_uri: str,
     code_verifier: str | None,
     resource: str | None,
+    jkt: str | None = None,
 ) -> Outcome:
+    """Redeem an authorization code for a new family's tokens, bound to the DPoP key ``jkt``
+    when the request carried a proof."""
     row = await tx.fetchrow(
         "SELECT * FROM authorization_codes WHERE code_hash = $1", keyring.hash_token(code)
     )
@@ -426,7 +479,12 @@ async def redeem_code(
     if not claimed:
         return Outcome(error=InvalidGrant(catalog.GRANT_CODE_USED))
     family_id, pair = await start_family_from_grant(
-        tx, keyring, now=now, row=row, grant_type=catalog.GRANT_AUTHORIZATION_CODE
+        tx,
+        keyring,
+        now=now,
+        row=row,
+        grant_type=catalog.GRANT_AUTHORIZATION_CODE,
+        binding=Binding.of(app, jkt),
     )
     await tx.execute(
         "UPDATE authorization_codes SET family_id = $1 WHERE code_hash = $2",
@@ -444,7 +502,10 @@ async def rotate_refresh_token(
     app: App,
     refresh_token: str,
     resource: str | None,
+    jkt: str | None = None,
 ) -> Outcome:
+    """Rotate a refresh token: a new pair, bound to the DPoP key ``jkt`` when the request
+    carried a proof. A refresh token bound to a key is refreshed only with a proof of it."""
     token_hash = keyring.hash_token(refresh_token)
     # With what authorization_stands reads, in the same statement.
     row = await tx.fetchrow(
@@ -474,6 +535,9 @@ async def rotate_refresh_token(
     family_resource = row["family_resource"]
     if resource is not None and family_resource is not None and resource != family_resource:
         return Outcome(error=InvalidTarget("resource differs from the grant"))
+    if row["jkt"] is not None and jkt != row["jkt"]:
+        return Outcome(error=InvalidDpopProof(REFRESH_BOUND))
+    binding = Binding.of(app, jkt)
     access, refresh = (
         new_token(catalog.ACCESS_TOKEN_PREFIX),
         new_token(catalog.REFRESH_TOKEN_PREFIX),
@@ -485,29 +549,38 @@ async def rotate_refresh_token(
         family_id=row["family_id"],
         access_hash=keyring.hash_token(access),
         refresh_hash=keyring.hash_token(refresh),
+        binding=binding,
     )
     if not claimed:
         await revoke_family(tx, now=now, family_id=row["family_id"], reason="refresh_reuse")
         return Outcome(error=InvalidGrant(catalog.GRANT_REFRESH_REUSE))
     scopes = tuple(json.loads(row["scopes"]))
-    return Outcome(pair=TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes))
+    bound = binding.access is not None
+    return Outcome(pair=TokenPair(access, refresh, catalog.ACCESS_TOKEN_TTL, scopes, bound))
 
 
-_ROTATION_WRITES = (
-    " spent AS ("
-    " UPDATE access_tokens SET revoked_at = $1"
-    " WHERE refresh_token_hash = $2 AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM claimed)),"
-    " refreshed AS ("
-    " INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at)"
-    " SELECT $3, family_id, $1, $5 FROM claimed),"
-    " issued AS ("
-    " INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
-    " expires_at) SELECT $4, family_id, $3, $1, $6 FROM claimed)"
-)
-"""A rotation's writes after its claim (the CTE ``claimed``, the spent token's family): the
-spent token's access token revoked and the new pair inserted, only where the claim was made.
-Parameters: $1 now, $2 the spent token's hash, $3 and $4 the new refresh and access tokens'
-hashes, $5 and $6 their expiries."""
+REFRESH_BOUND = "the refresh token is bound to another DPoP key: present a proof of that key"
+
+
+def _rotation_writes(refresh_jkt: str, access_jkt: str) -> str:
+    """A rotation's writes after its claim (the CTE ``claimed``, the spent token's family):
+    the spent token's access token revoked and the new pair inserted, only where the claim was
+    made. Parameters: $1 now, $2 the spent token's hash, $3 and $4 the new refresh and access
+    tokens' hashes, $5 and $6 their expiries; ``refresh_jkt`` and ``access_jkt`` name the
+    parameters of the DPoP keys they are bound to."""
+    return (
+        " spent AS ("
+        " UPDATE access_tokens SET revoked_at = $1"
+        " WHERE refresh_token_hash = $2 AND revoked_at IS NULL"
+        " AND EXISTS (SELECT 1 FROM claimed)),"
+        " refreshed AS ("
+        " INSERT INTO refresh_tokens (token_hash, family_id, created_at, expires_at, jkt)"
+        f" SELECT $3, family_id, $1, $5, {refresh_jkt}::text FROM claimed),"
+        " issued AS ("
+        " INSERT INTO access_tokens (token_hash, family_id, refresh_token_hash, created_at,"
+        f" expires_at, jkt) SELECT $4, family_id, $3, $1, $6, {access_jkt}::text FROM claimed)"
+    )
+
 
 _NOT_BY_INDEX = "({}) IS TRUE"
 """A token's app (and business) compared so that no index can serve the comparison: a token
@@ -526,13 +599,13 @@ _ROTATE_AT_ONCE_POSTGRES = (
     " AND r.revoked_at IS NULL AND $1 < r.expires_at AND f.revoked_at IS NULL"
     f" AND {_NOT_BY_INDEX.format('f.app_id = $7')} AND i.state = 'ACTIVE' AND m.active"
     " AND ($8::text IS NULL OR f.resource IS NULL OR f.resource = $8)"
-    " AND EXISTS (SELECT FROM ledgerport_allowed)"
-    " RETURNING r.family_id, f.scopes)," + _ROTATION_WRITES
+    " AND r.jkt IS NULL AND EXISTS (SELECT FROM ledgerport_allowed)"
+    " RETURNING r.family_id, f.scopes)," + _rotation_writes("NULL", "NULL")
 )
 """A whole rotation as PostgreSQL WITH queries, gated on ``ledgerport_allowed`` (the request
 counted, see ``auth.Lookup``): the token claimed only where every condition under which
 ``rotate_refresh_token`` issues a pair holds (the same ones, in SQL), then
-``_ROTATION_WRITES``."""
+``_rotation_writes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,8 +617,10 @@ class RefreshRotation:
 
     Its row (:meth:`outcome`) is found only when the token was rotated; nothing is written
     otherwise (unknown, another app's, used, revoked, expired, its authorization gone, another
-    resource, claimed meanwhile, or the request refused), and :func:`rotate_refresh_token` in
-    a transaction finds out which and answers it (burning the family of a replayed token)."""
+    resource, claimed meanwhile, bound to a DPoP key, or the request refused), and
+    :func:`rotate_refresh_token` in a transaction finds out which and answers it (burning the
+    family of a replayed token). A request with a DPoP proof is never rotated so: its proof is
+    recorded first, once the client is known (``http/_dpop``)."""
 
     spent_hash: str
     access: str
@@ -602,7 +677,7 @@ _ROTATE_POSTGRES = (
     "WITH claimed AS ("
     " UPDATE refresh_tokens SET used_at = $1"
     " WHERE token_hash = $2 AND used_at IS NULL AND revoked_at IS NULL RETURNING family_id),"
-    + _ROTATION_WRITES
+    + _rotation_writes("$7", "$8")
     + " SELECT count(*) FROM claimed"
 )
 """The rotation's writes as one PostgreSQL statement (one round trip): the spent token marked
@@ -618,6 +693,7 @@ async def _claim_and_issue(
     family_id: str,
     access_hash: str,
     refresh_hash: str,
+    binding: Binding,
 ) -> bool:
     """The one atomic step of a rotation: mark the refresh token ``spent`` used, only where it
     is still unused and unrevoked; then revoke the access token issued with it and insert the
@@ -631,6 +707,8 @@ async def _claim_and_issue(
             access_hash,
             now + catalog.REFRESH_TOKEN_TTL,
             now + catalog.ACCESS_TOKEN_TTL,
+            binding.refresh,
+            binding.access,
         )
         return bool(claimed)
     if not await tx.execute(
@@ -647,7 +725,12 @@ async def _claim_and_issue(
         spent,
     )
     await _insert_pair(
-        tx, now=now, family_id=family_id, access_hash=access_hash, refresh_hash=refresh_hash
+        tx,
+        now=now,
+        family_id=family_id,
+        access_hash=access_hash,
+        refresh_hash=refresh_hash,
+        binding=binding,
     )
     return True
 
@@ -706,6 +789,7 @@ def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
         expires_at=expires_at,
         pinned_version=row["pinned_version"],
         permissions=_member_permissions(row),
+        jkt=row["jkt"],
     )
 
 
@@ -718,7 +802,7 @@ def _grant_lookup(keyring: Keyring, token: str, table: str, *, standing: bool = 
         (_GRANT_COLUMNS, _GRANT_JOINS) if standing else (_GRANT_COLUMNS_ALONE, _GRANT_FAMILY_JOINS)
     )
     return Lookup(
-        f"SELECT t.revoked_at, {used}, t.expires_at, {columns}"
+        f"SELECT t.revoked_at, {used}, t.expires_at, t.jkt, {columns}"
         f" FROM {table} t{joins} WHERE t.token_hash = $1",
         (keyring.hash_token(token),),
     )
@@ -850,14 +934,18 @@ async def introspect(
         if grant is not None:
             if grant.app_id != app.id:
                 return {"active": False}
-            return {
+            token_type = _INTROSPECTED[table]
+            answer: dict[str, Any] = {
                 "active": True,
                 "scope": " ".join(ordered_scopes(grant.scopes)),
                 "exp": int(grant.expires_at),
                 "client_id": grant.client_id,
                 "sub": grant.user_id,
-                "token_type": _INTROSPECTED[table],
+                "token_type": "DPoP" if grant.jkt and token_type == "Bearer" else token_type,
             }
+            if grant.jkt is not None:
+                answer["cnf"] = {"jkt": grant.jkt}
+            return answer
     return {"active": False}
 
 

@@ -147,11 +147,22 @@ def check_client_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         raise InvalidClientMetadata("require_pushed_authorization_requests must be true or false")
     if require_par:
         registered["require_pushed_authorization_requests"] = True
+    require_dpop = metadata.get("dpop_bound_access_tokens", False)
+    if not isinstance(require_dpop, bool):
+        raise InvalidClientMetadata("dpop_bound_access_tokens must be true or false")
+    if require_dpop:
+        registered["dpop_bound_access_tokens"] = True
     for field in _URI_FIELDS:
         uri = _optional_uri(metadata, field)
         if uri is not None:
             registered[field] = uri
     return registered
+
+
+def requires_dpop(app: App) -> bool:
+    """Whether the client was registered with ``dpop_bound_access_tokens`` (RFC 9449 section
+    5.2): every token request of its must carry a DPoP proof."""
+    return bool((app.registration or {}).get("dpop_bound_access_tokens"))
 
 
 async def register_client(

@@ -34,7 +34,7 @@ from ledgerport.keys import DecryptionError, Keyring
 from ledgerport.storage import Row, Transaction
 
 from ._errors import InvalidGrant, InvalidScope, NoActiveInstallation, OAuthError
-from ._grants import Outcome, start_family
+from ._grants import Binding, Outcome, start_family
 
 SIGNING_ALGORITHM = "ES256"
 SESSION_TOKEN_TYP = "session"
@@ -298,6 +298,7 @@ async def exchange_session_token(
     scopes: Sequence[str] | None,
     resource: str | None,
     request_error: OAuthError | None = None,
+    jkt: str | None = None,
 ) -> Outcome:
     """RFC 8693: a session token for a fresh token family of (viewing user, business, app).
 
@@ -305,7 +306,8 @@ async def exchange_session_token(
     ``request_error`` (a malformed request, answered as such). The jti of a token whose signature
     verifies is spent in the caller's transaction whatever the outcome, also when the request
     was malformed: the caller commits before raising the Outcome's error, so retrying the same
-    token never succeeds.
+    token never succeeds. The access token is bound to the DPoP key ``jkt`` when the request
+    carried a proof.
     """
     claims = _verified_claims(subject_token, await published_keys(tx, now=now))
     spent = False
@@ -342,6 +344,7 @@ async def exchange_session_token(
         scopes=granted,
         resource=resource,
         grant_type=catalog.GRANT_TOKEN_EXCHANGE,
+        binding=Binding.of(app, jkt),
     )
     return Outcome(pair=pair)
 

@@ -148,6 +148,11 @@ from ._limits import WEBHOOKS_PER_APP_MAX as WEBHOOKS_PER_APP_MAX
 from ._limits import RateLimit as RateLimit
 from ._limits import RateLimitKey as RateLimitKey
 from ._oauth import CODE_CHALLENGE_METHODS as CODE_CHALLENGE_METHODS
+from ._oauth import DPOP_NONCE_WINDOW as DPOP_NONCE_WINDOW
+from ._oauth import DPOP_PROOF_MAX_AGE as DPOP_PROOF_MAX_AGE
+from ._oauth import DPOP_PROOF_MAX_LENGTH as DPOP_PROOF_MAX_LENGTH
+from ._oauth import DPOP_PROOF_MAX_SKEW as DPOP_PROOF_MAX_SKEW
+from ._oauth import DPOP_SIGNING_ALGS as DPOP_SIGNING_ALGS
 from ._oauth import GRANT_AUTHORIZATION_CODE as GRANT_AUTHORIZATION_CODE
 from ._oauth import GRANT_CODE_USED as GRANT_CODE_USED
 from ._oauth import GRANT_DEVICE_CODE as GRANT_DEVICE_CODE

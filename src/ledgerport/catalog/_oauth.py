@@ -39,6 +39,20 @@ TOKEN_ENDPOINT_AUTH_METHODS: Final[tuple[str, ...]] = (
     "none",
 )
 
+DPOP_SIGNING_ALGS: Final[tuple[str, ...]] = ("ES256", "RS256", "EdDSA")
+"""The JWS algorithms a DPoP proof (RFC 9449) may be signed with: asymmetric ones only
+(``none`` and the HMAC ones are refused), named by discovery's
+``dpop_signing_alg_values_supported`` and by every DPoP challenge's ``algs``."""
+DPOP_PROOF_MAX_AGE: Final = 60.0
+"""Seconds a DPoP proof is accepted after its ``iat``; its ``jti`` is kept as long."""
+DPOP_PROOF_MAX_SKEW: Final = 5.0
+"""Seconds a DPoP proof's ``iat`` may be ahead of the service's clock (the client's runs fast)."""
+DPOP_NONCE_WINDOW: Final = 300.0
+"""Seconds each server nonce (``DPoP-Nonce``, when LEDGERPORT_DPOP_NONCE=on) is handed out for;
+a proof may carry the current one or the one before, so a nonce is accepted 5 to 10 minutes."""
+DPOP_PROOF_MAX_LENGTH: Final = 8192
+"""Characters of a ``DPoP`` header accepted at most (an RSA key of 4096 bits fits well)."""
+
 USER_CODE_ALPHABET: Final = "BCDFGHJKLMNPQRSTVWXZ"
 """Consonants only (RFC 8628 section 6.1): no vowels to spell words, no 0/O or 1/I to confuse."""
 USER_CODE_LENGTH: Final = 8
@@ -74,6 +88,8 @@ OAUTH_ERRORS: Final[Mapping[str, OAuthErrorCode]] = MappingProxyType(
             OAuthErrorCode(
                 "invalid_token", 401, "client configuration: registration access token refused"
             ),
+            OAuthErrorCode("invalid_dpop_proof", 400, "the DPoP proof is missing or refused"),
+            OAuthErrorCode("use_dpop_nonce", 400, "the DPoP proof must carry the server's nonce"),
             OAuthErrorCode("temporarily_unavailable", 429, "rate limited or locked out"),
             OAuthErrorCode("server_error", 500, "failure on the service side"),
         )

@@ -62,6 +62,7 @@ class Scheduler:
                 "login_session": await auth.purge_expired_login_sessions(tx, now=now),
                 "authorization_request": await auth.purge_expired_requests(tx, now=now),
                 "pushed_request": await auth.purge_expired_pushed_requests(tx, now=now),
+                "dpop_proof": await auth.purge_spent_proofs(tx, now=now),
                 **await auth.purge_expired_grants(tx, now=now),
                 "device_code": await auth.purge_expired_device_codes(tx, now=now),
                 "cli_login": await auth.purge_expired_cli_logins(tx, now=now),

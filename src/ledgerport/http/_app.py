@@ -19,6 +19,7 @@ from ._browser import SESSION_COOKIE
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
 from ._document import provider_for, serve_document
+from ._dpop import DPOP_NONCE_KEY
 from ._envelopes import OAUTH, register_error_handlers
 from ._input import CheckedRequest, refuse_nul_in_url
 from ._json import answer_with_orjson, skip_conversion_of_plain_answers
@@ -132,6 +133,9 @@ def create_app(platform: Platform) -> QuartTrio:
             response.headers[name] = value
         for name, value in (g.get("response_headers") or {}).items():
             response.headers[name] = value
+        nonce = g.get(DPOP_NONCE_KEY)
+        if nonce is not None:
+            response.headers["DPoP-Nonce"] = nonce
         started = g.get("started")
         if started is not None:
             metrics = current_platform().metrics

@@ -23,12 +23,20 @@ FROM_A_RUN = "ledgerport.from_a_run"
 _T = TypeVar("_T")
 
 
+def presented_token() -> tuple[str, str] | None:
+    """The scheme (``bearer`` or ``dpop``, RFC 9449) and token of this request's
+    ``Authorization`` header (the scheme in any case, spaces around the token dropped), or
+    None: no such header, another scheme, or no token."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token, scheme = token.strip(), scheme.lower()
+    return (scheme, token) if scheme in ("bearer", "dpop") and token else None
+
+
 def bearer_token() -> str | None:
     """The token of this request's ``Authorization: Bearer <token>`` (the scheme in any case,
     spaces around the token dropped), or None: no such header, another scheme, or no token."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
+    presented = presented_token()
+    return presented[1] if presented is not None and presented[0] == "bearer" else None
 
 
 def platform() -> Platform:

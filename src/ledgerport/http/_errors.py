@@ -45,11 +45,29 @@ def _bearer_challenge(_: auth.InvalidAccessToken) -> dict[str, str]:
     client that holds no token yet (an MCP client, say) finds the authorization server; the
     console API's developer tokens are no token of that resource, and its challenge names
     none."""
-    challenge = 'Bearer realm="ledgerport"'
+    return {"WWW-Authenticate": f'Bearer realm="ledgerport"{_resource_metadata()}'}
+
+
+def _resource_metadata() -> str:
+    """The challenge's ``resource_metadata`` auth-param on the data API, else nothing."""
     if has_request_context() and request.blueprint == "api":
         base = platform().config.base_url
-        challenge += f', resource_metadata="{base}{catalog.PROTECTED_RESOURCE_PATH}"'
-    return {"WWW-Authenticate": challenge}
+        return f', resource_metadata="{base}{catalog.PROTECTED_RESOURCE_PATH}"'
+    return ""
+
+
+def _dpop_challenge(error: auth.DpopRefused) -> dict[str, str]:
+    """RFC 9449 section 7.1: a ``DPoP`` challenge naming the error and the accepted
+    algorithms; with the nonce to use (``DPoP-Nonce``) when that is what was missing."""
+    algs = " ".join(catalog.DPOP_SIGNING_ALGS)
+    description = error.message.replace('"', "'")
+    headers = {
+        "WWW-Authenticate": f'DPoP error="{error.error}", error_description="{description}",'
+        f' algs="{algs}"{_resource_metadata()}'
+    }
+    if error.nonce is not None:
+        headers["DPoP-Nonce"] = error.nonce
+    return headers
 
 
 def _basic_challenge(error: auth.InvalidClient) -> dict[str, str]:
@@ -238,6 +256,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport metrics"'},
     ),
     auth.InvalidAccessToken: coded("INVALID_TOKEN", headers=_bearer_challenge),
+    auth.DpopRefused: coded("INVALID_TOKEN", headers=_dpop_challenge),
     auth.NotSignedIn: coded("NOT_SIGNED_IN", page="You are signed out. Sign in again to continue."),
     auth.EndpointNotExposed: coded("ENDPOINT_NOT_EXPOSED"),
     auth.CrossSiteRequest: coded("CROSS_SITE_REQUEST"),
@@ -268,6 +287,10 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
     auth.ExpiredToken: oauth_answer("expired_token"),
     auth.InvalidRedirectUri: oauth_answer("invalid_redirect_uri"),
     auth.InvalidClientMetadata: oauth_answer("invalid_client_metadata"),
+    auth.InvalidDpopProof: oauth_answer("invalid_dpop_proof"),
+    auth.UseDpopNonce: oauth_answer(
+        "use_dpop_nonce", headers=lambda error: {"DPoP-Nonce": error.nonce}
+    ),
     auth.InvalidRegistrationToken: oauth_answer(
         "invalid_token", headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport"'}
     ),

@@ -145,6 +145,9 @@ class ClientMetadata(TypedDict):
     require_pushed_authorization_requests: NotRequired[
         Annotated[bool, Field(description="RFC 9126: start every authorization by /oauth/par")]
     ]
+    dpop_bound_access_tokens: NotRequired[
+        Annotated[bool, Field(description="RFC 9449: every token request carries a DPoP proof")]
+    ]
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -170,6 +173,7 @@ class ServerMetadata(TypedDict):
     authorization_response_iss_parameter_supported: bool
     pushed_authorization_request_endpoint: str
     require_pushed_authorization_requests: bool
+    dpop_signing_alg_values_supported: list[str]
 
 
 class ProtectedResourceMetadata(TypedDict):
@@ -181,6 +185,7 @@ class ProtectedResourceMetadata(TypedDict):
     authorization_servers: list[str]
     scopes_supported: list[str]
     bearer_methods_supported: list[str]
+    dpop_signing_alg_values_supported: list[str]
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -204,7 +209,7 @@ class JsonWebKeySet(TypedDict):
 @with_config(ConfigDict(extra="forbid"))
 class TokenResponse(TypedDict):
     access_token: str
-    token_type: Literal["Bearer"]
+    token_type: Literal["Bearer", "DPoP"]
     expires_in: int
     refresh_token: str
     scope: str
@@ -223,7 +228,10 @@ class ActiveToken(TypedDict):
     exp: int
     client_id: str
     sub: str
-    token_type: Literal["Bearer", "refresh_token"]
+    token_type: Literal["Bearer", "DPoP", "refresh_token"]
+    cnf: NotRequired[
+        Annotated[dict[str, str], Field(description="RFC 9449: {jkt} of a DPoP-bound token")]
+    ]
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -282,3 +290,4 @@ class ClientInformation(TypedDict):
     tos_uri: NotRequired[str]
     policy_uri: NotRequired[str]
     require_pushed_authorization_requests: NotRequired[bool]
+    dpop_bound_access_tokens: NotRequired[bool]

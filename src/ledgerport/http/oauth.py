@@ -20,6 +20,7 @@ from ledgerport import apps, auth, catalog, storage
 from ledgerport.ops import OTHER, closed_label
 
 from ._context import platform, unit_of_work
+from ._dpop import token_binding, token_request_proof
 from ._envelopes import oauth_response
 from ._errors import oauth_error_of
 from ._oauth_client import (
@@ -84,6 +85,7 @@ async def discovery() -> Response:
         "authorization_response_iss_parameter_supported": True,
         "pushed_authorization_request_endpoint": f"{base}/oauth/par",
         "require_pushed_authorization_requests": False,
+        "dpop_signing_alg_values_supported": list(catalog.DPOP_SIGNING_ALGS),
     }
     return oauth_response(metadata)
 
@@ -101,6 +103,7 @@ async def protected_resource() -> Response:
         "authorization_servers": [base],
         "scopes_supported": list(catalog.SCOPES),
         "bearer_methods_supported": ["header"],
+        "dpop_signing_alg_values_supported": list(catalog.DPOP_SIGNING_ALGS),
     }
     return oauth_response(metadata)
 
@@ -130,7 +133,7 @@ async def jwks() -> Response:
 
 
 async def _token_exchange(
-    form: MultiDict[str, str], app: apps.App, credentials: auth.ClientCredentials
+    form: MultiDict[str, str], app: apps.App, credentials: auth.ClientCredentials, jkt: str | None
 ) -> auth.Outcome:
     if app.type != "CONFIDENTIAL":
         raise auth.InvalidClient(
@@ -161,6 +164,7 @@ async def _token_exchange(
             scopes=scopes,
             resource=resource,
             request_error=request_error,
+            jkt=jkt,
         )
 
 
@@ -200,6 +204,8 @@ def _grant_label(grant_type: str) -> str:
         auth.SlowDown,
         auth.AccessDenied,
         auth.ExpiredToken,
+        auth.InvalidDpopProof,
+        auth.UseDpopNonce,
     ),
     bodies=(
         Body(
@@ -220,9 +226,12 @@ async def token() -> Response:
         form = await read_token_request()
         grant_type = form.get("grant_type") or "missing"
         p = platform()
+        proof, proof_error = token_request_proof()
         # A refresh token that is good is rotated in the statement that counts the request,
-        # where the store allows; anything else is decided by the transaction below.
-        rotation = _rotation(form) if grant_type == catalog.GRANT_REFRESH_TOKEN else None
+        # where the store allows and the request has no DPoP proof (recorded first, below);
+        # anything else is decided by the transaction below.
+        refreshing = grant_type == catalog.GRANT_REFRESH_TOKEN and proof is None
+        rotation = _rotation(form) if refreshing and proof_error is None else None
         # The client first: a locked-out pair is refused (429) whatever it asks for.
         credentials, app, rotated = await authenticated_client_reading(
             "token", form, None if rotation is None else rotation.lookup
@@ -231,9 +240,12 @@ async def token() -> Response:
             raise auth.InvalidRequest("grant_type is required")
         if grant_type not in GRANTS_AVAILABLE:
             raise auth.UnsupportedGrantType("grant_type is not supported")
+        if proof_error is not None:
+            raise proof_error
+        jkt = await token_binding(app, proof)
         outcome = None
         if grant_type == catalog.GRANT_TOKEN_EXCHANGE:
-            outcome = await _token_exchange(form, app, credentials)
+            outcome = await _token_exchange(form, app, credentials, jkt)
         else:
             resource = resource_param(form)
             if rotation is not None and rotated is not None:
@@ -250,6 +262,7 @@ async def token() -> Response:
                         redirect_uri=required_param(form, "redirect_uri"),
                         code_verifier=form.get("code_verifier") or None,
                         resource=resource,
+                        jkt=jkt,
                     )
                 elif grant_type == catalog.GRANT_REFRESH_TOKEN:
                     outcome = await auth.rotate_refresh_token(
@@ -259,6 +272,7 @@ async def token() -> Response:
                         app=app,
                         refresh_token=required_param(form, "refresh_token"),
                         resource=resource,
+                        jkt=jkt,
                     )
                 else:
                     outcome = await auth.poll_device_code(
@@ -268,6 +282,7 @@ async def token() -> Response:
                         app=app,
                         device_code=required_param(form, "device_code"),
                         resource=resource,
+                        jkt=jkt,
                     )
         pair = outcome.unwrap()
     except Exception as error:

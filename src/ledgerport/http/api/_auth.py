@@ -6,7 +6,8 @@ from quart import g
 
 from ledgerport import auth, catalog
 
-from .._context import app_state, bearer_token, client_ip, from_a_run, platform
+from .._context import app_state, bearer_token, client_ip, from_a_run, platform, presented_token
+from .._dpop import call_proof, check_binding
 from .._openapi import Header
 
 RATE_LIMIT_HEADERS = (
@@ -45,18 +46,30 @@ async def authenticate_bearer() -> auth.AccessGrant:
     holding its transaction open would wait for while holding one, and a refused or failed
     call must still count.
 
+    A token bound to a DPoP key (RFC 9449) is accepted only as ``Authorization: DPoP`` with a
+    fresh proof of that key (``_dpop``): the proof is checked before anything is read, and
+    recorded as used once the token is found live and bound to its key.
+
     A hosted function's call (``from_a_run``) has no address: it counts against its app's
     budgets only (:func:`_authenticate_run`), so no tenant's runs use up a budget another
     tenant, or a network client, is counted in.
     """
     p = platform()
-    token = bearer_token()
     if from_a_run():
-        return await _authenticate_run(token or "")
+        return await _authenticate_run(bearer_token() or "")
     per_ip = auth.Budget(catalog.RATE_LIMIT_API_PER_IP, (client_ip(),))
-    if token is None:
+    presented = presented_token()
+    if presented is None:
         await _count_unknown(per_ip)
         raise auth.InvalidAccessToken("A bearer access token is required")
+    scheme, token = presented
+    proof = None
+    if scheme == "dpop":
+        try:
+            proof = call_proof(token)
+        except auth.DpopRefused:
+            await _count_unknown(per_ip)
+            raise
     owners = app_state(auth.TokenOwners, auth.TokenOwners)
     key = p.keyring.hash_token(token)
     owner = owners.get(key)
@@ -74,6 +87,7 @@ async def authenticate_bearer() -> auth.AccessGrant:
         if by_app is None or grant is None:
             owners.forget(key)
             raise auth.InvalidAccessToken("The access token is expired, revoked or malformed")
+        await check_binding(grant, proof)
         return _counted(grant, by_app)
     grant = await auth.resolve_access_token(p.store.autocommit, p.keyring, now=p.now(), token=token)
     if grant is None:
@@ -85,6 +99,7 @@ async def authenticate_bearer() -> auth.AccessGrant:
     )
     if by_app is None:
         raise _refuse(by_ip.refused_by or catalog.RATE_LIMIT_API_PER_IP, by_ip.retry_after)
+    await check_binding(grant, proof)
     return _counted(grant, by_app)
 
 

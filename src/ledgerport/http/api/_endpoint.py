@@ -24,7 +24,7 @@ from ledgerport import apps, auth, books, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._browser import SESSION_COOKIE
-from .._context import bearer_token, platform, unit_of_work
+from .._context import platform, presented_token, unit_of_work
 from .._errors import validation_messages
 from .._input import parse_json
 from .._openapi import JSON_BODY_ERRORS, Header, Param
@@ -116,7 +116,7 @@ async def _fingerprint() -> str:
 
 
 def _cookie_without_token() -> bool:
-    return SESSION_COOKIE in request.cookies and bearer_token() is None
+    return SESSION_COOKIE in request.cookies and presented_token() is None
 
 
 def _answer(body: Any, status: int, *, replayed: bool = False) -> Response:
