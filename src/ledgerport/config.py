@@ -134,6 +134,9 @@ class Config:
     """Seconds a hosted-function run may last (LEDGERPORT_FUNCTION_WALL_LIMIT)."""
     password_hashing: Literal["standard", "fast"] = "standard"
     redis_url: str | None = None
+    """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else
+    through the PostgreSQL database (the large budgets in each process, settled there), or in
+    the process on SQLite."""
     rate_limit_factor: int = 1
     """Every rate limit's allowance is multiplied by it (1, the spec's limits, in production)."""
     metrics_token: str | None = None
@@ -142,9 +145,6 @@ class Config:
     app_storage_quota: int = APP_STORAGE_QUOTA_MB * MIB
     """Bytes of run output and attempt bodies one app keeps at most
     (LEDGERPORT_APP_STORAGE_QUOTA_MB, in MiB): past it its oldest are dropped."""
-    """Where the rate limits and lockouts are counted when set (LEDGERPORT_REDIS_URL); else
-    through the PostgreSQL database (the large budgets in each process, settled there), or in
-    the process on SQLite."""
     dpop_nonce: bool = False
     """LEDGERPORT_DPOP_NONCE=on: every DPoP proof must carry a server nonce (RFC 9449 section
     8, ``DPoP-Nonce``); off (the default) accepts proofs without one."""

@@ -42,9 +42,9 @@ EXPIRED_ROW_GRACE: Final = 1 * _DAY
 """Expired codes, tokens and spent session-token ids are kept a day before the cleanup purges
 them, so a late replay still meets its precise error."""
 JWKS_MAX_AGE: Final = 5 * _MINUTE
+"""Seconds a verifier may cache the JWKS; a new key is published hours before it signs."""
 PUSHED_REQUEST_TTL: Final = 60.0
 """Seconds a pushed authorization request (RFC 9126) may be used in, once."""
-"""Seconds a verifier may cache the JWKS; a new key is published hours before it signs."""
 
 # --- Size limits (counts, characters) ------------------------------------------------------------
 
