@@ -214,7 +214,7 @@ async def test_a_refused_install_goes_back_to_the_form_saying_why(
         buyer = await make_world(client, admin_headers)
         business_id = {
             "another business": developer.business_id,  # the buyer is no member there
-            "unknown business": "bus_unknown",
+            "unknown business": f"bus_{'0' * 24}",
         }.get(case, buyer.business_id)
         scopes = {"no scope": [], "unregistered scope": ["payments:write"]}.get(
             case, ["invoices:read"]
