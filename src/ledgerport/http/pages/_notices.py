@@ -195,6 +195,12 @@ def notice_for_this_page() -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
+def this_page_notice() -> Notice | None:
+    """The notice the last form's answer left for this page, in words; None when none."""
+    left = notice_for_this_page()
+    return notice_text(*left) if left is not None else None
+
+
 def clear_notice(response: BaseResponse) -> None:
     """A page that shows its notice clears it, so a reload shows none."""
     if NOTICE_COOKIE in request.cookies:
@@ -208,8 +214,7 @@ async def form_page(
     """A page with forms: rendered with a CSRF token (its cookie set when absent) and the
     notice the last form's answer left for it (:func:`with_notice`), which it clears, so a
     reload shows none; never cached. ``csp`` replaces the application's page policy."""
-    left = notice_for_this_page()
-    notice = notice_text(*left) if left is not None else None
+    notice = this_page_notice()
     response = await html_page(template, status=status, csp=csp, notice=notice, **values)
     clear_notice(response)
     return response

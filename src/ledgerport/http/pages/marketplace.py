@@ -45,7 +45,8 @@ from ._design import described_scopes
 from ._form_models import PageForm, Repeated, query_params, read_form, read_query
 from ._frame import Way, current_user, login_redirect, returns_to
 from ._install_offer import ANYONE, install_offer
-from ._notices import form_page, with_notice
+from ._marketplace_forms import install_problems, rating_problems
+from ._notices import form_page, this_page_notice, with_notice
 from ._page_queries import CatalogueQuery, InstallQuery
 
 blueprint = Blueprint("marketplace", __name__)
@@ -122,6 +123,7 @@ async def listing_page(slug: str) -> ResponseReturnValue:
         installed_in=[s.business for s in standings if s.installed],
         offer=install_offer(app, name, standings, roles) if user else ANYONE,
         scopes=described_scopes(app.scopes),
+        problems=rating_problems(this_page_notice()),
     )
 
 
@@ -230,6 +232,7 @@ async def install_page(slug: str) -> ResponseReturnValue:
         chosen=chosen,
         ticked=ticked,
         scopes=described_scopes(app.scopes),
+        problems=install_problems(this_page_notice()),
     )
 
 
