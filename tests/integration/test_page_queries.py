@@ -6,14 +6,17 @@ token's JSON) naming the parameter and why, never a 500 nor a default read in it
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import trio
 
 from ledgerport import queues
+from ledgerport.clock import FrozenClock
 
 from .oauth_helpers import World, install, login, make_world
 from .test_extension_page import _world as extension_world
@@ -136,6 +139,8 @@ async def _function(client: Any, admin_headers: dict[str, str], hook: Any) -> Pa
     return Page(f"/console/apps/{hook.api.world.app_id}/functions/f")
 
 
+A_DAY_AGO = datetime.fromtimestamp(FrozenClock().now() - 86400, UTC).strftime("%Y-%m-%dT%H:%M")
+"""A moment the recovery may start from: a day before the tests' clock."""
 RECORD = f"inv_{'0' * 24}"
 STATUSES = ", ".join(queues.RUN_STATUSES)
 PARAMETERS: dict[str, tuple[Setup | str, list[Case]]] = {
@@ -251,6 +256,68 @@ PARAMETERS: dict[str, tuple[Setup | str, list[Case]]] = {
             missing_words="app_id is required",
         ),
     ),
+    "webhook status": (
+        "webhook",
+        _cases(
+            "status",
+            good="failed",
+            malformed="lost",
+            refused="status must be one of queued, retrying, delivered, failed, or empty for all",
+        ),
+    ),
+    "webhook type": (
+        "webhook",
+        _cases(
+            "type",
+            good="invoice.created",
+            malformed="nothing.happened",
+            refused="type must be an event type of the catalog, or empty for all",
+        ),
+    ),
+    "webhook eventId": (
+        "webhook",
+        _cases(
+            "eventId",
+            good=f"evt_{'0' * 24}",
+            malformed="evt_1",
+            refused="eventId must be the id of an event",
+        ),
+    ),
+    "webhook after": (
+        "webhook",
+        [
+            # Well-formed, but the next of no page of its deliveries: the page's own refusal.
+            Case(
+                "of no page",
+                f"after=dlv_{'0' * 24}",
+                400,
+                "after must be the next of an earlier page of this webhook's deliveries",
+            ),
+            *_cases(
+                "after", good="", malformed="dlv_1", refused="after must be the id of a webhook"
+            )[1:],
+        ],
+    ),
+    "webhook recover_since": (
+        "webhook",
+        _cases(
+            "recover_since",
+            good="2026-09-22T08:00",
+            malformed="yesterday",
+            refused="recover_since must be a date and time in UTC",
+        ),
+    ),
+    "recovery since": (
+        "recover",
+        _cases(
+            "since",
+            good=A_DAY_AGO,
+            malformed="2026-13-45T10:00",
+            refused="since must be a date and time in UTC",
+            missing=400,
+            missing_words="since must be a date and time in UTC",
+        ),
+    ),
     "function status": (
         "function",
         _cases(
@@ -293,14 +360,18 @@ async def test_a_query_parameter_is_read_or_refused_saying_which_and_why(
         if isinstance(setup, str):
             async with hooked(client, admin_headers, []) as hook:
                 page = await _function(client, admin_headers, hook)
-                if setup == "version":
-                    page = Page(f"{page.path}/versions/1")
+                endpoint = f"/console/apps/{hook.api.world.app_id}/webhooks/{hook.webhook['id']}"
+                page = {
+                    "version": Page(f"{page.path}/versions/1"),
+                    "webhook": Page(endpoint),
+                    "recover": Page(f"{endpoint}/recover"),
+                }.get(setup, page)
                 answers = await _ask(client, page, cases)
         else:
             page = await setup(client, admin_headers)
             answers = await _ask(client, page, cases)
     json_route = page.path.startswith("/bridge/")
     for case, (status, mimetype, text) in zip(cases, answers, strict=True):
-        assert status == case.status, (case.label, text[:3000])
+        assert status == case.status, (case.label, re.findall(r'class="alert"[^>]*>(.*?)<', text))
         assert case.words in text, (case.label, text[:3000])
         assert mimetype == ("application/json" if json_route else "text/html"), case.label
