@@ -96,9 +96,13 @@ def textarea(page: str) -> str:
 
 
 def alert(page: str) -> str:
-    """The problems at the top of a refused form's page: the summary's items, a line each."""
+    """The problems at the top of a refused form's page: the summary's items, a line each (or
+    the one alert of a form with no summary)."""
     found = re.search(r'<div class="error-summary"[^>]*role="alert"[^>]*>(.*?)</div>', page, re.S)
-    assert found, page
+    if found is None:
+        found = re.search(r'role="alert"[^>]*>(.*?)</(?:p|div)>', page, re.S)
+        assert found, page
+        return html.unescape(re.sub(r"<[^>]+>", "", found[1])).strip()
     items = re.findall(r"<li>(.*?)</li>", found[1], re.S)
     return "\n".join(html.unescape(re.sub(r"<[^>]+>", "", item)).strip() for item in items)
 
@@ -682,6 +686,7 @@ async def test_a_function_is_written_on_the_page_its_syntax_error_shown_at_its_p
     problem = source_problem(page)
     assert beside(page, "source") is None  # said at its place, beside the source
     assert 'aria-describedby="source-hint source-problem" aria-invalid="true"' in page
+    assert alert(page) == "Syntax error at line 3, column 27: Unexpected token '}'"
     assert '<a href="#source">' in page
     # V8 stops at the "}" where an operand should follow "*".
     assert problem == "Syntax error at line 3, column 27: Unexpected token '}'"

@@ -141,6 +141,11 @@ def function_problems(
     if problem is None or problem.tone != "problem":
         return None
     sentences = [_NUMBERED.sub(_line_named, s) for s in problem.sentences]
+    if position is not None and position.words is not None:
+        # A syntax error in the parser's words at its place, as the source's box says it.
+        sentences = [
+            f"Syntax error at line {position.line}, column {position.column}: {position.words}"
+        ]
     outcome = "the function was not saved" if adding else "the new version was not saved"
     about_source = position is not None or problem.code == _NO_HANDLER
     owner = "source" if about_source else None
