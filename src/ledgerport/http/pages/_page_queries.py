@@ -22,7 +22,9 @@ SEARCH_MAX = 100
 """Characters of the marketplace's search."""
 USER_CODE_MAX = 32
 """Characters of a user code as a link or a person gives it, dashes and spaces included."""
-_CODE_TEXT = re.compile(r"[A-Za-z0-9 -]+")
+_CODE_LETTER = "".join(sorted({*catalog.USER_CODE_ALPHABET, *catalog.USER_CODE_ALPHABET.lower()}))
+_CODE = f"[ -]*(?:[{_CODE_LETTER}][ -]*){{{catalog.USER_CODE_LENGTH}}}"
+"""A user code as a person gives it: its letters in either case, dashes and spaces anywhere."""
 _CODE_WORDS = (
     f"the code shown: {catalog.USER_CODE_LENGTH} letters, as"
     f" {catalog.USER_CODE_ALPHABET[:4]}-{catalog.USER_CODE_ALPHABET[4:8]}"
@@ -32,21 +34,23 @@ _CODE_WORDS = (
 @dataclass(frozen=True)
 class UserCode(QueryValue):
     """A user code as shown (``BCDF-GHJK``; case, dashes and spaces as a person types them),
-    or nothing."""
+    or nothing. The value is read as sent (its spaces are the code's), as the document
+    states it."""
+
+    def read(self, value: Any) -> Any:
+        if value == "":
+            return None
+        if not isinstance(value, str) or len(value) > USER_CODE_MAX:
+            raise PydanticCustomError("user_code", f"must be {_CODE_WORDS}")
+        return self.check(value)
 
     def check(self, value: str) -> Any:
-        letters = "".join(ch for ch in value.upper() if ch.isalnum())
-        if (
-            len(value) > USER_CODE_MAX
-            or not _CODE_TEXT.fullmatch(value)
-            or len(letters) != catalog.USER_CODE_LENGTH
-            or any(ch not in catalog.USER_CODE_ALPHABET for ch in letters)
-        ):
+        if not re.fullmatch(_CODE, value):
             raise PydanticCustomError("user_code", f"must be {_CODE_WORDS}")
         return value
 
     def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "maxLength": USER_CODE_MAX, "pattern": r"^[A-Za-z0-9 -]*$"}
+        return {"type": "string", "maxLength": USER_CODE_MAX, "pattern": f"^(?:{_CODE})?$"}
 
 
 @dataclass(frozen=True)

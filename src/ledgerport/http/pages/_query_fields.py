@@ -149,6 +149,12 @@ class Text(QueryValue):
 
     limit: int = QUERY_TEXT_MAX
 
+    def read(self, value: Any) -> Any:
+        # The bound is the value's as sent, as the document states it, spaces included.
+        if isinstance(value, str):
+            at_most(self.limit)(value)
+        return super().read(value)
+
     def check(self, value: str) -> str:
         return cast(str, at_most(self.limit)(value))
 
