@@ -96,9 +96,58 @@ def textarea(page: str) -> str:
 
 
 def alert(page: str) -> str:
-    found = re.search(r'role="alert"[^>]*>(.*?)</(?:p|div)>', page, re.S)
+    """The problems at the top of a refused form's page: the summary's items, a line each (or
+    the one alert of a form with no summary)."""
+    found = re.search(r'<div class="error-summary"[^>]*role="alert"[^>]*>(.*?)</div>', page, re.S)
+    if found is None:
+        found = re.search(r'role="alert"[^>]*>(.*?)</(?:p|div)>', page, re.S)
+        assert found, page
+        return html.unescape(re.sub(r"<[^>]+>", "", found[1])).strip()
+    items = re.findall(r"<li>(.*?)</li>", found[1], re.S)
+    return "\n".join(html.unescape(re.sub(r"<[^>]+>", "", item)).strip() for item in items)
+
+
+def beside(page: str, input_id: str) -> str | None:
+    """The words beside the field ``input_id``, marked invalid and described by them, whose
+    line in the summary links to it; None when it has none."""
+    found = re.search(rf'<span class="field-problem" id="{input_id}-problem">(.*?)</span>', page)
+    if found is None:
+        return None
+    field = re.search(rf'<(?:input|textarea|fieldset)[^>]* id="{input_id}"[^>]*>', page)
+    assert field is not None, page
+    assert f"{input_id}-problem" in field[0], field[0]
+    assert re.search(rf'<li><a href="#{input_id}">', page), page
+    return html.unescape(found[1])
+
+
+def source_problem(page: str) -> str:
+    """The words of the problem shown beside the source at its place."""
+    found = re.search(r'<div class="source-problem"[^>]*>\s*<p[^>]*>(.*?)</p>', page, re.S)
     assert found, page
     return html.unescape(re.sub(r"<[^>]+>", "", found[1])).strip()
+
+
+_LABELS = {
+    "url": ("url", "Endpoint URL"),
+    "name": ("name", "Name"),
+    "source": ("source", "Source"),
+    "schedule": ("schedule", "Schedule"),
+}
+
+
+def labelled(words: str) -> tuple[str, str]:
+    """The field a rule's sentence names and the sentence as the page says it, with the
+    field's label (an event's problem names the event)."""
+    numbered = re.match(r"events\.\d+ (.*)", words, re.S)
+    if numbered:
+        return "events", f"Events: {numbered[1]}"
+    if words.startswith("Function source "):
+        return "source", words
+    name, _, rest = words.partition(" ")
+    input_id, label = _LABELS[name.rstrip(":")]
+    if name.endswith(":"):
+        return input_id, f"{label}: {rest}"
+    return input_id, f"{label} {rest}"
 
 
 def notice(page: str) -> str | None:
@@ -436,10 +485,13 @@ async def test_a_refused_endpoint_comes_back_as_it_was_sent_with_the_reason(
     for response, text in ((refused, page), (edit_refused, edit_page)):
         assert response.status_code == 400, text
         assert "text/html" in response.headers["Content-Type"]
-        assert words in alert(text)
+        input_id, said = labelled(words)
+        assert said in (beside(text, input_id) or ""), text
+        assert said in alert(text)
         assert field_value(text, "url") == fields["url"].strip()
         assert checked(text) == fields["events"]
-        assert 'aria-invalid="true"' in text
+        if input_id == "url":  # a fieldset is described by its problem, never marked invalid
+            assert 'aria-describedby="url-hint url-problem" aria-invalid="true"' in text
         assert csrf(text)
     assert 'name="enabled" value="true"' in page
     assert 'name="enabled" value="true" checked' not in page  # left unticked, kept so
@@ -459,7 +511,8 @@ async def test_an_app_with_its_20_webhooks_adds_no_more_from_the_page(
         refused, page = await add_endpoint(client, dev)
         text = await refused.get_data(as_text=True)
     assert refused.status_code == 400
-    assert "an app has at most 20 webhooks" in alert(text)
+    assert alert(text) == "An app has at most 20 webhooks"  # the form's, beside no field
+    assert beside(text, "url") is None
     assert page
 
 
@@ -630,7 +683,11 @@ async def test_a_function_is_written_on_the_page_its_syntax_error_shown_at_its_p
         stored = await dev.console.ok("GET", "/functions/tells")
     assert "export async function handler(event, context)" in textarea(form)
     assert refused.status_code == 400
-    problem = alert(page)
+    problem = source_problem(page)
+    assert beside(page, "source") is None  # said at its place, beside the source
+    assert 'aria-describedby="source-hint source-problem" aria-invalid="true"' in page
+    assert alert(page) == "Syntax error at line 3, column 27: Unexpected token '}'"
+    assert '<a href="#source">' in page
     # V8 stops at the "}" where an operand should follow "*".
     assert problem == "Syntax error at line 3, column 27: Unexpected token '}'"
     excerpt = re.search(r'<figure class="source-excerpt">.*?<pre[^>]*>(.*?)</pre>', page, re.S)
@@ -707,7 +764,13 @@ async def test_a_refused_function_comes_back_as_it_was_sent_with_the_reason(
         )
         functions = await dev.console.ok("GET", "/functions")
     assert refused.status_code == 400, page
-    assert words in alert(page)
+    input_id, said = labelled(words)
+    shown = beside(page, input_id)
+    if shown is None and input_id == "source":  # at its place in the source, when it has one
+        shown = source_problem(page)
+        assert f'<li><a href="#source">{html.escape(said, quote=False)}' in page, page
+    assert said.lower() in (shown or "").lower(), page
+    assert said in alert(page)
     assert textarea(page) == fields["source"]
     assert field_value(page, "name") == fields["name"]
     assert checked(page) == fields["events"]
@@ -752,7 +815,7 @@ async def test_a_function_is_edited_to_its_next_version_and_deleted_after_a_conf
     assert 'name="name"' not in form  # a function keeps its name
     assert "Save version 2" in form
     assert refused.status_code == 400
-    assert alert(refused_page).startswith("Syntax error at line 1, column")
+    assert source_problem(refused_page).startswith("Syntax error at line 1, column")
     assert notice(listing) == "Function tells saved: version 2 runs from now on"
     assert (stored["version"], stored["source"], stored["events"]) == (
         2,

@@ -20,6 +20,7 @@ from .test_console_manage import (
     HANDLER,
     Developer,
     alert,
+    beside,
     csrf,
     developer,
     field_value,
@@ -177,6 +178,8 @@ async def test_a_functions_hosts_are_written_and_edited_in_its_form(
     assert hosts_field(edit) == "api.stripe.com\n*.hubspot.com\n203.0.113.7"
     assert "<code>*.hubspot.com</code>" in shown
     assert refused.status_code == 400
-    assert "allowedHosts[1] must be a host name" in alert(again)
+    said = "Hosts it may fetch from, line 2, must be a host name"
+    assert said in alert(again)
+    assert said in (beside(again, "allowed_hosts") or "")
     assert hosts_field(again) == "api.stripe.com\nhttps://evil.example/"
     assert unchanged == stored

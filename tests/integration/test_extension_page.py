@@ -146,7 +146,9 @@ async def test_what_keeps_an_extension_from_showing_is_a_problem_page(
         )
         await install(client, admin_headers, world, granted)
     await login(client, world)
-    record = "" if case == "no record" else "&record_id=inv_1"
+    record = {"no record": "", "malformed record": "&record_id=inv_1"}.get(
+        case, f"&record_id=inv_{'0' * 24}"
+    )
 
     response = await client.get(
         f"/apps/{world.app_id}/extensions/invoice.details?business_id={world.business_id}{record}"

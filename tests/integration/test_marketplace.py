@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 import trio
 
 from .data_api import Api, owner_api
+from .form_problems import beside, summary
 from .oauth_helpers import REDIRECT_URI, login, make_world
 from .test_listings import body
 from .webhook_world import Console, console_for
@@ -50,7 +51,8 @@ async def _text(client: Any, path: str, status: int = 200) -> str:
     return text
 
 
-async def _rate(client: Any, slug: str, stars: str, review: str = "") -> str:
+async def _rated(client: Any, slug: str, stars: str, review: str = "") -> str:
+    """The listing after rating the app: what the rating form's answer left on it."""
     page = await _text(client, f"/marketplace/{slug}")
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
     assert csrf, page
@@ -60,12 +62,17 @@ async def _rate(client: Any, slug: str, stars: str, review: str = "") -> str:
     )
     assert response.status_code == 303
     assert response.headers["Location"] == f"/marketplace/{slug}"
-    shown = re.search(
-        r'<p class="notice notice-\w+" role="(?:status|alert)">(.*?)</p>',
-        await _text(client, f"/marketplace/{slug}"),
-    )
-    assert shown, "the listing shows no notice"
-    return html.unescape(shown[1])
+    return await _text(client, f"/marketplace/{slug}")
+
+
+async def _rate(client: Any, slug: str, stars: str, review: str = "") -> str:
+    page = await _rated(client, slug, stars, review)
+    shown = re.search(r'<p class="notice notice-\w+" role="(?:status|alert)">(.*?)</p>', page)
+    if shown is not None:
+        return html.unescape(shown[1])
+    problems = summary(page)
+    assert problems, "the listing shows no notice"
+    return "\n".join(problems)
 
 
 async def test_the_catalogue_searches_names_and_filters_categories(
@@ -113,9 +120,27 @@ async def test_a_member_where_the_app_is_installed_rates_it_once_and_may_change_
     assert "Rated 2.0 of 5 from 1 rating" in page
     assert "(you gave 2)" in page
     assert "Worse lately" in page
-    assert refused == "stars must be a whole number from 1 to 5"
+    assert refused == "Stars must be a whole number from 1 to 5"
     assert 'aria-label="2 out of 5 stars"' in catalogue
     assert "2.0 (1)" in catalogue
+
+
+async def test_a_refused_rating_says_each_problem_beside_its_field(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        api, _ = await _listed(client, admin_headers, "books-sync", "Books Sync", "invoicing")
+        await login(client, api.world)
+        both = await _rated(client, "books-sync", "0", "x" * 2001)
+        again = await _text(client, "/marketplace/books-sync")
+    assert summary(both) == [
+        "Stars must be a whole number from 1 to 5",
+        "Your review must be at most 2000 characters",
+    ]
+    assert beside(both, "stars") == "Stars must be a whole number from 1 to 5"
+    assert beside(both, "review") == "Your review must be at most 2000 characters"
+    assert summary(again) == []  # said once: a reload shows none
+    assert 'aria-invalid="true"' not in again
 
 
 async def test_only_members_of_a_business_with_the_app_installed_rate_it(
@@ -128,6 +153,7 @@ async def test_only_members_of_a_business_with_the_app_installed_rate_it(
         refused = await _rate(client, "books-sync", "5")
         page = await _text(client, "/marketplace/books-sync")
     assert refused == "Only a member of a business where the app is installed may rate it"
+    assert beside(page, "stars") is None  # said at the top: it is no field's
     assert "Not rated yet" in page
 
 

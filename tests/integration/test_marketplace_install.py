@@ -17,6 +17,7 @@ import trio
 
 from ledgerport import catalog
 
+from .form_problems import beside, summary
 from .oauth_helpers import World, add_member, exchange, login, make_world
 from .test_listings import body
 from .test_marketplace import go_live
@@ -110,7 +111,9 @@ async def _install(client: Any, slug: str, business_id: str, scopes: list[str]) 
 def _notice(page: str) -> str | None:
     """The notice a page shows (what the last form did, or why not), if any."""
     found = re.search(r'<p class="notice notice-\w+" role="(?:status|alert)">(.*?)</p>', page, re.S)
-    return html.unescape(found[1]) if found else None
+    if found is not None:
+        return html.unescape(found[1])
+    return "\n".join(summary(page)) or None
 
 
 async def test_the_listing_offers_install_and_a_signed_out_visitor_is_sent_to_sign_in(
@@ -198,23 +201,23 @@ async def test_installing_again_widens_the_installation_and_says_so_in_the_picke
 
 
 @pytest.mark.parametrize(
-    ("case", "notice"),
+    ("case", "field", "notice"),
     [
-        ("no scope", "Tick at least one kind of access to install the app"),
-        ("unregistered scope", "The app asked for access it has not registered"),
-        ("another business", "That business cannot be chosen here"),
-        ("unknown business", "That business cannot be chosen here"),
+        ("no scope", "scopes", "Tick at least one kind of access to install the app"),
+        ("unregistered scope", "scopes", "The app asked for access it has not registered"),
+        ("another business", "business_id", "That business cannot be chosen here"),
+        ("unknown business", "business_id", "That business cannot be chosen here"),
     ],
 )
 async def test_a_refused_install_goes_back_to_the_form_saying_why(
-    client: Any, admin_headers: dict[str, str], platform: Any, case: str, notice: str
+    client: Any, admin_headers: dict[str, str], platform: Any, case: str, field: str, notice: str
 ) -> None:
     with trio.fail_after(TIMEOUT):
         developer, _ = await _listed_app(client, admin_headers)
         buyer = await make_world(client, admin_headers)
         business_id = {
             "another business": developer.business_id,  # the buyer is no member there
-            "unknown business": "bus_unknown",
+            "unknown business": f"bus_{'0' * 24}",
         }.get(case, buyer.business_id)
         scopes = {"no scope": [], "unregistered scope": ["payments:write"]}.get(
             case, ["invoices:read"]
@@ -237,7 +240,8 @@ async def test_a_refused_install_goes_back_to_the_form_saying_why(
         **({"scope": scopes} if scopes else {}),
     }
     assert (_notice(page) or "").startswith(notice)
-    assert 'class="notice notice-problem" role="alert"' in page
+    assert (beside(page, field) or "").startswith(notice)  # beside the field at fault
+    assert summary(page) == [beside(page, field)]
     assert int(installed) == 0
 
 

@@ -18,8 +18,10 @@ from ledgerport import catalog
 from .data_api import owner_api
 from .oauth_helpers import add_member, login, make_world
 from .test_marketplace_install import _listed_app
+from .webhook_world import hooked
 
 TIMEOUT = 30
+HANDLER = "export const handler = () => 1;\n"
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
 
@@ -275,3 +277,43 @@ async def test_the_console_home_creates_an_app(client: Any, admin_headers: dict[
     assert '<a href="#scopes">Scopes must name at least one scope' in (
         await unticked.get_data(as_text=True)
     )
+
+
+def _menu(page: str) -> str:
+    found = re.search(r'<nav aria-label="Menu">(.*?)</nav>', page, re.S)
+    assert found, page
+    return found[1]
+
+
+async def test_the_phone_menu_lists_the_pages_below_a_console_section(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, []) as hook:
+            app_id = hook.api.world.app_id
+            await hook.console.ok("PUT", "/functions/tells", {"source": HANDLER, "events": []})
+            await login(client, hook.api.world)
+            base = f"/console/apps/{app_id}"
+            endpoint = f"{base}/webhooks/{hook.webhook['id']}"
+            menus = {
+                path: _menu(await _text(client, path))
+                for path in (
+                    endpoint,
+                    f"{endpoint}/edit",
+                    f"{base}/functions/tells",
+                    f"{base}/functions/tells/versions/1",
+                    f"{base}/secrets",
+                )
+            }
+    webhook, edit, function, version, secrets = menus.values()
+    assert f'<a href="{endpoint}" aria-current="page"' in webhook
+    assert f'<a href="{base}/webhooks" aria-current="true">Webhooks</a><ul class="sub-nav">' in (
+        webhook.replace("\n", "")
+    )
+    assert f'<a href="{endpoint}/edit" aria-current="page">Edit endpoint</a>' in edit
+    assert f'<a href="{base}/functions/tells" aria-current="page">tells</a>' in function
+    assert f'<a href="{base}/functions/tells" aria-current="true">tells</a>' in version
+    assert f'<a href="{base}/functions/tells/versions/1" aria-current="page">Version 1</a>' in (
+        version
+    )
+    assert "sub-nav" not in secrets  # a section's own page has nothing below it

@@ -98,3 +98,21 @@ def field_problems(
 def one_field_problem(text: str, input_id: str | None, *, outcome: str) -> FormProblems:
     """A single problem already said in words, beside the field ``input_id``."""
     return FormProblems(_heading(1, outcome), (FieldProblem(text, input_id),))
+
+
+def refused_beside(
+    sentences: Sequence[str],
+    fields: Sequence[FormField],
+    *,
+    outcome: str,
+    owner: str | None = None,
+) -> FormProblems:
+    """A refusal said in ``sentences`` (a notice's, :attr:`Notice.sentences`) beside the
+    ``fields`` they name; ``owner`` is the field a problem that names none belongs to, when
+    the refusal's kind says which (a business nobody may choose: the business field)."""
+    if owner is not None and not any(_labelled(s, fields).input_id for s in sentences):
+        return FormProblems(
+            _heading(len(sentences), outcome),
+            tuple(FieldProblem(s[:1].upper() + s[1:], owner) for s in sentences),
+        )
+    return field_problems(sentences, fields, outcome=outcome)

@@ -27,6 +27,7 @@ from ledgerport.errors import InvalidInput
 
 from .._errors import validation_messages
 from .._openapi import FORM, Body, Param
+from ._query_fields import required_by_value
 
 _Form = TypeVar("_Form", bound="PageForm")
 _Query = TypeVar("_Query", bound="PageQuery")
@@ -126,7 +127,11 @@ def query_params(model: type[PageQuery]) -> tuple[Param, ...]:
     """The document's query parameters of a page, from the model its handler reads them
     with: each field's schema and docstring."""
     schema = model.model_json_schema(by_alias=True)
-    required = set(schema.get("required", ()))
+    required = set(schema.get("required", ())) | {
+        _parameter(name, model)
+        for name, field in model.model_fields.items()
+        if required_by_value(field)
+    }
     params = []
     for name, stated in schema.get("properties", {}).items():
         stated = {k: v for k, v in stated.items() if k not in ("title", "default", "description")}

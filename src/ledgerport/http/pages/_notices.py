@@ -51,6 +51,17 @@ class Notice:
 
     text: str
     tone: Literal["success", "problem"]
+    code: str = ""
+    """Its code in the table, or its exception's (``problem:...``): which problem it is."""
+    messages: tuple[str, ...] = ()
+    """A refused input's sentences, each naming its field (``InvalidInput.messages``), when the
+    form is shown again from the exception itself; empty for a notice from a cookie."""
+
+    @property
+    def sentences(self) -> tuple[str, ...]:
+        """The problem's sentences, each naming the field it is about: the input's own, or
+        those the notice's words join with "; "."""
+        return self.messages or tuple(self.text.split("; "))
 
 
 NOTICES: Mapping[str, NoticeWords] = {
@@ -105,6 +116,11 @@ def _row_class(error: BaseException) -> type[BaseException]:
     return Exception
 
 
+def problem_code(cls: type[BaseException]) -> str:
+    """The notice code of a problem of the exception class ``cls`` (its row's class)."""
+    return _problem_code(cls)
+
+
 def _problem_code(cls: type[BaseException]) -> str:
     return f"{_PROBLEM_PREFIX}{cls.__module__}.{cls.__qualname__}"
 
@@ -127,12 +143,12 @@ def notice_text(code: str, values: Sequence[str] = ()) -> Notice | None:
     if code.startswith(_PROBLEM_PREFIX):
         if code not in _PROBLEM_CLASSES or not 1 <= len(values) <= 2:
             return None
-        return Notice(" ".join(values), "problem")
+        return Notice(" ".join(values), "problem", code)
     entry = NOTICES.get(code)
     if entry is None:
         return None
     try:
-        return Notice(entry.words.format(*values), entry.tone)
+        return Notice(entry.words.format(*values), entry.tone, code)
     except (IndexError, KeyError):
         return None
 
@@ -179,6 +195,12 @@ def notice_for_this_page() -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
+def this_page_notice() -> Notice | None:
+    """The notice the last form's answer left for this page, in words; None when none."""
+    left = notice_for_this_page()
+    return notice_text(*left) if left is not None else None
+
+
 def clear_notice(response: BaseResponse) -> None:
     """A page that shows its notice clears it, so a reload shows none."""
     if NOTICE_COOKIE in request.cookies:
@@ -192,8 +214,7 @@ async def form_page(
     """A page with forms: rendered with a CSRF token (its cookie set when absent) and the
     notice the last form's answer left for it (:func:`with_notice`), which it clears, so a
     reload shows none; never cached. ``csp`` replaces the application's page policy."""
-    left = notice_for_this_page()
-    notice = notice_text(*left) if left is not None else None
+    notice = this_page_notice()
     response = await html_page(template, status=status, csp=csp, notice=notice, **values)
     clear_notice(response)
     return response

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import TypeAlias
 
 from quart import Response, g
 
 from ledgerport import storage
+from ledgerport.errors import InvalidInput
 
 from .._envelopes import ErrorShape, Renderer
 from .._error_answer import Answer
@@ -81,7 +83,9 @@ async def _form_again(again: FormAgain, error: BaseException, answer: Answer) ->
     """The form again with the problem's notice, or None when the form cannot be rendered
     (the store failing meanwhile): the problem page then says what went wrong."""
     code, *values = notice_of(error, answer)
-    notice = notice_text(code, values) or Notice(answer.page_words(error)[0], "problem")
+    notice = notice_text(code, values) or Notice(answer.page_words(error)[0], "problem", code)
+    if isinstance(error, InvalidInput):
+        notice = replace(notice, messages=tuple(error.messages))
     try:
         response = await again(notice, answer.status)
     except Exception:

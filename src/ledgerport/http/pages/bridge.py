@@ -12,11 +12,9 @@ envelope.
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from quart import Blueprint, request
+from quart import Blueprint
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 
@@ -25,12 +23,10 @@ from ledgerport.errors import InvalidInput
 
 from .._browser import current_user_id
 from .._context import unit_of_work
-from .._ids import ANY_RECORD_ID, APP, BUSINESS
 from .._openapi import (
     NO_STORE,
     SIGNED_IN,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
-    Param,
     json_reply,
     operation,
     page,
@@ -38,8 +34,10 @@ from .._openapi import (
 )
 from .._session_tokens import SessionToken, session_token_answer
 from ._design import record_words, with_article
+from ._form_models import query_params, read_query
 from ._frame import Way, current_user, html_page, login_redirect, page_csp, problem_page
 from ._notices import form_page
+from ._page_queries import EmbeddedQuery, ExtensionQuery, SessionTokenQuery
 
 blueprint = Blueprint("bridge", __name__, static_folder="static", static_url_path="/bridge/static")
 token_blueprint = Blueprint("bridge_token", __name__)
@@ -64,7 +62,6 @@ _EMBEDDED_ACCESS = (
 )
 """Why the signed-in user may not view the app in the business: an unknown id, a stopped app, no
 ACTIVE installation there, or not an active member (``auth.check_embedded_access``)."""
-_BUSINESS = Param("business_id", "query", "The business the app is viewed in", BUSINESS.schema)
 
 
 @blueprint.get("/apps/<app_id>")
@@ -73,8 +70,8 @@ _BUSINESS = Param("business_id", "query", "The business the app is viewed in", B
     page(200, "The page framing the app's URL"),
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     page(404, "The app has no page to show"),
-    raises=(storage.BadValue, *_EMBEDDED_ACCESS, storage.StorageUnavailable),
-    params=(_BUSINESS,),
+    raises=(storage.BadValue, InvalidInput, *_EMBEDDED_ACCESS, storage.StorageUnavailable),
+    params=query_params(EmbeddedQuery),
 )
 async def embedded_app(app_id: str) -> ResponseReturnValue:
     """The page that frames an installed app's URL for a member of ``business_id``, the
@@ -83,7 +80,7 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
     user = await current_user()
     if user is None:
         return login_redirect()
-    business_id = request.args.get("business_id", "")
+    business_id = read_query(EmbeddedQuery).business_id
     async with unit_of_work() as tx:
         app = await apps.get_app(tx, app_id)
         await auth.check_embedded_access(tx, app=app, business_id=business_id, user_id=user.id)
@@ -108,13 +105,6 @@ async def embedded_app(app_id: str) -> ResponseReturnValue:
     )
 
 
-_RECORD = Param(
-    "record_id",
-    "query",
-    "The record the extension is shown for (record targets)",
-    ANY_RECORD_ID.schema,
-)
-_RECORD_ID = re.compile(ANY_RECORD_ID.pattern)
 _EXTENSION_ACCESS = (
     *_EMBEDDED_ACCESS,
     apps.ExtensionNotFound,
@@ -133,7 +123,7 @@ and open popups; not navigate the page around it, nor download."""
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     page(404, "No such extension"),
     raises=(storage.BadValue, *_EXTENSION_ACCESS, storage.StorageUnavailable),
-    params=(_BUSINESS, _RECORD),
+    params=query_params(ExtensionQuery),
 )
 async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
     """The page that frames an app's extension at ``target`` for a member of ``business_id``,
@@ -144,8 +134,8 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
     if user is None:
         return login_redirect()
     user_id = user.id
-    business_id = request.args.get("business_id", "")
-    record_id = request.args.get("record_id", "")
+    asked = read_query(ExtensionQuery)
+    business_id, record_id = asked.business_id, asked.record_id or ""
     kind = catalog.EXTENSION_TARGETS.get(target)
     async with unit_of_work() as tx:
         app = await apps.get_app(tx, app_id)
@@ -156,8 +146,6 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
     if kind is not None and kind.record_type is not None and not record_id:
         shown = with_article(kind.record_type)
         raise InvalidInput([f"record_id is required: {target} shows {shown}"])
-    if record_id and not _RECORD_ID.fullmatch(record_id):
-        raise InvalidInput(["record_id must be the id of a record"])
     record_label = None
     if record_id and kind is not None and kind.record_type is not None:
         async with unit_of_work() as tx:
@@ -203,24 +191,15 @@ async def extension_page(app_id: str, target: str) -> ResponseReturnValue:
         *_EMBEDDED_ACCESS,
         storage.StorageUnavailable,
     ),
-    params=(
-        Param("app_id", "query", "The app being viewed", APP.schema, required=True),
-        replace(_BUSINESS, required=True),
-    ),
+    params=query_params(SessionTokenQuery),
 )
 async def session_token() -> tuple[SessionToken, int, dict[str, str]]:
     """A session token for the signed-in user viewing ``app_id`` in ``business_id``."""
     user_id = await current_user_id()
     if user_id is None:
         raise auth.NotSignedIn("Sign in to view apps")
-    app_id = request.args.get("app_id", "")
-    business_id = request.args.get("business_id", "")
-    missing = [
-        f"{name} is required" for name in ("app_id", "business_id") if not request.args.get(name)
-    ]
-    if missing:
-        raise InvalidInput(missing)
+    query = read_query(SessionTokenQuery)
     body = await session_token_answer(
-        app_id=app_id, business_id=business_id, user_id=user_id, source="bridge"
+        app_id=query.app_id, business_id=query.business_id, user_id=user_id, source="bridge"
     )
     return body, 200, {"Cache-Control": "no-store", "Pragma": "no-cache"}

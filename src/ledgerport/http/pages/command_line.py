@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from quart import Blueprint, Response, request
+from quart import Blueprint, Response
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ledgerport import auth, storage
+from ledgerport.errors import InvalidInput
 
 from .._browser import current_user_id
 from .._context import client_ip, platform, unit_of_work
@@ -24,15 +25,15 @@ from .._openapi import (
     SIGNED_IN,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
     Body,
-    Param,
     operation,
     page,
     redirect_reply,
 )
 from ._csrf import CSRF_COOKIE_PARAM, form_guard
-from ._form_models import PageForm, read_form
+from ._form_models import PageForm, query_params, read_form, read_query
 from ._frame import Way, login_redirect, notice_page
 from ._notices import form_page
+from ._page_queries import UserCodeQuery
 
 blueprint = Blueprint("command_line", __name__, template_folder="templates")
 
@@ -64,15 +65,15 @@ async def _form(user_code: str = "", *, error: str | None = None, status: int = 
 @operation(
     page(200, "The code and what approving it means"),
     redirect_reply("Not signed in: to the sign-in page, returning here"),
-    raises=(storage.StorageUnavailable,),
-    params=(Param("user_code", "query", "Fills in the code the command shows"),),
+    raises=(InvalidInput, storage.StorageUnavailable),
+    params=query_params(UserCodeQuery),
 )
 async def cli_login_form() -> ResponseReturnValue:
     """What approving means, the code (``user_code`` in the query fills it in) and the two
     buttons."""
     if await current_user_id() is None:
         return login_redirect()
-    return await _form(request.args.get("user_code", ""))
+    return await _form(read_query(UserCodeQuery).user_code or "")
 
 
 async def _expired_form() -> Response:

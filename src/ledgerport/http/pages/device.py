@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from quart import Blueprint, Response, request
+from quart import Blueprint, Response
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ledgerport import access, apps, auth, catalog, storage
+from ledgerport.errors import InvalidInput
 
 from .._browser import current_user_id
 from .._context import client_ip, platform, unit_of_work
@@ -26,16 +27,16 @@ from .._openapi import (
     SIGNED_IN,
     SIGNED_IN_OR_SENT_TO_SIGN_IN,
     Body,
-    Param,
     operation,
     page,
     redirect_reply,
 )
 from ._consent import consent_page
 from ._csrf import CSRF_COOKIE_PARAM, form_guard
-from ._form_models import PageForm, read_form
+from ._form_models import PageForm, query_params, read_form, read_query
 from ._frame import Way, login_redirect, notice_page, problem_page
 from ._notices import form_page
+from ._page_queries import UserCodeQuery
 
 blueprint = Blueprint("device", __name__, template_folder="templates")
 
@@ -96,14 +97,14 @@ async def _code_guesser(entered: str) -> tuple[str, str] | Response:
 @operation(
     page(200, "The code entry form"),
     redirect_reply("Not signed in: to the sign-in page, returning here"),
-    raises=(storage.StorageUnavailable,),
-    params=(Param("user_code", "query", "Fills in the form (verification_uri_complete)"),),
+    raises=(InvalidInput, storage.StorageUnavailable),
+    params=query_params(UserCodeQuery),
 )
 async def device_form() -> ResponseReturnValue:
     """The code entry form; ``user_code`` in the query (verification_uri_complete) pre-fills it."""
     if await current_user_id() is None:
         return login_redirect()
-    return await _code_form(request.args.get("user_code", ""))
+    return await _code_form(read_query(UserCodeQuery).user_code or "")
 
 
 async def _expired_code_form() -> Response:

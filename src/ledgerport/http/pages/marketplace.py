@@ -11,16 +11,17 @@ tokens come from exchanging it. Nothing is redirected to the app.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 from urllib.parse import urlencode
 
 from pydantic import Field, WithJsonSchema
-from quart import Blueprint, Response, request
+from quart import Blueprint, Response
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ledgerport import access, apps, books, storage
+from ledgerport import access, apps, books, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import platform, unit_of_work
@@ -41,10 +42,12 @@ from .._openapi import (
 from ._consent import developer_name
 from ._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
 from ._design import described_scopes
-from ._form_models import PageForm, Repeated, read_form
+from ._form_models import PageForm, Repeated, query_params, read_form, read_query
 from ._frame import Way, current_user, login_redirect, returns_to
 from ._install_offer import ANYONE, install_offer
-from ._notices import form_page, with_notice
+from ._marketplace_forms import install_problems, rating_problems
+from ._notices import form_page, this_page_notice, with_notice
+from ._page_queries import CatalogueQuery, InstallQuery
 
 blueprint = Blueprint("marketplace", __name__)
 
@@ -63,20 +66,15 @@ def _catalogue_link(category: str, search: str) -> str:
 @blueprint.get("/marketplace")
 @operation(
     page(200, "The catalogue of listed apps"),
-    raises=_ERRORS,
-    params=(
-        Param("q", "query", "Words of the app's name"),
-        Param("category", "query", "Only apps of this category"),
-    ),
+    raises=(InvalidInput, *_ERRORS),
+    params=query_params(CatalogueQuery),
 )
 async def catalogue() -> ResponseReturnValue:
     """The apps listed in the marketplace, by name, as cards: ``q`` searches their names,
     ``category`` keeps one category (the chips are links that set it)."""
     await current_user()
-    search = request.args.get("q", "").strip()[:100]
-    category = request.args.get("category", "")
-    if category not in apps.LISTING_CATEGORIES:
-        category = ""
+    query = read_query(CatalogueQuery)
+    search, category = query.search or "", query.category or ""
     async with unit_of_work() as tx:
         listed = await apps.live_listings(tx, search=search, category=category)
     chips = [
@@ -125,6 +123,7 @@ async def listing_page(slug: str) -> ResponseReturnValue:
         installed_in=[s.business for s in standings if s.installed],
         offer=install_offer(app, name, standings, roles) if user else ANYONE,
         scopes=described_scopes(app.scopes),
+        problems=rating_problems(this_page_notice()),
     )
 
 
@@ -188,6 +187,7 @@ _INSTALL_REFUSED = (
     access.NoBusinessToInstallIn,
 )
 """Why the install page has no business to offer the signed-in user."""
+_BUSINESS_ID = re.compile(BUSINESS.pattern)
 _CHOSEN = "chosen"
 """The install form's query flag: the scopes in the query are what the person ticked."""
 
@@ -198,15 +198,8 @@ _CHOSEN = "chosen"
     page(200, "The install form: the businesses the user may install in, the app's scopes"),
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     page(404, "Nothing is listed there"),
-    raises=(apps.ListingNotFound, *_INSTALL_REFUSED, *_ERRORS),
-    params=(
-        _SLUG,
-        Param(
-            "business_id", "query", "The business to preselect, when it is offered", BUSINESS.schema
-        ),
-        Param("scope", "query", "A scope to tick (repeated); with chosen=1, the others unticked"),
-        Param(_CHOSEN, "query", "1: tick only the scopes the query names"),
-    ),
+    raises=(apps.ListingNotFound, *_INSTALL_REFUSED, InvalidInput, *_ERRORS),
+    params=(_SLUG, *query_params(InstallQuery)),
 )
 async def install_page(slug: str) -> ResponseReturnValue:
     """The one-click install form: who is signed in, the app and its developer, a business to
@@ -216,20 +209,19 @@ async def install_page(slug: str) -> ResponseReturnValue:
     user = await current_user()
     if user is None:
         return login_redirect()
+    query = read_query(InstallQuery)
     async with unit_of_work() as tx:
         listed = await apps.live_listing(tx, slug)
         app = await apps.get_app(tx, listed.app_id)
         offers = await access.install_businesses(tx, app, user.id)
         developer = await developer_name(tx, app)
-    asked = request.args.get("business_id", "")
+    asked = query.business_id
     chosen = (
         asked
         if any(o.business.id == asked for o in offers)
         else access.preselected(offers, app.scopes, through="marketplace")
     )
-    ticked = (
-        set(request.args.getlist("scope")) if request.args.get(_CHOSEN) == "1" else set(app.scopes)
-    )
+    ticked = set(query.scope) if query.chosen == "1" else set(app.scopes)
     return await form_page(
         "marketplace_install.html",
         listed=listed,
@@ -240,6 +232,7 @@ async def install_page(slug: str) -> ResponseReturnValue:
         chosen=chosen,
         ticked=ticked,
         scopes=described_scopes(app.scopes),
+        problems=install_problems(this_page_notice()),
     )
 
 
@@ -252,8 +245,12 @@ class InstallForm(PageForm):
 
 
 def _install_choices(form: InstallForm) -> str:
-    """The install form's choices, as the query the form is shown again with."""
-    chosen = [("business_id", form.business_id), *(("scope", s) for s in form.scope)]
+    """The install form's choices, as the query the form is shown again with (a business id
+    of no id's form, which no offer has, left out: the form preselects one)."""
+    business = (
+        [("business_id", form.business_id)] if _BUSINESS_ID.fullmatch(form.business_id) else []
+    )
+    chosen = [*business, *(("scope", s) for s in form.scope if s in catalog.SCOPES)]
     return urlencode([*chosen, (_CHOSEN, "1")])
 
 

@@ -4,6 +4,7 @@ with the template helpers every page uses (``asset``, ``ago``, ``stars``, ``mark
 from __future__ import annotations
 
 import re
+from typing import Annotated
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from markupsafe import Markup
@@ -13,6 +14,7 @@ from quart_schema import security_scheme
 from werkzeug.exceptions import NotFound, RequestEntityTooLarge
 
 from ledgerport import apps, auth, books, storage
+from ledgerport.errors import InvalidInput
 from ledgerport.storage import Transaction
 
 from .._browser import SESSION_COOKIE, clear_session_cookie, set_session_cookie
@@ -40,9 +42,10 @@ from ._design import (
     stars_element,
     time_element,
 )
-from ._form_models import PageForm, read_form
+from ._form_models import PageForm, PageQuery, query_params, read_form, read_query
 from ._frame import Viewer, Way, current_user, html_page
 from ._notices import form_page
+from ._query_fields import QUERY_TEXT_MAX, Text
 
 blueprint = Blueprint("pages", __name__, template_folder="templates")
 PAGE_TITLE = "Sign in"
@@ -112,7 +115,15 @@ async def design_file(name: str) -> ResponseReturnValue:
     return response
 
 
-_NEXT = "A path on this host to return to; anything else returns to /"
+NEXT_MAX = QUERY_TEXT_MAX
+"""Characters of where the sign-in page returns to: a page's path and query."""
+
+
+class LoginQuery(PageQuery):
+    """The sign-in page's query: where to return once signed in."""
+
+    next: Annotated[str | None, Text(NEXT_MAX)] = None
+    """A path on this host to return to (empty, or anything else: /)"""
 
 
 class LoginForm(PageForm):
@@ -188,14 +199,15 @@ async def _login_page(
 @blueprint.get("/login")
 @operation(
     page(200, "The sign-in form, or Continue as the signed-in person", SET_COOKIE.optional()),
-    params=(Param("next", "query", _NEXT),),
+    raises=(InvalidInput, storage.StorageUnavailable),
+    params=query_params(LoginQuery),
 )
 async def login_form() -> Response:
     """The sign-in form; ``next`` is where to return afterwards (a path on this host). Someone
     signed in already is offered to continue to ``next`` as themselves, or to sign in as
     someone else (which signs them out first), rather than an empty form."""
     return await _login_page(
-        next_path=safe_next(request.args.get("next")), signed_in=await current_user()
+        next_path=safe_next(read_query(LoginQuery).next), signed_in=await current_user()
     )
 
 

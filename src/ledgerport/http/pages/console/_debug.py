@@ -9,11 +9,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from markupsafe import Markup, escape
-from quart import Blueprint, request
+from quart import Blueprint
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ledgerport import apps, storage
@@ -29,7 +29,6 @@ LIVE_CSP = page_csp(live=True)
 (``static/live.js``, ``developer/streams.py``)."""
 
 blueprint = Blueprint("console_debug_pages", __name__)
-Choice = TypeVar("Choice", bound=str)
 _FORM_TIME_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
 _FORM_TIME = re.compile(_FORM_TIME_PATTERN)
 
@@ -174,18 +173,6 @@ class AppliedFilter:
 
 
 _FILTER_LABELS = {"status": "Status", "type": "Event type", "eventId": "Event id"}
-
-
-def choice(name: str, allowed: Sequence[Choice], what: str) -> Choice | None:
-    """The query parameter ``name``, one of ``allowed`` (``what`` says which in words) or
-    empty (None)."""
-    value = request.args.get(name, "")
-    if value == "":
-        return None
-    for option in allowed:
-        if option == value:
-            return option
-    raise InvalidInput([f"{name} must be {what}, or empty for all"])
 
 
 def one_of_words(values: Sequence[str]) -> str:

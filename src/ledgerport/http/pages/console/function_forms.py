@@ -4,6 +4,7 @@ a redirect). Uploads count against the app's budget, as the API's do."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import partial
 
@@ -29,11 +30,13 @@ from ..._openapi import (
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, form_again, form_guard
+from .._field_problems import FormField, FormProblems, refused_beside
 from .._form_models import PageForm, Repeated, read_form
 from .._frame import console_developer
 from .._notices import (
     Notice,
     form_page,
+    problem_code,
     with_notice,
 )
 from .._problems import answers_again
@@ -77,6 +80,7 @@ async def _function_form(
     filled with ``name``, ``source``, ``events``, ``allowed_hosts`` and ``schedule``,
     ``problem`` beside the source (with the lines up to the place it names: ``syntax``'s, for a
     syntax error)."""
+    position = _position(problem, syntax, source)
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, function_name) if function_name else None
@@ -101,10 +105,51 @@ async def _function_form(
         groups=event_groups(app.scopes, events),
         out_of_reach=areas_out_of_reach(app.scopes),
         problem=problem,
-        position=_position(problem, syntax, source),
+        problems=function_problems(problem, position, adding=function_name is None),
+        position=position,
         current="functions",
         below=True,
     )
+
+
+FUNCTION_FIELDS = (
+    FormField("name", "Name", ("name",)),
+    FormField("source", "Source", ("source",)),
+    FormField("events", "Events", ("events",)),
+    FormField("allowed_hosts", "Hosts it may fetch from", ("allowedHosts",)),
+    FormField("schedule", "Schedule", ("schedule",)),
+)
+"""The function form's fields in its order: the inputs' ids and labels, and how the function
+rules name them."""
+_NUMBERED = re.compile(r"^(events|allowedHosts)(?:\.(\d+)|\[(\d+)\]) ")
+
+
+_NO_HANDLER = problem_code(apps.FunctionSourceNoHandler)
+
+
+def _line_named(match: re.Match[str]) -> str:
+    index = int(match[2] or match[3])
+    return f"{match[1]}: " if match[1] == "events" else f"{match[1]}, line {index + 1}, "
+
+
+def function_problems(
+    problem: Notice | None, position: SourceProblem | None, *, adding: bool
+) -> FormProblems | None:
+    """Why the function was not saved, beside the form's fields, each said with its label (a
+    host's problem names its line); a problem with a place in the source (a syntax error) is
+    the source's. None when nothing was refused."""
+    if problem is None or problem.tone != "problem":
+        return None
+    sentences = [_NUMBERED.sub(_line_named, s) for s in problem.sentences]
+    if position is not None and position.words is not None:
+        # A syntax error in the parser's words at its place, as the source's box says it.
+        sentences = [
+            f"Syntax error at line {position.line}, column {position.column}: {position.words}"
+        ]
+    outcome = "the function was not saved" if adding else "the new version was not saved"
+    about_source = position is not None or problem.code == _NO_HANDLER
+    owner = "source" if about_source else None
+    return refused_beside(sentences, FUNCTION_FIELDS, outcome=outcome, owner=owner)
 
 
 def _position(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 
-from quart import request
 from quart.typing import ResponseReturnValue
 from quart_schema import security_scheme
 from werkzeug.exceptions import NotFound
@@ -32,7 +31,7 @@ from ..._openapi import (
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, back_with_notice, form_guard
-from .._form_models import BUTTON_BODY
+from .._form_models import BUTTON_BODY, query_params, read_query
 from .._frame import console_developer, returns_to
 from .._notices import form_page, with_notice
 from ._debug import (
@@ -42,8 +41,6 @@ from ._debug import (
     PAGE_ERRORS,
     SIGN_IN,
     blueprint,
-    choice,
-    one_of_words,
     pretty_json,
     query_string,
     quota_mib,
@@ -51,6 +48,7 @@ from ._debug import (
 )
 from ._shared import CONSOLE_CSP
 from ._source_views import SOURCE_PAGE_LINES, numbered_source, shown_stack
+from .function_queries import RunsQuery, VersionQuery
 from .functions import LISTED_EXCERPT_CHARS
 from .run_timeline import timeline_items
 
@@ -65,20 +63,6 @@ VERSION_PARAM = Param(
     "A version's number",
     {"type": "integer", "minimum": 1, "maximum": VERSION_MAX},
 )
-_FROM = Param(
-    "from",
-    "query",
-    "The first line of the source shown (a page shows 5,000 lines; empty: line 1)",
-    {"type": "string", "pattern": "^(?:[1-9][0-9]{0,9})?$"},
-)
-_RUN_STATUS = Param(
-    "status",
-    "query",
-    "Only the runs in this status (empty: every status)",
-    {"type": "string", "enum": ["", *queues.RUN_STATUSES]},
-)
-
-
 RUNS_SHOWN = 25
 """A function's most recent runs its page lists (the console API pages through them all)."""
 
@@ -109,7 +93,7 @@ def version_number(text: str) -> int:
     redirect_reply(SIGN_IN),
     page(404, NOT_THE_APPS.format("function")),
     raises=(*PAGE_ERRORS, InvalidInput, apps.FunctionNotFound),
-    params=(FUNCTION_PARAM, _RUN_STATUS),
+    params=(FUNCTION_PARAM, *query_params(RunsQuery)),
 )
 async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     """The function: its actions first (edit and upload a new version, run a test, its schedule,
@@ -119,7 +103,7 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     first, the active one marked, each with its source's page and, but the active one, the
     way to make it active (a rollback, confirmed with the diff). When runs' output was dropped
     to keep the app within its storage quota, it says so, and so does each such run."""
-    status = choice("status", queues.RUN_STATUSES, one_of_words(queues.RUN_STATUSES))
+    status = read_query(RunsQuery).status
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
@@ -167,7 +151,7 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
         apps.FunctionNotFound,
         apps.FunctionVersionNotFound,
     ),
-    params=(FUNCTION_PARAM, VERSION_PARAM, _FROM),
+    params=(FUNCTION_PARAM, VERSION_PARAM, *query_params(VersionQuery)),
 )
 async def version_page(app_id: str, name: str, version: str) -> ResponseReturnValue:
     """A version kept of the function: when it was uploaded, whether it is active (else a
@@ -175,15 +159,14 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
     addressable (``#L12``), as a stack frame's position links to it; 5,000 lines a page,
     ``from`` the first (links to the lines before and after)."""
     number = version_number(version)
-    first_text = request.args.get("from", "").strip() or "1"
+    first = read_query(VersionQuery).first or 1
     async with unit_of_work() as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         kept, source = await apps.version_source(tx, function, number)
     lines = apps.source_lines(source)
-    if not re.fullmatch(r"[1-9][0-9]{0,9}", first_text) or int(first_text) > len(lines):
+    if first > len(lines):
         raise InvalidInput([f"from must be a line of the source: from 1 to {len(lines)}"])
-    first = int(first_text)
     shown = lines[first - 1 : first - 1 + SOURCE_PAGE_LINES]
     here = f"{function_page_path(app_id, name)}/versions/{number}"
     earlier = later = None

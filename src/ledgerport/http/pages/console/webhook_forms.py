@@ -4,6 +4,7 @@ redirect)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import partial
 
@@ -27,6 +28,7 @@ from ..._openapi import (
     redirect_reply,
 )
 from .._csrf import CSRF_COOKIE_PARAM, form_again, form_guard
+from .._field_problems import FormField, FormProblems, refused_beside
 from .._form_models import PageForm, Repeated, read_form
 from .._frame import console_developer
 from .._notices import (
@@ -47,6 +49,24 @@ from ._shared import (
     webhook_path,
     webhooks_path,
 )
+
+WEBHOOK_FIELDS = (
+    FormField("url", "Endpoint URL", ("url",)),
+    FormField("events", "Events", ("events",)),
+)
+"""The endpoint form's fields in its order: the inputs' ids and labels, and how the webhook
+rules name them."""
+_NUMBERED_EVENT = re.compile(r"^events\.\d+ ")
+
+
+def webhook_problems(problem: Notice | None, *, adding: bool) -> FormProblems | None:
+    """Why the endpoint was not added or saved, beside the form's fields, each said with its
+    label (an event's problem names the event); None when nothing was refused."""
+    if problem is None or problem.tone != "problem":
+        return None
+    sentences = [_NUMBERED_EVENT.sub("events: ", s) for s in problem.sentences]
+    outcome = "the endpoint was not added" if adding else "the endpoint was not saved"
+    return refused_beside(sentences, WEBHOOK_FIELDS, outcome=outcome)
 
 
 async def _webhook_form(
@@ -80,7 +100,7 @@ async def _webhook_form(
         groups=event_groups(app.scopes, events),
         out_of_reach=areas_out_of_reach(app.scopes),
         enabled=enabled,
-        problem=problem,
+        problems=webhook_problems(problem, adding=webhook_id is None),
         current="webhooks",
         below=True,
     )

@@ -6,8 +6,6 @@ page that says which parameter and why, never a default read in its place."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator, WithJsonSchema
@@ -16,38 +14,12 @@ from pydantic_core import PydanticCustomError
 from ledgerport import catalog, queues
 from ledgerport.errors import InvalidInput
 
-from ..._ids import DELIVERY, EVENT, IdKind
+from ..._ids import DELIVERY, EVENT
 from .._form_models import PageQuery
+from .._query_fields import an_id, one_of, text_or_nothing
 from ._debug import _FORM_TIME, _FORM_TIME_PATTERN, id_or_nothing, one_of_words, parse_form_time
 
 _IN_UTC = "must be a date and time in UTC, as 2026-09-22T08:00"
-
-
-def _text_or_nothing(value: Any) -> Any:
-    """A parameter's text without the spaces around it; None when nothing is left."""
-    if isinstance(value, str):
-        return value.strip() or None
-    return value
-
-
-def _one_of(allowed: Sequence[str], what: str) -> Callable[[str | None], str | None]:
-    def check(value: str | None) -> str | None:
-        if value is not None and value not in allowed:
-            raise PydanticCustomError("choice", f"must be {what}, or empty for all")
-        return value
-
-    return check
-
-
-def _an_id(kind: IdKind) -> Callable[[str | None], str | None]:
-    described = kind.description[0].lower() + kind.description[1:]
-
-    def check(value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(kind.pattern, value):
-            raise PydanticCustomError("id", f"must be {described}")
-        return value
-
-    return check
 
 
 def _form_time_text(value: str | None) -> str | None:
@@ -74,33 +46,33 @@ def _moment(value: Any) -> float:
 DeliveryStatus = Annotated[
     queues.DeliveryStatus | None,
     PlainValidator(
-        lambda value: _one_of(queues.DELIVERY_STATUSES, one_of_words(queues.DELIVERY_STATUSES))(
-            _text_or_nothing(value)
+        lambda value: one_of(queues.DELIVERY_STATUSES, one_of_words(queues.DELIVERY_STATUSES))(
+            text_or_nothing(value)
         )
     ),
     WithJsonSchema({"type": "string", "enum": ["", *queues.DELIVERY_STATUSES]}),
 ]
 EventType = Annotated[
     str | None,
-    BeforeValidator(_text_or_nothing),
-    AfterValidator(_one_of(catalog.EVENT_NAMES, "an event type of the catalog")),
+    BeforeValidator(text_or_nothing),
+    AfterValidator(one_of(catalog.EVENT_NAMES, "an event type of the catalog")),
     WithJsonSchema({"type": "string", "enum": ["", *catalog.EVENT_NAMES]}),
 ]
 DeliveryId = Annotated[
     str | None,
-    BeforeValidator(_text_or_nothing),
-    AfterValidator(_an_id(DELIVERY)),
+    BeforeValidator(text_or_nothing),
+    AfterValidator(an_id(DELIVERY)),
     WithJsonSchema(id_or_nothing(DELIVERY)),
 ]
 EventId = Annotated[
     str | None,
-    BeforeValidator(_text_or_nothing),
-    AfterValidator(_an_id(EVENT)),
+    BeforeValidator(text_or_nothing),
+    AfterValidator(an_id(EVENT)),
     WithJsonSchema(id_or_nothing(EVENT)),
 ]
 FormTimeText = Annotated[
     str | None,
-    BeforeValidator(_text_or_nothing),
+    BeforeValidator(text_or_nothing),
     AfterValidator(_form_time_text),
     WithJsonSchema({"type": "string", "pattern": f"^(?:{_FORM_TIME_PATTERN})?$"}),
 ]
