@@ -839,9 +839,16 @@ async def test_decision_on_non_member_business_is_refused(client, admin_headers)
     await login(client, world)
     _, hidden, csrf = await consent_of(client, body["user_code"])
     response = await decide(client, hidden, csrf, foreign, "approve")
-    assert response.status_code == 403, await response.get_data(as_text=True)
+    # The form again, the refusal beside the business; the request waits still.
+    page = await response.get_data(as_text=True)
+    assert response.status_code == 400, page
+    assert 'id="business_id-problem">That business is not one you may choose here<' in page
     pending = await poll(client, world, body["device_code"])
     assert (await pending.get_json())["error"] == "authorization_pending"
+    # ... and a business it offers is approved on it.
+    approved = await decide(client, hidden, csrf, world.business_id, "approve")
+    assert approved.status_code == 200, await approved.get_data(as_text=True)
+    await poll_tokens(client, world, body["device_code"])
 
 
 @pytest.mark.parametrize("second", ["approve", "deny"])

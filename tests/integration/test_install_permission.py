@@ -75,13 +75,23 @@ async def _consent_decision(client: Any, world: World, scope: str) -> Any:
     )
 
 
-async def _refused_on_the_page(response: Any) -> None:
+async def _refused_on_the_page(response: Any) -> str:
+    """The consent form again (400), the refusal in its summary and beside the business field
+    (which says it is invalid and is described by it); answers the page."""
     text = await response.get_data(as_text=True)
-    assert response.status_code == 403, text
+    assert response.status_code == 400, text
     assert "Location" not in response.headers
-    match = re.search(r'role="alert">(.*?)</p>', text, re.S)
-    assert match is not None, text
-    assert html.unescape(match[1]).strip() == REFUSAL
+    summary = re.search(r'id="problems".*?<li><a href="#business_id">(.*?)</a></li>', text, re.S)
+    assert summary is not None, text
+    assert html.unescape(summary[1]).strip() == REFUSAL
+    beside = re.search(r'<span class="field-problem" id="business_id-problem">(.*?)</span>', text)
+    assert beside is not None, text
+    assert html.unescape(beside[1]).strip() == REFUSAL
+    select = re.search(r'<select id="business_id"[^>]*>', text)
+    assert select is not None
+    assert 'aria-invalid="true"' in select[0]
+    assert 'aria-describedby="business-hint business_id-problem"' in select[0]
+    return text
 
 
 async def _scopes_of(client: Any, admin_headers: dict[str, str], world: World) -> list[str]:
@@ -98,7 +108,27 @@ async def test_member_without_apps_install_cannot_install_on_the_consent_page(
     member = await _member_world(client, admin_headers, world, role)
     await login(client, member)
 
-    await _refused_on_the_page(await _consent_decision(client, member, "invoices:read"))
+    page = await _refused_on_the_page(await _consent_decision(client, member, "invoices:read"))
+
+    # The request is held still: the business they may install in, chosen on the form that
+    # came back, is approved.
+    request_id = re.search(r'name="request_id" value="([^"]+)"', page)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    elsewhere = re.search(r'<option value="([^"]+)"[^>]*>Elsewhere', page)
+    assert request_id is not None, page
+    assert csrf is not None
+    assert elsewhere is not None, page
+    approved = await client.post(
+        "/oauth/authorize",
+        form={
+            "request_id": request_id[1],
+            "csrf_token": csrf[1],
+            "business_id": elsewhere[1],
+            "decision": "approve",
+        },
+    )
+    assert approved.status_code == 303, await approved.get_data(as_text=True)
+    assert "code=" in approved.headers["Location"]
 
     response = await client.post(
         "/admin/installations",

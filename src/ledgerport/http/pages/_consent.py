@@ -15,8 +15,23 @@ from ledgerport.storage import Transaction
 
 from .._context import unit_of_work
 from ._design import ScopeWords, described_scopes
+from ._field_problems import FormField, FormProblems, refused_beside
 from ._frame import current_user, page_csp
 from ._notices import form_page
+
+CONSENT_FIELDS = (FormField("business_id", "Business", ("business_id",)),)
+"""The consent form's one field a refusal can be about."""
+REFUSED_APPROVALS = (access.BusinessNotOffered, apps.InstallNotPermitted)
+"""The refusals of an approval the consent form comes back with, beside its business: the held
+request stays (the refusal's transaction did not use it up), so the person chooses again."""
+
+
+def consent_problems(refused: Exception) -> FormProblems:
+    """Why nothing was approved, beside the business field (the business the person may not
+    choose, or may not install the app in)."""
+    return refused_beside(
+        (str(refused),), CONSENT_FIELDS, outcome="nothing was approved", owner="business_id"
+    )
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,7 @@ async def consent_page(
     hidden: dict[str, str],
     redirects_to: str | None = None,
     device_code: str | None = None,
+    problems: FormProblems | None = None,
 ) -> Response:
     """Who is signed in (with a way to switch account), the app's icon, name and developer
     (with a link to its marketplace listing when it has a live one), a ``business_id`` select
@@ -45,7 +61,8 @@ async def consent_page(
     the answer goes, and Approve or Cancel; the form posts back to ``action`` with ``hidden``
     fields and a CSRF token. ``redirects_to`` is the URI the form's answer redirects to, when it
     leaves this origin (the page's form-action allows its origin); ``device_code`` the user
-    code the device shows, shown again to compare."""
+    code the device shows, shown again to compare; ``problems`` why the form came back (a
+    400, the refusal beside the business field)."""
     user = await current_user()
     async with unit_of_work() as tx:
         developer = await developer_name(tx, app)
@@ -76,6 +93,8 @@ async def consent_page(
         hidden=hidden,
         returns_to=_origin(redirects_to) if redirects_to is not None else None,
         device_code=device_code,
+        problems=problems,
+        status=400 if problems else 200,
     )
 
 

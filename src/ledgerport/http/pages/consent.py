@@ -17,6 +17,7 @@ from quart_schema import security_scheme
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ledgerport import access, apps, auth, catalog, storage
+from ledgerport.storage import Transaction
 
 from .._browser import current_user_id
 from .._context import platform, unit_of_work
@@ -32,7 +33,7 @@ from .._openapi import (
     page,
     redirect_reply,
 )
-from ._consent import consent_page
+from ._consent import REFUSED_APPROVALS, consent_page, consent_problems
 from ._csrf import CSRF_COOKIE_PARAM, form_guard
 from ._form_models import PageForm, read_form
 from ._frame import login_redirect, problem_page
@@ -163,11 +164,14 @@ async def _expired_consent() -> Response:
 @operation(
     redirect_reply("To the app's redirect URI with code (or error=access_denied), state and iss"),
     page(400, "The form expired (CSRF check failed)"),
+    page(
+        400,
+        "The consent form again, the refusal beside the business (one the user may not"
+        " choose, or may not install the app in); the request is held still",
+    ),
     raises=(
         auth.AuthorizeProblem,
         apps.AppNotReviewed,
-        access.BusinessNotOffered,
-        apps.InstallNotPermitted,
         storage.Conflict,
         RequestEntityTooLarge,
         storage.BadValue,
@@ -177,7 +181,10 @@ async def _expired_consent() -> Response:
     params=(CSRF_COOKIE_PARAM,),
 )
 async def decide() -> ResponseReturnValue:
-    """Approve (install or widen, then a code) or deny; either way back to the app (303)."""
+    """Approve (install or widen, then a code) or deny; either way back to the app (303). An
+    approval refused for the business chosen (not offered, or the user's role may not install
+    the app there) shows the form again with the refusal beside the business, the request
+    still held: nothing was used up."""
     form = await read_form(ConsentDecision)
     user_id = await current_user_id()
     if user_id is None:
@@ -185,34 +192,59 @@ async def decide() -> ResponseReturnValue:
     p = platform()
     now = p.now()
     issuer = p.config.base_url
-    async with unit_of_work() as tx:
-        params = await auth.take_request(
-            tx, p.keyring, now=now, request_id=form.request_id, user_id=user_id
-        )
-        if form.decision != "approve":
-            return _callback(
-                params.redirect_uri,
-                {"error": "access_denied", "state": params.state, "iss": issuer},
+    try:
+        async with unit_of_work() as tx:
+            params = await auth.take_request(
+                tx, p.keyring, now=now, request_id=form.request_id, user_id=user_id
             )
-        installation = await access.approve(
-            tx,
-            now=now,
+            if form.decision != "approve":
+                return _callback(
+                    params.redirect_uri,
+                    {"error": "access_denied", "state": params.state, "iss": issuer},
+                )
+            installation = await access.approve(
+                tx,
+                now=now,
+                app=params.app,
+                business_id=form.business_id,
+                user_id=user_id,
+                scopes=params.scopes,
+            )
+            code = await _issue_code(tx, now, params, installation, user_id)
+    except REFUSED_APPROVALS as refused:
+        # Rolled back: the request is held still, and the form comes back to choose again.
+        async with unit_of_work() as tx:
+            offers = await access.consent_businesses(tx, params.app, user_id, params.scopes)
+        return await consent_page(
+            action="/oauth/authorize",
             app=params.app,
-            business_id=form.business_id,
-            user_id=user_id,
             scopes=params.scopes,
-        )
-        code = await auth.issue_code(
-            tx,
-            p.keyring,
-            now=now,
-            app=params.app,
-            installation=installation,
-            user_id=user_id,
-            redirect_uri=params.redirect_uri,
-            scopes=params.scopes,
-            code_challenge=params.code_challenge,
-            code_challenge_method=params.code_challenge_method,
-            resource=params.resource,
+            offers=offers,
+            hidden={"request_id": form.request_id},
+            redirects_to=params.redirect_uri,
+            problems=consent_problems(refused),
         )
     return _callback(params.redirect_uri, {"code": code, "state": params.state, "iss": issuer})
+
+
+async def _issue_code(
+    tx: Transaction,
+    now: float,
+    params: auth.AuthorizeParams,
+    installation: apps.Installation,
+    user_id: str,
+) -> str:
+    p = platform()
+    return await auth.issue_code(
+        tx,
+        p.keyring,
+        now=now,
+        app=params.app,
+        installation=installation,
+        user_id=user_id,
+        redirect_uri=params.redirect_uri,
+        scopes=params.scopes,
+        code_challenge=params.code_challenge,
+        code_challenge_method=params.code_challenge_method,
+        resource=params.resource,
+    )

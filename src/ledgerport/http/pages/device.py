@@ -31,7 +31,7 @@ from .._openapi import (
     page,
     redirect_reply,
 )
-from ._consent import consent_page
+from ._consent import REFUSED_APPROVALS, consent_page, consent_problems
 from ._csrf import CSRF_COOKIE_PARAM, form_guard
 from ._form_models import PageForm, query_params, read_form, read_query
 from ._frame import Way, login_redirect, notice_page, problem_page
@@ -178,13 +178,16 @@ async def _expired_decision() -> Response:
 @security_scheme(SIGNED_IN)
 @operation(
     page(200, "Connected, or access denied: the device's next poll learns which"),
-    page(400, "The form expired (CSRF check failed), or the code expired or was used"),
+    page(
+        400,
+        "The form expired (CSRF check failed), or the code expired or was used; or the consent"
+        " form again, the refusal beside the business (one the user may not choose, or may not"
+        " install the app in), the device's request waiting still",
+    ),
     _TOO_MANY_CODES,
     raises=(
         auth.NotSignedIn,
         apps.AppNotReviewed,
-        access.BusinessNotOffered,
-        apps.InstallNotPermitted,
         storage.Conflict,
         *_FORM_ERRORS,
     ),
@@ -192,7 +195,10 @@ async def _expired_decision() -> Response:
     params=(CSRF_COOKIE_PARAM,),
 )
 async def device_decision() -> ResponseReturnValue:
-    """Approve (install, then the device's next poll gets tokens) or deny (access_denied)."""
+    """Approve (install, then the device's next poll gets tokens) or deny (access_denied). An
+    approval refused for the business chosen (not offered, or the user's role may not install
+    the app there) shows the form again with the refusal beside the business, the device's
+    request still waiting."""
     form = await read_form(DeviceDecision)
     guesser = await _code_guesser(form.user_code)
     if isinstance(guesser, Response):
@@ -200,36 +206,52 @@ async def device_decision() -> ResponseReturnValue:
     user_id, ip = guesser
     p = platform()
     now = p.now()
-    async with unit_of_work() as tx:
-        found = await auth.find_pending_device_request(
-            tx, p.keyring, now=now, user_code=form.user_code
-        )
-        if found is None:
-            # The decision names its code too: a wrong one counts as a guess.
-            await oauth_guard().wrong_user_code(ip, user_id)
-            p.metrics.device_decisions.labels("wrong_code").inc()
-            return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
-        if form.decision != "approve":
-            if not await auth.deny_device_request(tx, now=now, request=found, user_id=user_id):
-                return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
-            p.metrics.device_decisions.labels("deny").inc()
-            return await notice_page(
-                "Access denied",
-                f"{found.app.name} was not connected.",
-                next_words="Your device is told so. You can close this page.",
+    try:
+        async with unit_of_work() as tx:
+            found = await auth.find_pending_device_request(
+                tx, p.keyring, now=now, user_code=form.user_code
             )
-        installation = await access.approve(
-            tx,
-            now=now,
+            if found is None:
+                # The decision names its code too: a wrong one counts as a guess.
+                await oauth_guard().wrong_user_code(ip, user_id)
+                p.metrics.device_decisions.labels("wrong_code").inc()
+                return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
+            if form.decision != "approve":
+                if not await auth.deny_device_request(tx, now=now, request=found, user_id=user_id):
+                    return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
+                p.metrics.device_decisions.labels("deny").inc()
+                return await notice_page(
+                    "Access denied",
+                    f"{found.app.name} was not connected.",
+                    next_words="Your device is told so. You can close this page.",
+                )
+            installation = await access.approve(
+                tx,
+                now=now,
+                app=found.app,
+                business_id=form.business_id,
+                user_id=user_id,
+                scopes=found.scopes,
+            )
+            if not await auth.approve_device_request(
+                tx, now=now, request=found, user_id=user_id, installation=installation
+            ):
+                return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
+    except REFUSED_APPROVALS as refused:
+        # Rolled back: the device's request waits still, and the form comes back.
+        assert found is not None  # only an approval of a request found is refused so
+        async with unit_of_work() as tx:
+            offers = await access.consent_businesses(tx, found.app, user_id, found.scopes)
+        user_code = auth.normalize_user_code(form.user_code)
+        return await consent_page(
+            action="/device/decision",
             app=found.app,
-            business_id=form.business_id,
-            user_id=user_id,
             scopes=found.scopes,
+            offers=offers,
+            hidden={"user_code": user_code},
+            device_code=shown_code(user_code),
+            problems=consent_problems(refused),
         )
-        if not await auth.approve_device_request(
-            tx, now=now, request=found, user_id=user_id, installation=installation
-        ):
-            return await problem_page(MSG_CODE_GONE, ways=_AGAIN)
     p.metrics.device_decisions.labels("approve").inc()
     return await notice_page(
         "Device connected",
