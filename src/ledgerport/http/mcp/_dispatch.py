@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-import trio
 from quart import Quart
+from werkzeug.datastructures import Headers
 
 from ledgerport import auth
 from ledgerport.server import AccessLog
@@ -28,6 +28,10 @@ from ._tools import ID_ARGUMENT, DataTool
 
 ACCESS_LOGGED = "ledgerport.mcp.access_logged"
 """The application's ASGI callable wrapped in the access log, built once per application."""
+
+
+async def _no_push(path: str, headers: Any) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -86,9 +90,41 @@ def _request_parts(
 
 
 def _access_logged(app: Quart) -> AccessLog:
+    """``app`` answering a request whose body is at hand, its line written to the access log."""
     logged = app.extensions.get(ACCESS_LOGGED)
     if logged is None:
-        logged = app.extensions[ACCESS_LOGGED] = AccessLog(app)
+
+        async def answer(scope: Any, receive: Any, send: Any) -> None:
+            """The request answered as quart's ASGI connection answers it (the request made
+            from the scope, ``handle_request``, the response sent), in the calling task: the
+            body comes whole in one message, and no disconnect is to be watched for."""
+            request = app.request_class(
+                scope["method"],
+                scope["scheme"],
+                scope["path"],
+                scope["query_string"],
+                Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]),
+                scope["root_path"],
+                scope["http_version"],
+                max_content_length=app.config["MAX_CONTENT_LENGTH"],
+                body_timeout=app.config["BODY_TIMEOUT"],
+                send_push_promise=_no_push,
+                scope=scope,
+            )
+            request.body.append((await receive())["body"])
+            request.body.set_complete()
+            response = await app.handle_request(request)
+            data: bytes = await response.get_data(as_text=False)  # type: ignore[misc]
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [(b"content-length", str(len(data)).encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": data, "more_body": False})
+
+        logged = app.extensions[ACCESS_LOGGED] = AccessLog(answer)
     return logged
 
 
@@ -125,16 +161,6 @@ async def call_data_api(
     }
     status = 500
     chunks: list[bytes] = []
-    done = trio.Event()
-    sent_body = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent_body
-        if not sent_body:
-            sent_body = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status
@@ -142,16 +168,14 @@ async def call_data_api(
             status = message["status"]
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                done.set()
 
-    try:
-        # An application context of its own: the call's ``g`` (its timer, its headers) is not
-        # the /mcp request's, which the request context would otherwise share.
-        async with app.app_context():
-            await _access_logged(app)(scope, receive, send)  # type: ignore[arg-type]
-    finally:
-        done.set()
+    # An application context of its own: the call's ``g`` (its timer, its headers) is not the
+    # /mcp request's, which the request context would otherwise share.
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async with app.app_context():
+        await _access_logged(app)(scope, receive, send)  # type: ignore[arg-type]
     raw = b"".join(chunks)
     parsed = orjson.loads(raw) if raw else None
     return Answer(status, parsed, raw.decode())
