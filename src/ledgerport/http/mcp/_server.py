@@ -143,6 +143,7 @@ async def _call_tool(
         "content": [{"type": "text", "text": answer.text}],
         "structuredContent": answer.body,
         "isError": False,
+        "resultType": "complete",
     }
 
 
