@@ -112,3 +112,30 @@ async def test_the_2026_07_28_eras_self_contained_request_is_served(
     assert result["isError"] is False
     assert result["structuredContent"] == {"data": [], "next": None}
     assert stream.status_code == 405
+
+
+async def test_a_tool_call_answers_as_the_sdks_transport_answers_it(
+    client: Any, admin_headers: dict[str, str]
+) -> None:
+    """A handshake-era ``tools/call`` is answered in its request's task (``_exchange``); one
+    that names no protocol version goes through the SDK's transport: the same answer."""
+    api = await owner_api(client, admin_headers)
+    created = await _call(api, "create_customer", {"name": "Acme", "email": "ap@acme.example"})
+    arguments = {"id": created["structuredContent"]["id"]}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "get_customer", "arguments": arguments},
+    }
+    answers = []
+    for version in ("2025-11-25", None):
+        headers = {k: v for k, v in HANDSHAKE.items() if version or k != "MCP-Protocol-Version"}
+        response = await client.post(
+            "/mcp", data=json.dumps(body).encode(), headers=api.headers(headers)
+        )
+        assert response.status_code == 200
+        answers.append(await response.get_json())
+
+    assert answers[0] == answers[1]
+    assert answers[0]["result"]["structuredContent"] == created["structuredContent"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import orjson
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_one
@@ -28,7 +29,7 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp.shared.transport_context import TransportContext
-from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse, RequestId
+from mcp_types import JSONRPCError, JSONRPCRequest, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from werkzeug.datastructures import Headers
@@ -104,5 +105,6 @@ async def answer(server: Server[Any], message: JSONRPCRequest, version: str) -> 
             raise
         failed = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
         return failed.model_dump_json(by_alias=True, exclude_unset=True).encode()
-    done = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
-    return done.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    # The result is already the wire form (the runner dumps it in pydantic's JSON mode): orjson
+    # writes the response the SDK's ``JSONRPCResponse`` would, without walking it once more.
+    return orjson.dumps({"jsonrpc": "2.0", "id": message.id, "result": result})

@@ -3,11 +3,14 @@
 The official SDK speaks the protocol: its low-level ``Server`` with the tools of ``_tools``, and
 its Streamable HTTP session manager in stateless mode with JSON answers, run for each request
 inside the request's own task (anyio on trio), so a request needs no session and no task
-outlives it. The route hands it the request as ASGI and answers what it sends.
+outlives it. The route hands it the request as ASGI and answers what it sends; a
+handshake-era ``tools/call`` is answered by the SDK's single-exchange driver instead
+(``_exchange``), with no transport of its own.
 
 Every request is authenticated as a data API call is, by the same function
-(``api._auth.authenticate_bearer``: the token, its limits; a sender-constrained token's proof
-where there is one), and counted as one call: a tool call is one request. A 401 names this
+(``api._auth.authenticate_bearer``: the token and the limits, and whatever that check comes to
+hold, such as a sender-constrained token's proof), and counted as one call: a tool call is one
+request. A 401 names this
 resource's metadata (``/.well-known/oauth-protected-resource/mcp``, RFC 9728). A tool call is
 then made as its data API call (``_dispatch``), so the data API's gates refuse it as they
 would the same call; a refusal is a tool result with ``isError`` carrying the data API's
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import mcp_types as types
 import orjson
@@ -203,8 +206,7 @@ async def _through_sdk(scope: MutableMapping[str, Any], raw: bytes) -> Response:
 
 async def serve_mcp() -> Response:
     """Answer one request of the protocol: authenticate it, then let the SDK answer it."""
-    raw = await request.get_data(as_text=False)
-    assert isinstance(raw, bytes)
+    raw = cast(bytes, await request.get_data(as_text=False))
     exchange = _exchange.tool_call_of(raw, request.headers)
     grant = refusal = None
     try:
