@@ -154,6 +154,10 @@ async def test_bodies_that_ignore_unknown_members_state_them_nul_free(client: An
 
 OAUTH_BLUEPRINTS = {"oauth", "oauth_clients", "cli_login"}
 """The OAuth endpoints, and the command line's device flow, which answers as RFC 8628's."""
+JSON_RPC_REFUSALS = {("POST", "/mcp"): {"400", "406", "415"}}
+"""What the MCP server's transport refuses before any tool runs (a body that is no message of
+the protocol, an Accept or Content-Type without JSON): the protocol's JSON-RPC error object,
+as its clients read it. Its token's refusals (401, 429, 503) are the envelope."""
 
 
 async def test_errors_answer_in_the_shape_of_their_blueprint(app: Any, client: Any) -> None:
@@ -171,7 +175,9 @@ async def test_errors_answer_in_the_shape_of_their_blueprint(app: Any, client: A
                 continue
             where = (method, path, status)
             content = response["content"]
-            if "application/json" in content:
+            if status in JSON_RPC_REFUSALS.get((method, path), ()):
+                assert content["application/json"] != {"schema": envelope}, where
+            elif "application/json" in content:
                 assert content["application/json"] == {"schema": envelope}, where
             if oauth_shaped:
                 assert set(content) == {"application/json"}, where

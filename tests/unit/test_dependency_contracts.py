@@ -28,6 +28,7 @@ import inspect
 import json
 import textwrap
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ import hypercorn.config
 import hypercorn.trio.run
 import pydantic
 import pytest
+import quart
+import quart.datastructures
 import quart.helpers
 import trio
 import trio_asyncio
@@ -678,3 +681,156 @@ def test_mini_racer_reads_the_notifications_arguments_without_the_guests_prototy
     assert (first, seen) == ('{"kind":"api"}', 0), _relied_on(
         SANDBOX, "an argument array built without Array.prototype"
     )
+
+
+# mcp (the official SDK): http/mcp/ --------------------------------------------------------------
+
+MCP_SERVER = "http/mcp/_server.py"
+MCP_EXCHANGE = "http/mcp/_exchange.py"
+MCP_DISPATCH = "http/mcp/_dispatch.py"
+_TOOL_SEEN: ContextVar[str] = ContextVar("tool_seen")
+
+
+def _mcp_server(result: Any) -> Any:
+    import mcp_types
+    from mcp.server.lowlevel import Server
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        tool = mcp_types.Tool(name=_TOOL_SEEN.get(), input_schema={"type": "object"})
+        return mcp_types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        return result
+
+    return Server("contract", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def test_mcp_stateless_json_manager_runs_in_the_request_task_under_trio() -> None:
+    """``serve_mcp`` makes a StreamableHTTPSessionManager for each request (stateless, JSON
+    answers), runs it within the request on trio, and its handlers read what the request set
+    in a ContextVar: anyio's tasks on trio start in a copy of the caller's context."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).encode()
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json"),
+            (b"mcp-protocol-version", b"2025-11-25"),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    token = _TOOL_SEEN.set("seen_in_the_handler")
+    try:
+        with trio.fail_after(TIMEOUT):
+            manager = StreamableHTTPSessionManager(
+                _mcp_server(None), json_response=True, stateless=True
+            )
+            async with manager.run():
+                await manager.handle_request(scope, receive, send)
+    finally:
+        _TOOL_SEEN.reset(token)
+    assert sent[0]["status"] == 200, _relied_on(MCP_SERVER, "a stateless manager run per request")
+    answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert answer["result"]["tools"][0]["name"] == "seen_in_the_handler", _relied_on(
+        MCP_SERVER, "the handlers running in a copy of the request task's context"
+    )
+
+
+async def test_mcp_serve_one_answers_a_tools_call_in_the_callers_task_taking_a_mapping() -> None:
+    """``_exchange`` answers a handshake-era ``tools/call`` with ``runner.serve_one`` (a born-ready
+    ``Connection.from_envelope``, a dispatch context of its own) in the request's task, and
+    ``_server`` returns a tool's result as a mapping, which the runner copies as it is."""
+    from mcp.server.connection import Connection
+    from mcp.server.runner import serve_one
+    from mcp.shared.transport_context import TransportContext
+
+    @dataclasses.dataclass
+    class Exchange:
+        transport: TransportContext
+        request_id: int = 1
+        message_metadata: None = None
+        can_send_request: bool = False
+
+    result = {
+        "content": [{"type": "text", "text": "{}"}],
+        "structuredContent": {"id": "cus_1"},
+        "isError": False,
+    }
+    task = trio.lowlevel.current_task()
+    seen: list[Any] = []
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        seen.append(trio.lowlevel.current_task())
+        return result
+
+    server = _mcp_server(result)
+    server.add_request_handler(
+        "tools/call", server.get_request_handler("tools/call").params_type, call_tool
+    )
+    with trio.fail_after(TIMEOUT):
+        answer = await serve_one(
+            server,
+            Exchange(TransportContext(kind="streamable-http", can_send_request=False)),
+            "tools/call",
+            {"name": "get_customer", "arguments": {}},
+            connection=Connection.from_envelope("2025-11-25", None, None),
+            lifespan_state={},
+        )
+    assert seen == [task], _relied_on(MCP_EXCHANGE, "serve_one running the handler in its caller")
+    assert answer == result, _relied_on(MCP_SERVER, "a mapping result taken as it is")
+
+
+async def test_quart_request_in_a_pushed_app_context_has_a_g_of_its_own() -> None:
+    """``_dispatch`` answers a tool's data API call with ``app.handle_request`` inside the /mcp
+    request, within ``app.app_context()``: the call's ``g`` (its timer, its headers) is not the
+    outer request's."""
+    app = QuartTrio(__name__)
+    seen: list[str | None] = []
+
+    @app.get("/inner")
+    async def inner() -> str:
+        seen.append(getattr(quart.g, "mark", None))
+        return "ok"
+
+    @app.get("/outer")
+    async def outer() -> str:
+        quart.g.mark = "outer"
+        async with app.app_context():
+            request = app.request_class(
+                "GET",
+                "http",
+                "/inner",
+                b"",
+                quart.datastructures.Headers(),
+                "",
+                "1.1",
+                send_push_promise=None,  # type: ignore[arg-type]
+                scope={},  # type: ignore[arg-type]
+            )
+            request.body.set_complete()
+            await app.handle_request(request)
+        seen.append(quart.g.mark)
+        return "ok"
+
+    with trio.fail_after(TIMEOUT):
+        response = await app.test_client().get("/outer")
+    assert response.status_code == 200
+    assert seen == [None, "outer"], _relied_on(MCP_DISPATCH, "a pushed app context's own g")

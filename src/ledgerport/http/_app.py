@@ -14,7 +14,7 @@ from ledgerport.ops import HTTP_METHODS, closed_label
 from ledgerport.platform import Platform
 from ledgerport.server import MANAGEMENT, MANAGEMENT_PATHS, OneTaskHTTPConnection
 
-from . import _ops, admin, cli_login, oauth, oauth_clients
+from . import _ops, admin, cli_login, mcp, oauth, oauth_clients
 from ._browser import SESSION_COOKIE
 from ._context import APP_STATE_PREFIX, PLATFORM_KEY
 from ._context import platform as current_platform
@@ -101,6 +101,7 @@ def create_app(platform: Platform) -> QuartTrio:
         cli_login.blueprint,
         *PAGES.blueprints,
         api_blueprint,
+        mcp.blueprint,
         developer_blueprint,
     ):
         app.register_blueprint(blueprint)

@@ -19,6 +19,11 @@ APP_STATE_PREFIX = "ledgerport.state."
 FROM_A_RUN = "ledgerport.from_a_run"
 """The ASGI scope's key that marks a hosted function's ``context.api`` call
 (``in_process_api`` sets it; hypercorn's scopes of network requests never hold it)."""
+CALLER_GRANT = "ledgerport.caller_grant"
+"""The ASGI scope's key holding the grant of a data API call made for a request that already
+authenticated its token and counted it against the limits: an MCP tool call (``http/mcp``)
+reaches the data API with it, and the call is not authenticated or counted a second time.
+Only in-process calls set it; hypercorn's scopes of network requests never hold it."""
 
 _T = TypeVar("_T")
 

@@ -40,19 +40,28 @@ def rate_limit_policy(limit: catalog.RateLimit) -> str:
     return f'"{limit.name}";q={limit.limit};w={limit.window_seconds}'
 
 
+_PROTECTED_RESOURCES: Mapping[str | None, str] = {
+    "api": catalog.PROTECTED_RESOURCE_PATH,
+    "mcp": f"{catalog.PROTECTED_RESOURCE_PATH}/mcp",
+}
+"""The RFC 9728 metadata of each blueprint that is a protected resource: the data API, and the
+MCP server at ``/mcp``."""
+
+
 def _bearer_challenge(_: auth.InvalidAccessToken) -> dict[str, str]:
     """The data API's challenge names its RFC 9728 metadata (``resource_metadata``), so that a
-    client that holds no token yet (an MCP client, say) finds the authorization server; the
-    console API's developer tokens are no token of that resource, and its challenge names
-    none."""
+    client that holds no token yet (an MCP client, say) finds the authorization server (the
+    MCP server's own metadata names ``{base}/mcp``); the console API's developer tokens are no
+    token of either resource, and its challenge names none."""
     return {"WWW-Authenticate": f'Bearer realm="ledgerport"{_resource_metadata()}'}
 
 
 def _resource_metadata() -> str:
-    """The challenge's ``resource_metadata`` auth-param on the data API, else nothing."""
-    if has_request_context() and request.blueprint == "api":
+    """The challenge's ``resource_metadata`` auth-param on the data API and the MCP server,
+    else nothing."""
+    if has_request_context() and request.blueprint in _PROTECTED_RESOURCES:
         base = platform().config.base_url
-        return f', resource_metadata="{base}{catalog.PROTECTED_RESOURCE_PATH}"'
+        return f', resource_metadata="{base}{_PROTECTED_RESOURCES[request.blueprint]}"'
     return ""
 
 

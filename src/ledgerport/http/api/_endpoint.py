@@ -24,7 +24,7 @@ from ledgerport import apps, auth, books, catalog, storage
 from ledgerport.errors import InvalidInput
 
 from .._browser import SESSION_COOKIE
-from .._context import platform, presented_token, unit_of_work
+from .._context import CALLER_GRANT, platform, presented_token, unit_of_work
 from .._errors import validation_messages
 from .._input import parse_json
 from .._openapi import JSON_BODY_ERRORS, Header, Param
@@ -156,7 +156,9 @@ def data_route(
             raw = await request.get_data(as_text=False)
             key = request.headers.get(IDEMPOTENCY_KEY) if request.method != "GET" else None
             p = platform()
-            grant = await authenticate_bearer()
+            # A tool call of the MCP server comes with the grant its request authenticated.
+            passed = request.scope.get(CALLER_GRANT)
+            grant = passed if isinstance(passed, auth.AccessGrant) else await authenticate_bearer()
             requested = request.headers.get(SERVICE_VERSION)
             version = apps.resolve_api_version(requested, grant.pinned_version, today=_today())
             g.response_headers = {SERVICE_VERSION: version.name}

@@ -1,0 +1,227 @@
+"""``/mcp``: the Model Context Protocol over Streamable HTTP, with the data API's tokens.
+
+The official SDK speaks the protocol: its low-level ``Server`` with the tools of ``_tools``, and
+its Streamable HTTP session manager in stateless mode with JSON answers, run for each request
+inside the request's own task (anyio on trio), so a request needs no session and no task
+outlives it. The route hands it the request as ASGI and answers what it sends; a
+handshake-era ``tools/call`` is answered by the SDK's single-exchange driver instead
+(``_exchange``), with no transport of its own.
+
+Every request is authenticated as a data API call is, by the same function
+(``api._auth.authenticate_bearer``: the token and the limits, and whatever that check comes to
+hold, such as a sender-constrained token's proof), and counted as one call: a tool call is one
+request. A 401 names this
+resource's metadata (``/.well-known/oauth-protected-resource/mcp``, RFC 9728). A tool call is
+then made as its data API call (``_dispatch``), so the data API's gates refuse it as they
+would the same call; a refusal is a tool result with ``isError`` carrying the data API's
+message, the limits' refusal of a tool call included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+import mcp_types as types
+import orjson
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from quart import Quart, Response, current_app, request
+
+from ledgerport import __version__, auth, storage
+
+from .._envelopes import envelope
+from .._errors import answer_for
+from ..api._auth import authenticate_bearer
+from . import _dispatch, _exchange
+from ._tools import DataTool, read_tools
+
+TOOLS_KEY: Final = "ledgerport.mcp.tools"
+"""The application's tools and their SDK descriptions, read once from its URL map."""
+
+_GATE_REFUSALS: Final = (auth.RateLimited, storage.StorageUnavailable)
+"""What the token's check can refuse a valid request for: a tool call's refusal is its result."""
+
+
+@dataclass(frozen=True)
+class _Tools:
+    by_name: dict[str, DataTool]
+    listed: types.ListToolsResult
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What a tool call needs of its ``/mcp`` request."""
+
+    app: Quart
+    grant: auth.AccessGrant | None
+    refusal: BaseException | None
+    scope: MutableMapping[str, Any]
+
+
+_CURRENT: ContextVar[_Request] = ContextVar("ledgerport_mcp_request")
+
+
+def tools_of(app: Quart) -> _Tools:
+    """The tools of ``app``'s data API (built on first use, then kept with the application)."""
+    found = app.extensions.get(TOOLS_KEY)
+    if found is None:
+        by_name = read_tools(app)
+        listed = types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    output_schema=tool.output_schema,
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=tool.verb != "create",
+                        destructive_hint=False,
+                        idempotent_hint=tool.verb != "create",
+                        open_world_hint=False,
+                    ),
+                )
+                for tool in by_name.values()
+            ]
+        )
+        found = app.extensions[TOOLS_KEY] = _Tools(by_name, listed)
+    return found
+
+
+def _message(body: Any) -> str:
+    """The data API envelope's message as one line of text."""
+    message = body.get("message") if isinstance(body, dict) else None
+    if isinstance(message, list):
+        return "; ".join(str(part) for part in message)
+    return str(message) if message is not None else "The data API refused the call"
+
+
+def _refused(body: Any, text: str) -> types.CallToolResult:
+    """A refusal as a tool result: the message, then the whole envelope as JSON."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=_message(body)), types.TextContent(text=text)],
+        is_error=True,
+    )
+
+
+def _refusal_envelope(error: BaseException) -> dict[str, Any]:
+    """``error`` in the envelope the data API answers it with."""
+    answer = answer_for(error)
+    return envelope(
+        answer.status,
+        answer.text(error),
+        code=answer.code,
+        params=answer.arguments(error),
+        details=answer.details(error),
+    )
+
+
+async def _list_tools(
+    ctx: Any, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return tools_of(_CURRENT.get().app).listed
+
+
+async def _call_tool(
+    ctx: Any, params: types.CallToolRequestParams
+) -> types.CallToolResult | dict[str, Any]:
+    current = _CURRENT.get()
+    tool = tools_of(current.app).by_name.get(params.name)
+    if tool is None:
+        body = envelope(404, f"Unknown tool: {params.name}")
+        return _refused(body, orjson.dumps(body).decode())
+    if current.grant is None:
+        body = _refusal_envelope(current.refusal or auth.InvalidAccessToken("no token"))
+        return _refused(body, orjson.dumps(body).decode())
+    answer = await _dispatch.call_data_api(
+        current.app, tool, params.arguments or {}, current.grant, current.scope
+    )
+    if answer.status >= 300 or not isinstance(answer.body, dict):
+        return _refused(answer.body, answer.text)
+    # The result's wire form as a mapping: the SDK copies a mapping as it is, where a model's
+    # dump would walk the structured content once more.
+    return {
+        "content": [{"type": "text", "text": answer.text}],
+        "structuredContent": answer.body,
+        "isError": False,
+        "resultType": "complete",
+    }
+
+
+SERVER: Final = Server(
+    "ledgerport",
+    version=__version__,
+    instructions=(
+        "The books of one business, as the access token's user and app may reach them: list,"
+        " get and create each kind of record, and read the business's events."
+    ),
+    on_list_tools=_list_tools,
+    # A mapping is a result the SDK's runner takes as it is (``test_mcp_*``), beside its models.
+    on_call_tool=_call_tool,  # type: ignore[arg-type]
+)
+"""The protocol's server: stateless, its handlers read the request they serve (``_CURRENT``)."""
+
+
+def _is_tool_call(raw: bytes) -> bool:
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(message, dict) and message.get("method") == "tools/call"
+
+
+async def _through_sdk(scope: MutableMapping[str, Any], raw: bytes) -> Response:
+    """The SDK's answer to the request (``scope`` and its body ``raw``) as a Quart response."""
+    manager = StreamableHTTPSessionManager(SERVER, json_response=True, stateless=True)
+    status = 500
+    headers: list[tuple[bytes, bytes]] = []
+    chunks: list[bytes] = []
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if delivered:
+            return {"type": "http.disconnect"}
+        delivered = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers = list(message.get("headers", ()))
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+    response = Response(b"".join(chunks), status=status)
+    for name, value in headers:
+        if name.lower() not in (b"content-length", b"date", b"server"):
+            response.headers[name.decode("latin-1")] = value.decode("latin-1")
+    return response
+
+
+async def serve_mcp() -> Response:
+    """Answer one request of the protocol: authenticate it, then let the SDK answer it."""
+    raw = cast(bytes, await request.get_data(as_text=False))
+    exchange = _exchange.tool_call_of(raw, request.headers)
+    grant = refusal = None
+    try:
+        grant = await authenticate_bearer()
+    except _GATE_REFUSALS as refused:
+        if exchange is None and not _is_tool_call(raw):
+            raise
+        refusal = refused
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    scope: dict[str, Any] = dict(request.scope)
+    token = _CURRENT.set(_Request(app, grant, refusal, scope))
+    try:
+        if exchange is not None:
+            answer = await _exchange.answer(SERVER, *exchange)
+            return Response(answer, status=200, content_type="application/json")
+        return await _through_sdk(scope, raw)
+    finally:
+        _CURRENT.reset(token)
