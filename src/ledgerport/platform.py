@@ -31,6 +31,7 @@ from ledgerport.clock import Clock, SystemClock
 from ledgerport.config import Config, ConfigError
 from ledgerport.keys import KeyFileError, create_key_file, read_key_file
 from ledgerport.ops import Metrics, Services
+from ledgerport.queues import StreamDesk
 from ledgerport.storage import Store, Transaction
 
 
@@ -46,6 +47,9 @@ class Platform:
     metrics: Metrics = field(default_factory=Metrics)
     services: Services = field(default_factory=Services)
     """The long-lived services this process runs, and whether each runs now (``/readyz``)."""
+    stream_desk: StreamDesk | None = None
+    """The delivery engine's half of stream endpoints (``engine.StreamDesk``), set by whoever
+    runs the engine (``serve``): the console API's stream routes lease and record through it."""
     app_directory: AppDirectory = field(init=False)
     """Apps by client_id for client authentication: kept while the server listens for their
     changes (``serve``), read from the store otherwise."""
