@@ -41,6 +41,9 @@ IN_FLIGHT = 32
 """Deliveries pulled and not reported yet, at most: forwarded by as many workers at once."""
 REPORT_BATCH = 32
 """Reports sent in one request at most (the server takes no more)."""
+REPORT_LINGER = 0.01
+"""Seconds a report waits for others to go with it: under load, one request (and one
+transaction of the server's) records many answers."""
 BODY_KEPT = 4096
 """Bytes of the local answer's body reported (the attempt log keeps as many)."""
 WAIT = 25
@@ -219,9 +222,10 @@ class Listener:
             if first is None:
                 return
             batch = [first]
+            linger_until = time.monotonic() + REPORT_LINGER
             while len(batch) < REPORT_BATCH:
                 try:
-                    more = self.reports.get_nowait()
+                    more = self.reports.get(timeout=max(linger_until - time.monotonic(), 0.0))
                 except queue.Empty:
                     break
                 if more is None:
