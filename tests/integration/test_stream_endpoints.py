@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 import stripe
 import trio
+import trio.lowlevel
 
 from ledgerport import apps, queues
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import Scheduler, StreamDesk
+from ledgerport.http._context import APP_STATE_PREFIX
+from ledgerport.http.developer.stream_endpoints import PULLS_PER_DEVELOPER
 from ledgerport.platform import Platform
 
 from .webhook_world import Console, deliver, engine_for, hooked
@@ -215,3 +218,31 @@ async def test_a_deleted_or_abandoned_stream_endpoint_fails_what_waits(
     errors = {row["webhook_id"]: (row["status"], row["last_error"]) for row in rows}
     assert errors[deleted["id"]] == ("failed", "not sent: the stream endpoint was deleted")
     assert errors[abandoned["id"]][0] == "failed"
+
+
+async def test_a_developer_has_at_most_ten_pulls_waiting(
+    platform: Platform, app: Any, client: Any, admin_headers: dict[str, str]
+) -> None:
+    def waiting() -> int:
+        return sum(app.extensions.get(f"{APP_STATE_PREFIX}Pulling", {}).values())  # type: ignore[no-any-return]
+
+    with trio.fail_after(TIMEOUT):
+        async with hooked(client, admin_headers, EVENTS) as hook:
+            stream = await _stream(hook.console)
+            path = f"/webhooks/{stream['id']}/stream/pull?wait=2"
+            answers: list[int] = []
+
+            async def pull() -> None:
+                answers.append((await hook.console.call("POST", path)).status_code)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(PULLS_PER_DEVELOPER):
+                    nursery.start_soon(pull)
+                while waiting() < PULLS_PER_DEVELOPER:  # the ten are waiting on the server
+                    await trio.lowlevel.checkpoint()
+                refused = await hook.console.call("POST", path)
+            after = await hook.console.call("POST", path.replace("wait=2", "wait=0"))
+    assert refused.status_code == 429
+    assert refused.headers["Retry-After"] == "5"
+    assert answers == [200] * PULLS_PER_DEVELOPER
+    assert after.status_code == 200

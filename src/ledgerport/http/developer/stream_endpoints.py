@@ -16,19 +16,23 @@ hour is deleted.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import trio
 from pydantic import BaseModel, ConfigDict, Field
 from quart import request
 from quart_schema import validate_request
 from typing_extensions import TypedDict
 
-from ledgerport import apps, ops, queues, storage
+from ledgerport import apps, auth, ops, queues, storage
 from ledgerport.errors import InvalidInput
 
-from .._context import platform, unit_of_work
+from .._context import app_state, platform, unit_of_work
 from .._ids import DELIVERY
 from .._openapi import JSON_BODY_ERRORS, Param, json_reply, operation
-from ._blueprint import blueprint, developed_app, iso_time
+from ._blueprint import blueprint, developed_app, developer_id, iso_time
 from ._webhook_shapes import WEBHOOK_ID, EventName, Status
 
 WAIT_MAX = 30
@@ -38,6 +42,9 @@ PULL_MAX = queues.STREAM_HELD
 REPORT_MAX = 32
 """Reports one request carries at most (with their bodies, within the request body's bound)."""
 BODY_KEPT = queues.RESPONSE_BODY_KEPT
+PULLS_PER_DEVELOPER = 10
+"""Pulls waiting at once for one developer in one serving process (a listener has one)."""
+PULL_RETRY_AFTER = 5
 WAIT = Param(
     "wait",
     "query",
@@ -121,6 +128,37 @@ class Reports(TypedDict):
     data: list[ReportedOut]
 
 
+class TooManyPulls(auth.RateLimited):
+    """The developer has PULLS_PER_DEVELOPER pulls waiting already (429)."""
+
+    def __init__(self) -> None:
+        super().__init__(PULL_RETRY_AFTER)
+        self.message = (
+            "Too many pulls: at most {0} may wait at once for a developer; stop a listener first"
+        )
+        self.params = (PULLS_PER_DEVELOPER,)
+        self.args = (self.rendered,)
+
+
+class Pulling(Counter[str]):
+    """The pulls waiting in this process, by developer."""
+
+
+@contextmanager
+def _counted() -> Iterator[None]:
+    pulling = app_state(Pulling, Pulling)
+    developer = developer_id()
+    if pulling[developer] >= PULLS_PER_DEVELOPER:
+        raise TooManyPulls
+    pulling[developer] += 1
+    try:
+        yield
+    finally:
+        pulling[developer] -= 1
+        if pulling[developer] <= 0:
+            del pulling[developer]
+
+
 def _int_arg(name: str, default: int, low: int, high: int) -> int:
     raw = request.args.get(name)
     if raw is None:
@@ -158,7 +196,7 @@ def _desk() -> queues.StreamDesk:
     return desk
 
 
-_RAISES = (InvalidInput, storage.BadValue, apps.WebhookNotFound, ops.NotReady)
+_RAISES = (InvalidInput, storage.BadValue, apps.WebhookNotFound, ops.NotReady, TooManyPulls)
 
 
 @blueprint.post("/apps/<app_id>/webhooks/<webhook_id>/stream/pull")
@@ -173,6 +211,11 @@ async def pull_stream(app_id: str, webhook_id: str) -> Pulled:
     reported within its time is due again (at least once, never lost)."""
     wait = _int_arg("wait", WAIT_DEFAULT, 0, WAIT_MAX)
     limit = _int_arg("limit", PULL_MAX, 1, PULL_MAX)
+    with _counted():
+        return await _pull(app_id, webhook_id, wait=wait, limit=limit)
+
+
+async def _pull(app_id: str, webhook_id: str, *, wait: int, limit: int) -> Pulled:
     p = platform()
     deadline = trio.current_time() + wait
     woken = trio.Event()
