@@ -19,13 +19,14 @@ import trio.lowlevel
 from ledgerport import apps, queues
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import Scheduler, StreamDesk
-from ledgerport.http._context import APP_STATE_PREFIX
 from ledgerport.http.developer.stream_endpoints import PULLS_PER_DEVELOPER
 from ledgerport.platform import Platform
 
 from .webhook_world import Console, deliver, engine_for, hooked
 
 TIMEOUT = 30
+PULLING = "ledgerport.state.Pulling"
+"""Where the application keeps its count of waiting pulls (its state, by the class's name)."""
 EVENTS = ["customer.created"]
 
 
@@ -224,7 +225,7 @@ async def test_a_developer_has_at_most_ten_pulls_waiting(
     platform: Platform, app: Any, client: Any, admin_headers: dict[str, str]
 ) -> None:
     def waiting() -> int:
-        return sum(app.extensions.get(f"{APP_STATE_PREFIX}Pulling", {}).values())  # type: ignore[no-any-return]
+        return sum(app.extensions.get(PULLING, {}).values())  # type: ignore[no-any-return]
 
     with trio.fail_after(TIMEOUT):
         async with hooked(client, admin_headers, EVENTS) as hook:
