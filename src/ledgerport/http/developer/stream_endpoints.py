@@ -196,7 +196,7 @@ def _desk() -> queues.StreamDesk:
     return desk
 
 
-_RAISES = (InvalidInput, storage.BadValue, apps.WebhookNotFound, ops.NotReady, TooManyPulls)
+_RAISES = (InvalidInput, storage.BadValue, apps.WebhookNotFound, ops.NotReady, auth.RateLimited)
 
 
 @blueprint.post("/apps/<app_id>/webhooks/<webhook_id>/stream/pull")
