@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from ledgerport.clock import Clock
 from ledgerport.config import load
+from ledgerport.engine import StreamDesk
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.storage import Store
 
 
 async def build_platform(store: Store, clock: Clock, env: dict[str, str]) -> Platform:
-    """Load ``env`` as the configuration and bootstrap the Platform over the store."""
+    """Load ``env`` as the configuration and bootstrap the Platform over the store, with the
+    delivery engine's half of stream endpoints, as a server has it."""
     config = load({"LEDGERPORT_DATABASE_URL": "sqlite:///unused.db", **env})
-    return (await bootstrap(store, config, clock=clock)).platform
+    platform = (await bootstrap(store, config, clock=clock)).platform
+    platform.stream_desk = StreamDesk(platform)
+    return platform

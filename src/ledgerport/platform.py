@@ -34,6 +34,7 @@ from ledgerport.clock import Clock, SystemClock
 from ledgerport.config import Config, ConfigError
 from ledgerport.keys import KeyFileError, create_key_file, read_key_file
 from ledgerport.ops import Metrics, Services
+from ledgerport.queues import StreamDesk
 from ledgerport.storage import Store, Transaction
 
 
@@ -54,6 +55,9 @@ class Platform:
     store: :func:`bootstrap` chooses)."""
     dpop_nonces: DpopNonces | None = field(init=False)
     """The server nonces DPoP proofs must carry (LEDGERPORT_DPOP_NONCE=on), else None."""
+    stream_desk: StreamDesk | None = None
+    """The delivery engine's half of stream endpoints (``engine.StreamDesk``), set by whoever
+    runs the engine (``serve``): the console API's stream routes lease and record through it."""
     app_directory: AppDirectory = field(init=False)
     """Apps by client_id for client authentication: kept while the server listens for their
     changes (``serve``), read from the store otherwise."""

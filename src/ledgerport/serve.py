@@ -33,7 +33,7 @@ from quart_trio import QuartTrio
 from ledgerport.auth import RedisConnection, connect_redis
 from ledgerport.clock import Clock
 from ledgerport.config import AddressUnavailable, Config, ConfigError, mask_url_password
-from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler
+from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler, StreamDesk
 from ledgerport.http import create_app, end_live_streams, in_process_api, prepare_document
 from ledgerport.ops import MemoryTrimmer, supervise, timing_collections
 from ledgerport.platform import Platform, bootstrap, check_root_key
@@ -175,6 +175,7 @@ async def _serve_store(
                 " another while it is set"
             )
         platform = boot.platform
+        platform.stream_desk = StreamDesk(platform)
         app = create_app(platform)
         with timing_collections(platform.metrics):
             await _supervise(config, platform, app, stop, on_ready, listeners)

@@ -504,10 +504,12 @@ HOOKS_ENV = {
 """The run loads ``schemathesis_hooks.py`` beside this file: every valid Idempotency-Key it sends
 is one no other request used, so a 400 on a valid write is a failure."""
 
-STREAMS = r"^apps/[^/]+/(?:deliveries|runs)/stream$"
-"""The live streams (paths after ``/developer/``), left out of the run: a stream answered 200
-stays open, so each request schemathesis sent would end in its timeout. Their answers, refusals
-and events are tested in tests/integration/test_live_streams.py."""
+STREAMS = r"^apps/[^/]+/(?:(?:deliveries|runs)/stream|webhooks/[^/]+/stream/pull)$"
+"""The live streams and a stream endpoint's pull (paths after ``/developer/``), left out of the
+run: a stream answered 200 stays open, and a pull waits up to its ``wait`` (25 s by default) for
+a delivery, so each request schemathesis sent would end in its timeout. Their answers, refusals
+and events are tested in tests/integration/test_live_streams.py and
+tests/integration/test_stream_endpoints.py."""
 MCP = r"^/mcp$"
 """The MCP server, left out of the run: it answers JSON-RPC messages of the protocol, which the
 document names without their grammar, so generated bodies test the transport's parser only. It

@@ -26,6 +26,7 @@ async def _console(client: Any, admin_headers: dict[str, str]) -> Console:
 
 FRESH = {
     "signature": "stripe",
+    "kind": "push",
     "rateLimit": None,
     "ordering": "none",
     "headers": {},

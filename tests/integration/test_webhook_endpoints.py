@@ -40,6 +40,7 @@ HEALTHY = {
 }
 DEFAULTS = {
     "enabled": True,
+    "kind": "push",
     "signature": "stripe",
     "rateLimit": None,
     "ordering": "none",

@@ -212,9 +212,14 @@ from ._webhook_controls import ORDERINGS as ORDERINGS
 from ._webhook_controls import DisabledReason as DisabledReason
 from ._webhook_controls import Ordering as Ordering
 from ._webhook_controls import header_problems as header_problems
+from ._webhooks import STREAM_ABANDONED as STREAM_ABANDONED
+from ._webhooks import STREAMS_PER_APP as STREAMS_PER_APP
 from ._webhooks import Rotation as Rotation
 from ._webhooks import Webhook as Webhook
 from ._webhooks import WebhookHealth as WebhookHealth
+from ._webhooks import WebhookKind as WebhookKind
+from ._webhooks import abandoned_streams as abandoned_streams
+from ._webhooks import create_stream_endpoint as create_stream_endpoint
 from ._webhooks import create_webhook as create_webhook
 from ._webhooks import delete_webhook as delete_webhook
 from ._webhooks import get_webhook as get_webhook
@@ -224,6 +229,7 @@ from ._webhooks import receivable as receivable
 from ._webhooks import receivable_events as receivable_events
 from ._webhooks import rotate_webhook_secret as rotate_webhook_secret
 from ._webhooks import signing_secrets as signing_secrets
+from ._webhooks import stream_pulled as stream_pulled
 from ._webhooks import update_webhook as update_webhook
 from ._webhooks import webhook_health as webhook_health
 from ._webhooks import webhook_secret as webhook_secret

@@ -16,6 +16,12 @@ that scheme's: ``_signing_keys.py``), a rate, ordering by record and headers of 
 health as outcomes are recorded (``_endpoint_health.py``). The app's operational endpoint is a
 row of this table too (kind ``operational``, ``_operational.py``), which no function here
 answers: it is not one of the app's webhooks.
+
+A stream endpoint (kind ``stream``, :func:`create_stream_endpoint`) is one of the app's webhooks
+whose deliveries its listener (``ledgerport listen``) pulls over HTTP instead of the engine
+posting them (``engine/_stream.py``): its ``url`` is where the listener forwards them, which the
+service never reaches; it signs with the stripe scheme and has none of the receiver controls. A
+listener that stops pulling for STREAM_ABANDONED is gone: :func:`abandoned_streams` finds it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ledgerport import catalog
 from ledgerport.errors import InvalidInput
@@ -37,6 +43,16 @@ from ._errors import WebhookNotFound
 from ._signing_keys import new_signing_key, public_key
 from ._targets import Resolver, resolve, webhook_target_problem
 from ._webhook_controls import DisabledReason, Ordering, Scheme, control_problems
+
+WebhookKind = Literal["endpoint", "stream"]
+"""How an app's webhook gets its deliveries: ``endpoint``, the engine POSTs them (answered as
+``push``); ``stream``, its listener pulls them."""
+LISTED_KINDS = "kind IN ('endpoint', 'stream')"
+STREAMS_PER_APP = 5
+"""Stream endpoints an app has at once, at most (besides WEBHOOKS_PER_APP_MAX others)."""
+STREAM_ABANDONED = 3600.0
+"""Seconds a stream endpoint lives on without a pull: then it is abandoned (deleted by the
+scheduler, what waits for it failed); so long its deliveries wait for a listener."""
 
 
 def _secret_context(webhook_id: str) -> str:
@@ -64,6 +80,7 @@ class Webhook:
     disabled_at: float | None = None
     """When it was last switched off, by the app or the engine (None while it is on)."""
     health: EndpointState = field(default_factory=lambda: EndpointState())
+    kind: WebhookKind = "endpoint"
 
     @classmethod
     def from_row(cls, row: Row) -> Webhook:
@@ -85,6 +102,7 @@ class Webhook:
             disabled_reason=row["disabled_reason"],
             disabled_at=row["disabled_at"],
             health=EndpointState.from_row(row),
+            kind="stream" if row["kind"] == "stream" else "endpoint",
         )
 
     @property
@@ -238,10 +256,99 @@ async def create_webhook(
     return webhook, None if signature == "standard-asymmetric" else key
 
 
+def _forward_problem(url: object) -> str | None:
+    """What is wrong with a stream endpoint's ``url`` (where its listener forwards; the
+    service never reaches it)."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return "url must be an http or https URL"
+    if len(url) > catalog.URI_MAX_LENGTH or any(c <= " " or c == "\x7f" for c in url):
+        return f"url must be at most {catalog.URI_MAX_LENGTH} visible characters"
+    return None
+
+
+async def create_stream_endpoint(
+    tx: Transaction,
+    keyring: Keyring,
+    *,
+    now: float,
+    app_id: str,
+    url: str,
+    events: Sequence[str] | None,
+) -> tuple[Webhook, str]:
+    """A new stream endpoint of the app (see the module docstring), pulled by a listener from
+    ``now`` on, subscribed to ``events`` (None: every event the app may receive); answers it
+    and its signing secret (the stripe scheme), shown only now."""
+    scopes = await _registered_scopes(tx, app_id)
+    if events is None:
+        events = [event.name for event in receivable_events(scopes)]
+    problems = _event_problems(events, scopes)
+    problem = _forward_problem(url)
+    if problem is not None:
+        problems.insert(0, problem)
+    if problems:
+        raise InvalidInput(problems)
+    count = await tx.fetchval(
+        "SELECT COUNT(*) FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL"
+        " AND kind = 'stream'",
+        app_id,
+    )
+    if int(count) >= STREAMS_PER_APP:
+        raise InvalidInput(
+            [f"an app has at most {STREAMS_PER_APP} stream endpoints: stop a listener first"]
+        )
+    webhook_id = new_id("wh")
+    key = new_signing_key("stripe")
+    await tx.execute(
+        "INSERT INTO webhooks (id, app_id, url, events, enabled, secret, created_at, updated_at,"
+        " kind, switched_on_at, stream_seen_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $7, 'stream', $7, $7)",
+        webhook_id,
+        app_id,
+        url,
+        json.dumps(list(events)),
+        True,
+        keyring.encrypt(key, context=_secret_context(webhook_id)),
+        now,
+    )
+    return await get_webhook(tx, app_id, webhook_id), key
+
+
+async def stream_pulled(tx: Transaction, *, webhook_id: str, now: float) -> None:
+    """A listener pulled from the stream endpoint at ``now``: it is not abandoned."""
+    await tx.execute(
+        "UPDATE webhooks SET stream_seen_at = $1 WHERE id = $2 AND kind = 'stream'",
+        now,
+        webhook_id,
+    )
+
+
+async def abandoned_streams(tx: Transaction, *, now: float, limit: int = 100) -> list[str]:
+    """Delete the stream endpoints no listener pulled from for STREAM_ABANDONED (at most
+    ``limit``); answers their ids (``queues.end_stream_deliveries`` then fails what waits for
+    them)."""
+    rows = await tx.fetch(
+        "SELECT id FROM webhooks WHERE kind = 'stream' AND deleted_at IS NULL"
+        f" AND stream_seen_at < $1 ORDER BY id LIMIT $2{tx.row_lock}",
+        now - STREAM_ABANDONED,
+        limit,
+    )
+    ids = [row["id"] for row in rows]
+    for webhook_id in ids:
+        await tx.execute(
+            "UPDATE webhooks SET deleted_at = $1, updated_at = $1, enabled = $2 WHERE id = $3",
+            now,
+            False,
+            webhook_id,
+        )
+    if ids:
+        await tx.notify(ENTITLEMENTS_CHANNEL)
+    return ids
+
+
 async def _webhook_row(tx: Transaction, app_id: str, webhook_id: str, *, lock: bool) -> Row:
     row = await tx.fetchrow(
         "SELECT * FROM webhooks WHERE id = $1 AND app_id = $2 AND deleted_at IS NULL"
-        " AND kind = 'endpoint'" + (tx.row_lock if lock else ""),
+        f" AND {LISTED_KINDS}" + (tx.row_lock if lock else ""),
         webhook_id,
         app_id,
     )
@@ -267,7 +374,7 @@ async def webhook_secret(tx: Transaction, keyring: Keyring, *, app_id: str, webh
 async def list_webhooks(tx: Transaction, app_id: str) -> list[Webhook]:
     """The app's webhooks, oldest first (at most WEBHOOKS_PER_APP_MAX)."""
     rows = await tx.fetch(
-        "SELECT * FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL AND kind = 'endpoint'"
+        f"SELECT * FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL AND {LISTED_KINDS}"
         " ORDER BY created_at, id",
         app_id,
     )
@@ -292,8 +399,8 @@ async def webhook_health(reader: Reader, app_id: str, *, now: float) -> list[Web
         " failed_24h FROM webhooks w LEFT JOIN (SELECT webhook_id, SUM(delivered) AS delivered,"
         " SUM(failed) AS failed FROM webhook_health_hours WHERE hour >= $2 AND webhook_id IN"
         " (SELECT id FROM webhooks WHERE app_id = $1 AND deleted_at IS NULL"
-        " AND kind = 'endpoint') GROUP BY webhook_id) c ON c.webhook_id = w.id"
-        " WHERE w.app_id = $1 AND w.deleted_at IS NULL AND w.kind = 'endpoint'"
+        f" AND {LISTED_KINDS}) GROUP BY webhook_id) c ON c.webhook_id = w.id"
+        f" WHERE w.app_id = $1 AND w.deleted_at IS NULL AND w.{LISTED_KINDS}"
         " ORDER BY w.created_at, w.id",
         app_id,
         health_window_start(now),
@@ -328,6 +435,10 @@ async def update_webhook(
     :func:`webhook_secret` then answers (no overlap across schemes: the old key stops signing
     now)."""
     row = await _webhook_row(tx, app_id, webhook_id, lock=True)
+    if row["kind"] == "stream":
+        fixed = sorted(set(changes) - {"events", "enabled"})
+        if fixed:
+            raise InvalidInput([f"{name} of a stream endpoint cannot be changed" for name in fixed])
     controls = {
         name: changes[name]
         for name in ("signature", "rate_limit", "ordering", "headers")

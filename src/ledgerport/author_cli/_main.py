@@ -18,6 +18,7 @@ COMMAND_MODULES = {
     "apps": "apps",
     "trigger": "trigger",
     "tail": "tail",
+    "listen": "listen",
     "deliveries": "deliveries",
     "runs": "runs",
     "functions": "functions",

@@ -4,8 +4,10 @@ The same code as the server's: the module is compiled by ``apps.compile_module``
 upload is compiled by) and run by ``runtime.SandboxPool`` with the platform's ``RunLimits``
 (CPU, wall, heap, log and result), in a worker process of its own. The handler gets the event a
 test run gets (the type's sample payload with ``test: true``, businessId ``test``), or the JSON
-of a file. ``context.api`` and ``context.fetch`` calls are refused, as in a test run. With
-``--watch`` the file runs again each time it is saved.
+of a file. ``context.api`` calls are refused unless ``--api-token`` gives an access token of
+the app: then they go to the server (``--server``, else the one signed in to last) as that
+token's calls, as a deployed run's go with its run token. ``context.fetch`` calls are refused,
+as in a test run. With ``--watch`` the file runs again each time it is saved.
 
 Only this command imports the runtime and the compiler, and only when it runs: the other
 commands start without them.
@@ -24,13 +26,57 @@ from ._group import CONTEXT
 from ._output import Refused, console, emit_json
 
 if TYPE_CHECKING:
-    from ledgerport.runtime import RunOutcome, SandboxPool
+    from ledgerport.runtime import ApiAnswer, ApiCall, RunApi, RunOutcome, RunRequest, SandboxPool
 
 WATCH_POLL = 0.25
 """Seconds between looks at the file's modification time under ``--watch``."""
 DEFAULT_EVENT = "invoice.created"
 """The event type of a run given neither --event nor --event-file (as a test run's)."""
 TEST_BUSINESS_ID = "test"
+API_REFUSED = (
+    "context.api is refused in a local run: give --api-token with an access token of the app"
+    " (its calls then go to the server as that token's)"
+)
+
+
+async def refused_api(request: RunRequest, call: ApiCall) -> ApiAnswer:
+    """The data API of a run given no ``--api-token``: every call refused (403)."""
+    from ledgerport.runtime import ApiAnswer
+
+    return ApiAnswer(403, {"message": API_REFUSED, "code": "API_TOKEN_REQUIRED"})
+
+
+def api_over_http(server: str, token: str) -> RunApi:
+    """The data API of ``server`` called with the access token ``token``: a call answers as
+    the server answered it (a server out of reach: 503 naming it)."""
+    import httpx
+
+    from ledgerport.runtime import ApiAnswer
+
+    client = httpx.AsyncClient(
+        base_url=server,
+        headers={"Authorization": f"Bearer {token}", "User-Agent": "ledgerport-cli"},
+        timeout=httpx.Timeout(30.0, connect=10.0),
+    )
+
+    async def api(request: RunRequest, call: ApiCall) -> ApiAnswer:
+        headers = {"Content-Type": "application/json"} if call.body is not None else {}
+        try:
+            response = await client.request(
+                call.method, call.path, content=call.body, headers=headers
+            )
+        except httpx.HTTPError as exc:
+            return ApiAnswer(503, {"message": f"cannot reach {server}: {exc}"})
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = {"message": response.text[:500]}
+        retry_after = response.headers.get("retry-after", "")
+        return ApiAnswer(
+            response.status_code, body, float(retry_after) if retry_after.isdigit() else None
+        )
+
+    return api
 
 
 def sample_event(event_type: str) -> str:
@@ -110,12 +156,14 @@ def show_outcome(outcome: RunOutcome, *, as_json: bool) -> None:
         out.print(outcome.stack, markup=False)
 
 
-async def _run_all(file: Path, event: str, *, watch: bool, as_json: bool) -> bool:
+async def _run_all(
+    file: Path, event: str, *, watch: bool, as_json: bool, api: RunApi = refused_api
+) -> bool:
     import trio
 
     from ledgerport.runtime import RunLimits, SandboxPool
 
-    pool = SandboxPool(size=1, limits=RunLimits())
+    pool = SandboxPool(size=1, limits=RunLimits(), api=api)
     # The file as it was before it is read: a save from then on runs it again, even one made
     # while this run was under way (a watch that looked only after the run would miss it).
     seen = _saved_at(file)
@@ -194,9 +242,28 @@ async def _run_once(
     help="Run on the JSON in this file instead.",
 )
 @click.option("--watch", is_flag=True, help="Run again each time FILE is saved.")
+@click.option(
+    "--api-token",
+    metavar="TOKEN",
+    envvar="LEDGERPORT_API_TOKEN",
+    help="An access token of the app: context.api calls go to the server with it"
+    " (without it they are refused).",
+)
+@click.option(
+    "--server",
+    metavar="URL",
+    envvar="LEDGERPORT_SERVER",
+    help="Where context.api calls go with --api-token (default: the one signed in to last).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def run(
-    file: Path, event_type: str | None, event_file: Path | None, watch: bool, as_json: bool
+    file: Path,
+    event_type: str | None,
+    event_file: Path | None,
+    watch: bool,
+    api_token: str | None,
+    server: str | None,
+    as_json: bool,
 ) -> None:
     """Run the module FILE here, with the server's sandbox and limits, and print its logs and
     result, or its error with the stack. Exits 1 when the run throws or breaks a limit.
@@ -205,15 +272,32 @@ def run(
     Example:
       ledgerport functions run sync.js --event customer.created
       ledgerport functions run sync.js --event-file event.json --watch
+      ledgerport functions run sync.js --api-token lp_at_... --server http://127.0.0.1:8080
     """
     import trio
 
     if event_type and event_file:
         raise click.UsageError("give --event or --event-file, not both")
     event = _file_event(event_file) if event_file else sample_event(event_type or DEFAULT_EVENT)
+    api = refused_api if api_token is None else api_over_http(_api_server(server), api_token)
     try:
-        ok = trio.run(lambda: _run_all(file, event, watch=watch, as_json=as_json))
+        ok = trio.run(lambda: _run_all(file, event, watch=watch, as_json=as_json, api=api))
     except KeyboardInterrupt:
         return
     if not ok:
         raise click.exceptions.Exit(1)
+
+
+def _api_server(server: str | None) -> str:
+    """Where ``context.api`` calls go: ``--server``, else the server signed in to last."""
+    from ._credentials import CredentialsUnreadable, load_credentials, normal_server
+
+    if server:
+        return normal_server(server)
+    try:
+        current = load_credentials().current
+    except CredentialsUnreadable as exc:
+        raise Refused(str(exc)) from exc
+    if current is None:
+        raise click.UsageError("--api-token needs --server URL (or a server signed in to)")
+    return current

@@ -62,6 +62,7 @@ from ._shared import DeliveryState as DeliveryState
 from ._signing import signature as signature
 from ._signing import signature_header as signature_header
 from ._signing import verify_header as verify_header
+from ._stream import StreamDesk as StreamDesk
 from ._transport import DeliveryClient as DeliveryClient
 from ._transport import DeliveryConnection as DeliveryConnection
 from ._transport import DeliveryResponse as DeliveryResponse

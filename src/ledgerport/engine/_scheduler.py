@@ -2,7 +2,8 @@
 sent invoices past their due date are marked overdue, the apps keeping more run output and
 attempt bodies than their storage quota have their oldest dropped, and every minute the disable
 rule of failing endpoints is checked against the clock (``_lifecycle.tick_endpoints``: an
-endpoint's window can close with no attempt at all). The ticker of functions' schedules
+endpoint's window can close with no attempt at all) and stream endpoints no listener pulled
+from for an hour are deleted. The ticker of functions' schedules
 (``_schedules.py``) runs beside them."""
 
 from __future__ import annotations
@@ -142,9 +143,22 @@ class Scheduler:
             p.metrics.webhook_endpoints_disabled.labels(reason).inc(count)
         return sum(switched_off.values())
 
+    async def end_abandoned_streams_once(self) -> int:
+        """Delete the stream endpoints no listener pulled from for an hour
+        (``apps.STREAM_ABANDONED``), failing unsent what waits for them; answers how many."""
+        p = self._platform
+        async with p.store.transaction(background=True) as tx:
+            now = p.now()
+            ended = await apps.abandoned_streams(tx, now=now)
+            await queues.end_stream_deliveries(
+                tx, ended, now=now, why="no listener pulled from the stream endpoint for an hour"
+            )
+        return len(ended)
+
     async def _checking_endpoints(self) -> None:
         while True:
             try:
+                await self.end_abandoned_streams_once()
                 await self.check_endpoints_once()
             except StorageError as exc:
                 log.warning("scheduler: checking failing endpoints: %s", exc)

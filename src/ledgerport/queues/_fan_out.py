@@ -29,6 +29,7 @@ from ._bodies import delivery_body
 from ._deliveries import FAN_OUT_LOCK, INSERT_DELIVERY, ClaimedDelivery
 from ._runs import FUNCTION_RUNS_CHANNEL, INSERT_RUN
 from ._send_checks import SendPlan, plan_for
+from ._stream_deliveries import INSERT_STREAM_DELIVERY, STREAM_DELIVERIES_CHANNEL
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ _WEBHOOK_COLUMNS = (
     "switched_on_at",
     "failing_since",
     "recent_failures",
+    "kind",
     "app_status",
     "app_scopes",
     "pinned_version",
@@ -131,7 +133,7 @@ async def pending_events(tx: Transaction, limit: int) -> Pending:
         " hooks AS (SELECT w.*, a.status AS app_status, a.scopes AS app_scopes,"
         " a.pinned_version, COALESCE(a.developer_user_id, a.id) AS developer"
         " FROM webhooks w JOIN apps a ON a.id = w.app_id"
-        " WHERE w.deleted_at IS NULL AND w.enabled AND w.kind = 'endpoint'"
+        " WHERE w.deleted_at IS NULL AND w.enabled AND w.kind IN ('endpoint', 'stream')"
         " AND w.app_id IN (SELECT app_id FROM reachable)),"
         " fns AS (SELECT f.id, f.app_id, f.events, f.created_at, a.pinned_version"
         " FROM functions f JOIN apps a ON a.id = f.app_id"
@@ -208,6 +210,8 @@ class FanOut:
     """The send-time check of the claimed deliveries, per webhook, from the same reading."""
     runs: list[tuple[object, ...]] = field(default_factory=list)
     """Hosted-function runs to queue."""
+    streamed: list[tuple[object, ...]] = field(default_factory=list)
+    """Deliveries of stream endpoints, for their listeners to pull (``_stream_deliveries``)."""
 
     @property
     def queued(self) -> int:
@@ -264,11 +268,12 @@ def plan_fan_out(
         functions.setdefault(row["app_id"], []).append((row, frozenset(json.loads(row["events"]))))
     runs: list[tuple[object, ...]] = []
     rows: list[tuple[object, ...]] = []
+    streamed: list[tuple[object, ...]] = []
     claimed: list[ClaimedDelivery] = []
     open_records = set(pending.open_records)
     taken = len(pending.events)
     for index, event in enumerate(pending.events):
-        if max_rows is not None and len(rows) + len(runs) >= max_rows:
+        if max_rows is not None and len(rows) + len(runs) + len(streamed) >= max_rows:
             taken = index
             break
         if _audience(event) == "app":
@@ -297,6 +302,25 @@ def plan_fan_out(
                     created=event.created,
                     data=event.data,
                 )
+                if webhook.kind == "stream":
+                    # Pulled by its listener: no engine claims it (no next_attempt_at).
+                    streamed.append(
+                        (
+                            delivery_id,
+                            webhook.id,
+                            app_id,
+                            event.id,
+                            event.business_id,
+                            event.type,
+                            body,
+                            now,
+                            None,
+                            None,
+                            None,
+                            event.seq,
+                        )
+                    )
+                    continue
                 order_key = record_of(event) if webhook.ordering == "record" else None
                 waits = False
                 if order_key is not None:
@@ -345,7 +369,7 @@ def plan_fan_out(
         webhook_id: plan_for(hook_rows[webhook_id], batch, (), {}, keyring, now)
         for webhook_id, batch in by_webhook.items()
     }
-    return FanOut(list(pending.positions[:taken]), rows, claimed, plans, runs)
+    return FanOut(list(pending.positions[:taken]), rows, claimed, plans, runs, streamed)
 
 
 def _run_row(event: Event, function: Row, now: float) -> tuple[object, ...]:
@@ -380,6 +404,9 @@ async def write_fan_out(tx: Transaction, fan_out: FanOut) -> None:
     as they were, so every event is fanned out exactly once."""
     if fan_out.rows:
         await tx.executemany(INSERT_DELIVERY, fan_out.rows)
+    if fan_out.streamed:
+        await tx.executemany(INSERT_STREAM_DELIVERY, fan_out.streamed)
+        await tx.notify(STREAM_DELIVERIES_CHANNEL)
     if fan_out.runs:
         await tx.executemany(INSERT_RUN, fan_out.runs)
         await tx.notify(FUNCTION_RUNS_CHANNEL)

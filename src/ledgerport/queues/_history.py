@@ -30,6 +30,7 @@ from ._deliveries import FAN_OUT_LOCK, INSERT_DELIVERY, Delivery, DeliveryStatus
 from ._entitlement import gating_scope, installation_scopes
 from ._errors import DeliveryNotFound, RedeliveryRefused
 from ._fan_out import delivery_id_for, open_records
+from ._stream_deliveries import park_for_listener
 
 RECOVER_MAX = 500
 """Failed deliveries one recovery looks at, at most (one transaction: on SQLite it holds the
@@ -73,6 +74,8 @@ async def create_test_delivery(
         None,
         None,
     )
+    if webhook.kind == "stream":
+        await park_for_listener(tx, [delivery_id])
     return delivery_id
 
 
@@ -312,6 +315,7 @@ async def _requeue(tx: Transaction, *, now: float, delivery_ids: Sequence[str]) 
                 now,
                 *ids,
             )
+    await park_for_listener(tx, due)
     return queued
 
 

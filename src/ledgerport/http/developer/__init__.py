@@ -9,6 +9,7 @@ from . import extensions as extensions
 from . import functions as functions
 from . import listing as listing
 from . import secrets as secrets
+from . import stream_endpoints as stream_endpoints
 from . import streams as streams
 from . import versions as versions
 from . import webhooks as webhooks

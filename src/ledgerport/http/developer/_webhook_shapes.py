@@ -79,6 +79,15 @@ HEADERS_DESCRIPTION = (
     " ASCII (spaces between them allowed)"
 )
 Scheme = Annotated[str, WithJsonSchema(one_of(apps.SCHEMES))]
+KINDS = ("push", "stream")
+Kind = Annotated[str, WithJsonSchema(one_of(KINDS))]
+KIND_DESCRIPTION = (
+    "push (the default): the service POSTs each delivery to url. stream: a listener (ledgerport"
+    " listen) pulls its deliveries over HTTP (.../stream/pull) and reports each answer"
+    " (.../stream/report); url is where the listener forwards them, which the service never"
+    " reaches. A stream endpoint signs with the stripe scheme and takes none of signature,"
+    " rateLimit, ordering and headers; no pull for an hour deletes it"
+)
 Ordering = Annotated[str, WithJsonSchema(one_of(apps.ORDERINGS))]
 RateLimit = Annotated[
     int | None,
@@ -119,12 +128,17 @@ class WebhookIn(BaseModel):
         max_length=catalog.URI_MAX_LENGTH,
         description=URL_DESCRIPTION,
     )
-    events: list[EventName] = Field(description=EVENTS_DESCRIPTION)
+    events: list[EventName] | None = Field(
+        default=None,
+        description=EVENTS_DESCRIPTION + "; required, but for a stream endpoint, which receives"
+        " every event the app may receive when they are left out",
+    )
     enabled: bool = True
     signature: Scheme = Field(default="stripe", description=SIGNATURE_DESCRIPTION)
     rateLimit: RateLimit = Field(default=None, description=RATE_LIMIT_DESCRIPTION)
     ordering: Ordering = Field(default="none", description=ORDERING_DESCRIPTION)
     headers: Headers = Field(default_factory=dict, description=HEADERS_DESCRIPTION)
+    kind: Kind = Field(default="push", description=KIND_DESCRIPTION)
 
 
 class WebhookChanges(BaseModel):
@@ -169,9 +183,11 @@ class Webhook(TypedDict):
     """An endpoint. ``disabledReason``: why the engine switched it off (gone: a 410 answer;
     failing: no delivered attempt for LEDGERPORT_WEBHOOK_DISABLE_AFTER while at least 3
     deliveries failed for good), null when the app did or while it is on. ``publicKey``: a
-    standard-asymmetric endpoint's key to verify with (whpk_...), else null."""
+    standard-asymmetric endpoint's key to verify with (whpk_...), else null. ``kind``: push,
+    or stream (its listener pulls its deliveries)."""
 
     id: str
+    kind: Kind
     url: str
     events: list[EventName]
     enabled: bool
@@ -329,6 +345,7 @@ def webhook_json(webhook: apps.Webhook, counts: apps.Counts) -> Webhook:
     health = webhook.health
     return {
         "id": webhook.id,
+        "kind": "stream" if webhook.kind == "stream" else "push",
         "url": webhook.url,
         "events": list(webhook.events),
         "enabled": webhook.enabled,

@@ -77,6 +77,10 @@ async def create_webhook(app_id: str, data: WebhookIn) -> tuple[CreatedWebhook, 
     """Create a webhook. Its signing secret (``whsec_``...) is in this answer only; a
     standard-asymmetric endpoint answers its ``publicKey`` instead."""
     p = platform()
+    if data.kind == "stream":
+        return await _create_stream_endpoint(app_id, data)
+    if data.events is None:
+        raise InvalidInput(["events is required"])
     development, loopback = p.config.development, p.config.loopback_webhooks
     resolver = await apps.resolve_ahead(data.url, development=development, loopback=loopback)
     async with unit_of_work() as tx:
@@ -102,6 +106,25 @@ async def create_webhook(app_id: str, data: WebhookIn) -> tuple[CreatedWebhook, 
     if secret is not None:
         created["secret"] = secret
     return created, 201
+
+
+_PUSH_ONLY = ("signature", "rateLimit", "ordering", "headers")
+
+
+async def _create_stream_endpoint(app_id: str, data: WebhookIn) -> tuple[CreatedWebhook, int]:
+    given = sorted(set(_PUSH_ONLY) & data.model_fields_set)
+    if given:
+        raise InvalidInput([f"{name} is not taken by a stream endpoint" for name in given])
+    if not data.enabled:
+        raise InvalidInput(["a stream endpoint is made enabled"])
+    p = platform()
+    async with unit_of_work() as tx:
+        await developed_app(tx, app_id)
+        webhook, secret = await apps.create_stream_endpoint(
+            tx, p.keyring, now=p.now(), app_id=app_id, url=data.url, events=data.events
+        )
+        [answer] = await _answered(tx, [webhook])
+    return {**answer, "secret": secret}, 201
 
 
 @blueprint.get("/apps/<app_id>/webhooks")
@@ -185,7 +208,12 @@ async def delete_webhook(app_id: str, webhook_id: str) -> Response:
     p = platform()
     async with unit_of_work() as tx:
         await developed_app(tx, app_id)
+        webhook = await apps.get_webhook(tx, app_id, webhook_id)
         await apps.delete_webhook(tx, now=p.now(), app_id=app_id, webhook_id=webhook_id)
+        if webhook.kind == "stream":
+            await queues.end_stream_deliveries(
+                tx, [webhook_id], now=p.now(), why="the stream endpoint was deleted"
+            )
     return Response("", status=204)
 
 
