@@ -14,16 +14,16 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 
 from pydantic import ValidationError
-from quart import has_request_context, request
+from quart import request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import HTTPException
 
 from ledgerport import access, apps, auth, books, catalog, ops, queues, storage
 from ledgerport.errors import InvalidInput
 
-from ._context import platform
+from ._challenges import bearer_challenge, dpop_challenge
+from ._developer_bounds import TooManyPulls, TooManyStreams
 from ._error_answer import Answer, Rule, coded, oauth_answer
-from ._live import TooManyStreams
 
 
 def _retry_after(error: auth.RateLimited) -> dict[str, str]:
@@ -38,45 +38,6 @@ def _retry_after(error: auth.RateLimited) -> dict[str, str]:
 def rate_limit_policy(limit: catalog.RateLimit) -> str:
     """``limit`` as a RateLimit-Policy header's value."""
     return f'"{limit.name}";q={limit.limit};w={limit.window_seconds}'
-
-
-_PROTECTED_RESOURCES: Mapping[str | None, str] = {
-    "api": catalog.PROTECTED_RESOURCE_PATH,
-    "mcp": f"{catalog.PROTECTED_RESOURCE_PATH}/mcp",
-}
-"""The RFC 9728 metadata of each blueprint that is a protected resource: the data API, and the
-MCP server at ``/mcp``."""
-
-
-def _bearer_challenge(_: auth.InvalidAccessToken) -> dict[str, str]:
-    """The data API's challenge names its RFC 9728 metadata (``resource_metadata``), so that a
-    client that holds no token yet (an MCP client, say) finds the authorization server (the
-    MCP server's own metadata names ``{base}/mcp``); the console API's developer tokens are no
-    token of either resource, and its challenge names none."""
-    return {"WWW-Authenticate": f'Bearer realm="ledgerport"{_resource_metadata()}'}
-
-
-def _resource_metadata() -> str:
-    """The challenge's ``resource_metadata`` auth-param on the data API and the MCP server,
-    else nothing."""
-    if has_request_context() and request.blueprint in _PROTECTED_RESOURCES:
-        base = platform().config.base_url
-        return f', resource_metadata="{base}{_PROTECTED_RESOURCES[request.blueprint]}"'
-    return ""
-
-
-def _dpop_challenge(error: auth.DpopRefused) -> dict[str, str]:
-    """RFC 9449 section 7.1: a ``DPoP`` challenge naming the error and the accepted
-    algorithms; with the nonce to use (``DPoP-Nonce``) when that is what was missing."""
-    algs = " ".join(catalog.DPOP_SIGNING_ALGS)
-    description = error.message.replace('"', "'")
-    headers = {
-        "WWW-Authenticate": f'DPoP error="{error.error}", error_description="{description}",'
-        f' algs="{algs}"{_resource_metadata()}'
-    }
-    if error.nonce is not None:
-        headers["DPoP-Nonce"] = error.nonce
-    return headers
 
 
 def _basic_challenge(error: auth.InvalidClient) -> dict[str, str]:
@@ -264,8 +225,8 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "INVALID_METRICS_TOKEN",
         headers=lambda _: {"WWW-Authenticate": 'Bearer realm="ledgerport metrics"'},
     ),
-    auth.InvalidAccessToken: coded("INVALID_TOKEN", headers=_bearer_challenge),
-    auth.DpopRefused: coded("INVALID_TOKEN", headers=_dpop_challenge),
+    auth.InvalidAccessToken: coded("INVALID_TOKEN", headers=bearer_challenge),
+    auth.DpopRefused: coded("INVALID_TOKEN", headers=dpop_challenge),
     auth.NotSignedIn: coded("NOT_SIGNED_IN", page="You are signed out. Sign in again to continue."),
     auth.EndpointNotExposed: coded("ENDPOINT_NOT_EXPOSED"),
     auth.CrossSiteRequest: coded("CROSS_SITE_REQUEST"),
@@ -276,6 +237,7 @@ ANSWERS: Mapping[type[BaseException], Rule] = {
         "APP_RATE_LIMITED", oauth_error="temporarily_unavailable", headers=_retry_after
     ),
     TooManyStreams: coded("APP_RATE_LIMITED", headers=_retry_after),
+    TooManyPulls: coded("APP_RATE_LIMITED", headers=_retry_after),
     auth.NoActiveInstallation: coded(
         "NO_ACTIVE_INSTALLATION",
         page="This app is not installed in this business, or was uninstalled. Install it from"

@@ -41,15 +41,14 @@ import orjson
 import trio
 from quart_trio import QuartTrio
 
-from ledgerport import auth, queues
+from ledgerport import queues
 from ledgerport.storage import Store
 
 from ._context import APP_STATE_PREFIX
+from ._developer_bounds import STREAMS_PER_DEVELOPER, TooManyStreams
 
 log = logging.getLogger("ledgerport.http.live")
 
-STREAMS_PER_DEVELOPER = 10
-"""Streams open at once for one developer, in one serving process."""
 HEARTBEAT = 15.0
 """Seconds a stream stays silent at most: then it sends a comment line."""
 READ_INTERVAL = 1.0
@@ -62,23 +61,8 @@ tick a second rather than two halves what the streams take from a busy process
 HELD_RETRY = 0.5
 """Seconds before a stream reads again when a read held rows back (PostgreSQL: recorded by a
 transaction younger than one still running) though nothing notifies."""
-RETRY_AFTER = 5
-"""The Retry-After of a stream refused for the developer's bound."""
 RECONNECT_MS = 3000
 """The ``retry:`` a stream tells an EventSource to wait before it reconnects."""
-
-
-class TooManyStreams(auth.RateLimited):
-    """The developer has :data:`STREAMS_PER_DEVELOPER` streams open already (429)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(RETRY_AFTER)
-        self.message = (
-            "Too many live streams: at most {0} may be open at once for a developer; close one"
-            " first"
-        )
-        self.params = (limit,)
-        self.args = (self.rendered,)
 
 
 @dataclass

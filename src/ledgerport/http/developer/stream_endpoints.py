@@ -30,6 +30,7 @@ from ledgerport import apps, auth, ops, queues, storage
 from ledgerport.errors import InvalidInput
 
 from .._context import app_state, platform, unit_of_work
+from .._developer_bounds import PULLS_PER_DEVELOPER, TooManyPulls
 from .._ids import DELIVERY
 from .._openapi import JSON_BODY_ERRORS, Param, json_reply, operation
 from ._blueprint import blueprint, developed_app, developer_id, iso_time
@@ -42,9 +43,6 @@ PULL_MAX = queues.STREAM_HELD
 REPORT_MAX = 32
 """Reports one request carries at most (with their bodies, within the request body's bound)."""
 BODY_KEPT = queues.RESPONSE_BODY_KEPT
-PULLS_PER_DEVELOPER = 10
-"""Pulls waiting at once for one developer in one serving process (a listener has one)."""
-PULL_RETRY_AFTER = 5
 WAIT = Param(
     "wait",
     "query",
@@ -126,18 +124,6 @@ class ReportedOut(TypedDict):
 
 class Reports(TypedDict):
     data: list[ReportedOut]
-
-
-class TooManyPulls(auth.RateLimited):
-    """The developer has PULLS_PER_DEVELOPER pulls waiting already (429)."""
-
-    def __init__(self) -> None:
-        super().__init__(PULL_RETRY_AFTER)
-        self.message = (
-            "Too many pulls: at most {0} may wait at once for a developer; stop a listener first"
-        )
-        self.params = (PULLS_PER_DEVELOPER,)
-        self.args = (self.rendered,)
 
 
 class Pulling(Counter[str]):

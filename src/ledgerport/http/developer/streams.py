@@ -22,7 +22,8 @@ from ledgerport import auth, queues
 from ledgerport.errors import InvalidInput
 
 from .._context import app_state, platform, unit_of_work
-from .._live import STREAMS_PER_DEVELOPER, Broadcaster, event_data, live_event
+from .._developer_bounds import STREAMS_PER_DEVELOPER
+from .._live import Broadcaster, event_data, live_event
 from .._openapi import Param, Reply, operation
 from ._blueprint import blueprint, developed_app, developer_id, iso_time
 from ._function_shapes import Run, run_json
