@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 from ledgerport.clock import Clock
 from ledgerport.config import load
+from ledgerport.engine import fetch_client_document
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.storage import Store
 
@@ -11,4 +14,6 @@ from ledgerport.storage import Store
 async def build_platform(store: Store, clock: Clock, env: dict[str, str]) -> Platform:
     """Load ``env`` as the configuration and bootstrap the Platform over the store."""
     config = load({"LEDGERPORT_DATABASE_URL": "sqlite:///unused.db", **env})
-    return (await bootstrap(store, config, clock=clock)).platform
+    platform = (await bootstrap(store, config, clock=clock)).platform
+    platform.document_fetch = functools.partial(fetch_client_document, config=config)
+    return platform

@@ -76,6 +76,7 @@ async def consent_page(
         hidden=hidden,
         returns_to=_origin(redirects_to) if redirects_to is not None else None,
         device_code=device_code,
+        document_host=urlsplit(app.client_id).hostname if app.metadata_document else None,
     )
 
 
