@@ -15,7 +15,7 @@ import trio
 
 from ledgerport import auth, config
 from ledgerport.clock import FrozenClock
-from ledgerport.engine import fetch_client_document
+from ledgerport.engine import Scheduler, fetch_client_document
 from ledgerport.storage import Store
 
 from ..conftest import PLATFORM_ENV, build_platform
@@ -183,6 +183,18 @@ REFUSALS: dict[str, tuple[Any, str]] = {
         "token_endpoint_auth_method must be none",
     ),
 }
+
+
+async def test_a_redirect_is_not_followed(
+    client: Any, admin_headers: dict[str, str], receiver: Receiver
+) -> None:
+    url = document_url(receiver)
+    receiver.default = Answer(302, body=b"", headers=(("Location", url + "?next=1"),))
+    await agent_world(client, admin_headers, url)
+    _, challenge = pkce_pair()
+    page = await problem(client, authorize_query(url, challenge))
+    assert "answered 302, not 200" in page
+    assert len(receiver.received) == 1
 
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
@@ -414,3 +426,54 @@ def test_the_scopes_setting_is_checked() -> None:
         config.load({**base, "LEDGERPORT_CIMD_SCOPES": "invoices:read books:burn"})
     with pytest.raises(config.ConfigError, match="LEDGERPORT_CIMD"):
         config.load({**base, "LEDGERPORT_CIMD": "maybe"})
+
+
+async def test_a_suspended_client_and_a_presented_secret_are_refused(
+    client: Any, admin_headers: dict[str, str], receiver: Receiver, platform: Any
+) -> None:
+    url = document_url(receiver)
+    serve(receiver, document(url))
+    world = await agent_world(client, admin_headers, url)
+    verifier, challenge = pkce_pair()
+    with trio.fail_after(TIMEOUT):
+        _, callback = await consent(client, world, authorize_query(url, challenge))
+    with_secret = await client.post(
+        "/oauth/token",
+        form={
+            "grant_type": "authorization_code",
+            "client_id": url,
+            "client_secret": "guessed",
+            "code": callback["code"][0],
+            "redirect_uri": AGENT_REDIRECT,
+            "code_verifier": verifier,
+        },
+    )
+    assert with_secret.status_code == 401
+    assert (await with_secret.get_json())["error"] == "invalid_client"
+    async with platform.store.transaction() as tx:
+        app_id = await tx.fetchval("SELECT id FROM apps WHERE client_id = $1", url)
+    suspended = await client.post(
+        f"/admin/apps/{app_id}/status", json={"status": "SUSPENDED"}, headers=admin_headers
+    )
+    assert suspended.status_code == 200
+    page = await problem(client, authorize_query(url, challenge))
+    assert "Invalid client_id" in page
+
+
+async def test_the_cleanup_removes_expired_documents(
+    client: Any,
+    admin_headers: dict[str, str],
+    receiver: Receiver,
+    platform: Any,
+    clock: FrozenClock,
+) -> None:
+    url = document_url(receiver)
+    serve(receiver, document(url), "max-age=120")
+    world = await agent_world(client, admin_headers, url)
+    _, challenge = pkce_pair()
+    with trio.fail_after(TIMEOUT):
+        await consent(client, world, authorize_query(url, challenge))
+    scheduler = Scheduler(platform)
+    assert (await scheduler.cleanup_once())["client_metadata_document"] == 0
+    clock.advance(121)
+    assert (await scheduler.cleanup_once())["client_metadata_document"] == 1
