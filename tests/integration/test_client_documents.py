@@ -477,3 +477,62 @@ async def test_the_cleanup_removes_expired_documents(
     assert (await scheduler.cleanup_once())["client_metadata_document"] == 0
     clock.advance(121)
     assert (await scheduler.cleanup_once())["client_metadata_document"] == 1
+
+
+async def test_a_document_client_may_push_its_request(
+    client: Any, admin_headers: dict[str, str], receiver: Receiver
+) -> None:
+    """PAR (RFC 9126): the client is read from its document before it authenticates by its
+    client_id alone; a scope beyond those allowed is invalid_scope there."""
+    url = document_url(receiver)
+    serve(receiver, document(url))
+    world = await agent_world(client, admin_headers, url)
+    verifier, challenge = pkce_pair()
+    form = {
+        "client_id": url,
+        "response_type": "code",
+        "redirect_uri": AGENT_REDIRECT,
+        "scope": "invoices:read",
+        "state": "st-par",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    with trio.fail_after(TIMEOUT):
+        beyond = await client.post("/oauth/par", form={**form, "scope": "invoices:write"})
+        assert beyond.status_code == 400
+        assert (await beyond.get_json())["error"] == "invalid_scope"
+        pushed = await client.post("/oauth/par", form=form)
+        body = await pushed.get_json()
+        assert pushed.status_code == 201, body
+        path = (
+            f"/oauth/authorize?{urlencode({'client_id': url, 'request_uri': body['request_uri']})}"
+        )
+        _, callback = await consent(client, world, path)
+    assert callback["state"] == ["st-par"]
+    tokens = await client.post(
+        "/oauth/token",
+        form={
+            "grant_type": "authorization_code",
+            "client_id": url,
+            "code": callback["code"][0],
+            "redirect_uri": AGENT_REDIRECT,
+            "code_verifier": verifier,
+        },
+    )
+    assert tokens.status_code == 200, await tokens.get_json()
+
+
+async def test_an_unreadable_document_is_invalid_client_at_par(
+    client: Any, receiver: Receiver
+) -> None:
+    url = document_url(receiver)
+    serve(receiver, b"not json")
+    with trio.fail_after(TIMEOUT):
+        refused = await client.post(
+            "/oauth/par",
+            form={"client_id": url, "response_type": "code", "redirect_uri": AGENT_REDIRECT},
+        )
+    body = await refused.get_json()
+    assert refused.status_code == 401, body
+    assert body["error"] == "invalid_client"
+    assert body["error_description"] == "the metadata document is not JSON"
