@@ -257,6 +257,7 @@ async def test_a_request_of_a_document_client_is_refused(
             "https://user:pw@agent.example/c.json", "user name or password", id="userinfo"
         ),
         pytest.param("https://agent.example/c.json#frag", "fragment", id="fragment"),
+        pytest.param("https://agent.example/" + "a" * 600, "at most 512 characters", id="too-long"),
     ],
 )
 async def test_a_client_id_url_is_refused_before_any_fetch(

@@ -2,8 +2,9 @@
 whose metadata the server fetches from that URL (contract.md, third round: "Agents as partner
 apps"; draft-ietf-oauth-client-id-metadata-document).
 
-- The URL: ``https://`` with a host and a path, no fragment, user name, password, or ``.`` and
-  ``..`` path segments; with ``LEDGERPORT_ENV=development`` also ``http://`` on a loopback host.
+- The URL: at most 512 characters, ``https://`` with a host and a path, no fragment, user name,
+  password, or ``.`` and ``..`` path segments; with ``LEDGERPORT_ENV=development`` also
+  ``http://`` on a loopback host.
 - The fetch (``DocumentFetch``, the webhook engine's client: every address it connects to is
   checked as a webhook's is) answers at most ``DOCUMENT_MAX_BYTES`` within
   ``DOCUMENT_FETCH_TIMEOUT`` seconds, status 200, no redirect followed.
@@ -27,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ledgerport import catalog
 from ledgerport.apps import APPS_CHANNEL, App, find_app_by_client_id, is_loopback_host
 from ledgerport.apps import redirect_uri_problems as _redirect_uri_problems
 from ledgerport.ids import new_id
@@ -87,6 +89,8 @@ def is_document_client_id(client_id: str) -> bool:
 
 def client_id_url_problem(client_id: str, *, development: bool) -> str | None:
     """What is wrong with ``client_id`` as a metadata document's URL, or None."""
+    if len(client_id) > catalog.URI_MAX_LENGTH:
+        return f"the client_id URL must be at most {catalog.URI_MAX_LENGTH} characters"
     try:
         parts = urlsplit(client_id)
         parts.port  # noqa: B018 - raises ValueError for a malformed port
