@@ -537,3 +537,19 @@ async def test_an_unreadable_document_is_invalid_client_at_par(
     assert refused.status_code == 401, body
     assert body["error"] == "invalid_client"
     assert body["error_description"] == "the metadata document is not JSON"
+
+
+async def test_fetches_are_limited_per_ip(client: Any, receiver: Receiver) -> None:
+    """Each fetch is made for a request that names the URL: 30 a minute from one IP; a kept
+    document costs none."""
+    url = document_url(receiver)
+    serve(receiver, document(url), "no-store")
+    _, challenge = pkce_pair()
+    with trio.fail_after(TIMEOUT):
+        for _ in range(30):
+            anonymous = await client.get(authorize_query(url, challenge))
+            assert anonymous.status_code in (302, 303)
+        limited = await client.get(authorize_query(url, challenge))
+    assert limited.status_code == 429
+    assert "Retry-After" in limited.headers
+    assert len(receiver.received) == 30

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ledgerport import auth
 
-from ._context import platform, unit_of_work
+from ._context import client_ip, platform, unit_of_work
+from ._oauth_guard import oauth_guard
 
 
 async def prepare_document_client(args: dict[str, list[str]]) -> None:
@@ -27,6 +28,7 @@ async def prepare_document_client(args: dict[str, list[str]]) -> None:
         document = await auth.kept_document(tx, client_id, now=p.now())
     seconds = None
     if document is None:
+        await oauth_guard().document_fetch(client_ip())
         document, seconds = await auth.fetch_document(p.document_fetch, client_id)
     async with unit_of_work() as tx:
         now = p.now()

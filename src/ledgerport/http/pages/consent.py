@@ -102,6 +102,7 @@ def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:
         auth.AuthorizeProblem,
         auth.ClientDocumentRefused,
         auth.ScopeBeyondPolicy,
+        auth.RateLimited,
         apps.AppNotReviewed,
         access.NoBusinessToConnect,
         access.NoBusinessToInstallIn,
