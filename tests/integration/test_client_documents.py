@@ -337,6 +337,24 @@ async def test_a_kept_document_is_used_until_its_max_age_ends(
         assert "Renamed Agent" in page
 
 
+async def test_a_kept_document_near_the_bound_is_read_again_from_the_store(
+    client: Any, admin_headers: dict[str, str], receiver: Receiver
+) -> None:
+    """A document of non-ASCII text just under 5 KiB is kept as it came, not grown by escapes."""
+    url = document_url(receiver)
+    body = document(url, client_name="Agent é", description="é" * 2000)
+    body = body.replace(b"\\u00e9", "é".encode())
+    assert auth.DOCUMENT_MAX_BYTES - 1000 < len(body) <= auth.DOCUMENT_MAX_BYTES
+    serve(receiver, body)
+    world = await agent_world(client, admin_headers, url)
+    _, challenge = pkce_pair()
+    with trio.fail_after(TIMEOUT):
+        await consent(client, world, authorize_query(url, challenge))
+        page, _ = await consent(client, world, authorize_query(url, challenge))
+    assert "Agent é" in page
+    assert len(receiver.received) == 1
+
+
 async def test_a_no_store_document_is_fetched_each_time(
     client: Any, admin_headers: dict[str, str], receiver: Receiver
 ) -> None:

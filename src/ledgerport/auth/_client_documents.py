@@ -219,7 +219,7 @@ async def keep_document(
         " document = excluded.document, fetched_at = excluded.fetched_at,"
         " expires_at = excluded.expires_at",
         document.client_id,
-        json.dumps(document.raw, separators=(",", ":")),
+        json.dumps(document.raw, separators=(",", ":"), ensure_ascii=False),
         now,
         now + seconds,
     )
