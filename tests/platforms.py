@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 from ledgerport.clock import Clock
 from ledgerport.config import load
-from ledgerport.engine import StreamDesk
+from ledgerport.engine import StreamDesk, fetch_client_document
 from ledgerport.platform import Platform, bootstrap
 from ledgerport.storage import Store
 
@@ -15,4 +17,5 @@ async def build_platform(store: Store, clock: Clock, env: dict[str, str]) -> Pla
     config = load({"LEDGERPORT_DATABASE_URL": "sqlite:///unused.db", **env})
     platform = (await bootstrap(store, config, clock=clock)).platform
     platform.stream_desk = StreamDesk(platform)
+    platform.document_fetch = functools.partial(fetch_client_document, config=config)
     return platform

@@ -57,9 +57,19 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "run output and attempt bodies one app keeps (MiB)",
     ),
     ("LEDGERPORT_DPOP_NONCE", "off", "on: DPoP proofs carry a server nonce"),
+    ("LEDGERPORT_CIMD", "on", "off: refuse client ID metadata document clients"),
+    (
+        "LEDGERPORT_CIMD_SCOPES",
+        "every :read scope",
+        "scopes a metadata document client may ask for",
+    ),
 )
 """Every variable the configuration reads: (name, default, meaning), for ``--help``; README.md
 says more of each."""
+
+CIMD_DEFAULT_SCOPES = tuple(scope for scope in catalog.SCOPES if scope.endswith(":read"))
+"""The scopes a client ID metadata document client may ask for unless LEDGERPORT_CIMD_SCOPES
+says otherwise: every ``:read`` scope."""
 
 
 class ConfigError(Exception):
@@ -148,6 +158,12 @@ class Config:
     dpop_nonce: bool = False
     """LEDGERPORT_DPOP_NONCE=on: every DPoP proof must carry a server nonce (RFC 9449 section
     8, ``DPoP-Nonce``); off (the default) accepts proofs without one."""
+    cimd: bool = True
+    """LEDGERPORT_CIMD: on (the default), a ``client_id`` that is an ``https://`` URL names a
+    client whose metadata document is fetched from it; off refuses such clients."""
+    cimd_scopes: tuple[str, ...] = CIMD_DEFAULT_SCOPES
+    """LEDGERPORT_CIMD_SCOPES: the scopes a metadata document client may ask for, in any
+    business (default: every ``:read`` scope)."""
 
     @property
     def development(self) -> bool:
@@ -401,6 +417,18 @@ def _parse_switch(value: str, name: str) -> bool:
     return text == "on"
 
 
+def _parse_cimd_scopes(value: str) -> tuple[str, ...]:
+    """LEDGERPORT_CIMD_SCOPES: scopes separated by spaces or commas, each a known scope;
+    empty or unset is every ``:read`` scope."""
+    names = [name for name in re.split(r"[\s,]+", value.strip()) if name]
+    if not names:
+        return CIMD_DEFAULT_SCOPES
+    unknown = [name for name in names if not catalog.is_scope(name)]
+    if unknown:
+        raise ConfigError(f"LEDGERPORT_CIMD_SCOPES: unknown scope {unknown[0]!r}")
+    return tuple(scope for scope in catalog.SCOPES if scope in names)
+
+
 def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Config:
     """Read and validate the configuration; ``bind`` (from --bind) overrides LEDGERPORT_BIND."""
     env = os.environ if env is None else env
@@ -493,4 +521,6 @@ def load(env: Mapping[str, str] | None = None, *, bind: str | None = None) -> Co
         dpop_nonce=_parse_switch(
             env.get("LEDGERPORT_DPOP_NONCE") or "off", "LEDGERPORT_DPOP_NONCE"
         ),
+        cimd=_parse_switch(env.get("LEDGERPORT_CIMD") or "on", "LEDGERPORT_CIMD"),
+        cimd_scopes=_parse_cimd_scopes(env.get("LEDGERPORT_CIMD_SCOPES", "")),
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ledgerport import catalog
 from ledgerport.apps import AppDirectory
 from ledgerport.auth import (
+    DocumentFetch,
     DpopNonces,
     Keyring,
     MemoryRateLimiter,
@@ -53,6 +54,9 @@ class Platform:
     proofs: ProofLedger | None = None
     """Where DPoP proofs' ids are recorded to be used once (Redis when configured, else the
     store: :func:`bootstrap` chooses)."""
+    document_fetch: DocumentFetch | None = None
+    """How client ID metadata documents are fetched (the webhook engine's client, which checks
+    each address it connects to: ``serve`` sets it); None refuses such clients."""
     dpop_nonces: DpopNonces | None = field(init=False)
     """The server nonces DPoP proofs must carry (LEDGERPORT_DPOP_NONCE=on), else None."""
     stream_desk: StreamDesk | None = None

@@ -16,6 +16,7 @@ process exits non-zero.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import signal
@@ -33,7 +34,14 @@ from quart_trio import QuartTrio
 from ledgerport.auth import RedisConnection, connect_redis
 from ledgerport.clock import Clock
 from ledgerport.config import AddressUnavailable, Config, ConfigError, mask_url_password
-from ledgerport.engine import DeliveryEngine, FunctionRunner, Node, Scheduler, StreamDesk
+from ledgerport.engine import (
+    DeliveryEngine,
+    FunctionRunner,
+    Node,
+    Scheduler,
+    StreamDesk,
+    fetch_client_document,
+)
 from ledgerport.http import create_app, end_live_streams, in_process_api, prepare_document
 from ledgerport.ops import MemoryTrimmer, supervise, timing_collections
 from ledgerport.platform import Platform, bootstrap, check_root_key
@@ -161,6 +169,7 @@ async def _serve_store(
 ) -> None:
     async with open_store(config.database) as store:
         boot = await bootstrap(store, config, clock=clock, redis=redis)
+        boot.platform.document_fetch = functools.partial(fetch_client_document, config=config)
         if boot.new_admin_token is not None:
             print(  # noqa: T201 - shown once, on purpose, to the operator's terminal
                 f"ledgerport: generated admin token (shown once, store it now): "

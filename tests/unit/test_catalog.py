@@ -75,6 +75,7 @@ SPEC_RATE_LIMITS = {
 OWN_RATE_LIMITS = {
     catalog.RATE_LIMIT_DEVICE_UNAUTHENTICATED_PER_IP: (30, 60, "ip"),
     catalog.RATE_LIMIT_REGISTER_PER_IP: (10, 60, "ip"),
+    catalog.RATE_LIMIT_DOCUMENT_FETCH_PER_IP: (30, 60, "ip"),
     catalog.RATE_LIMIT_USER_CODE_PER_IP: (10, 300, "ip"),
     catalog.RATE_LIMIT_USER_CODE_PER_USER: (10, 300, "user"),
     catalog.RATE_LIMIT_FUNCTION_UPLOADS: (30, 60, "app"),

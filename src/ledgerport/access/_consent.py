@@ -165,9 +165,9 @@ async def offers(
     """What a page offers the user for ``app`` (:func:`offered`); AppNotReviewed,
     NoBusinessToConnect or NoBusinessToInstallIn when it is nothing."""
     found = await standings(tx, app, user_id)
-    chosen = offered(found, reviewed=app.reviewed, scopes=scopes, through=through)
+    chosen = offered(found, reviewed=app.reaches_any_business, scopes=scopes, through=through)
     if not chosen:
-        raise none_offered(found, reviewed=app.reviewed, through=through)
+        raise none_offered(found, reviewed=app.reaches_any_business, through=through)
     return chosen
 
 

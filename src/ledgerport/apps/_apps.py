@@ -84,6 +84,18 @@ class App:
     def active(self) -> bool:
         return self.status == "ACTIVE"
 
+    @property
+    def metadata_document(self) -> bool:
+        """Whether the app is a client named by its metadata document's URL (its client_id):
+        made by the authorization endpoint from the document, never reviewed."""
+        return self.client_id.startswith(("https://", "http://"))
+
+    @property
+    def reaches_any_business(self) -> bool:
+        """Whether the app may be connected to any business, not only sandboxes: a reviewed
+        app, or a metadata document client (limited to the scopes the operator allows it)."""
+        return self.reviewed or self.metadata_document
+
 
 @dataclass(frozen=True)
 class Installation:
@@ -311,7 +323,7 @@ async def install(
     unregistered = [s for s in ordered_scopes(scopes) if s not in app.scopes]
     if unregistered:
         raise ScopesNotRegistered(unregistered)
-    if not app.reviewed and not business.sandbox:
+    if not app.reaches_any_business and not business.sandbox:
         raise AppNotReviewed()
     membership = await get_membership(tx, business_id, user_id)
     if membership is None or not membership.active:

@@ -16,6 +16,7 @@ from ledgerport.apps import App, find_app_by_client_id, get_app, ordered_scopes
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
+from ._client_documents import ScopeBeyondPolicy
 from ._errors import (
     InvalidTarget,
     MalformedAuthorizeRequest,
@@ -93,10 +94,19 @@ async def check_authorize_request(
     scopes = tuple(dict.fromkeys((scope_text or "").split()))
     if not scopes:
         raise MalformedAuthorizeRequest("invalid_request: scope is required")
+    if app.metadata_document:
+        # The app's scopes are those the operator allows such clients (LEDGERPORT_CIMD_SCOPES).
+        beyond = [s for s in scopes if s not in app.scopes]
+        if beyond:
+            raise ScopeBeyondPolicy(beyond[0])
     if any(s not in app.scopes for s in scopes):
         raise ScopesNotPermitted()
     challenge = _single(args, "code_challenge")
     method = _single(args, "code_challenge_method")
+    if app.metadata_document and (challenge is None or method != "S256"):
+        raise MalformedAuthorizeRequest(
+            "invalid_request: a client ID metadata document client must use PKCE with S256"
+        )
     if challenge is None:
         if app.type == "PUBLIC":
             raise PkceRequired()

@@ -68,12 +68,14 @@ async def authenticate_client(
     *,
     allow_inactive: bool = False,
     directory: AppDirectory,
+    documents: bool = True,
 ) -> App:
     """The app the credentials prove, or InvalidClient.
 
     A suspended or deactivated app fails unless ``allow_inactive`` (introspection answers such an
     app ``{"active": false}`` instead). The app is looked up in ``directory`` (read through
-    ``reader`` unless kept there).
+    ``reader`` unless kept there). A client named by its metadata document's URL fails unless
+    ``documents`` (LEDGERPORT_CIMD).
     """
     basic = credentials.basic
     if not credentials.client_id:
@@ -81,6 +83,8 @@ async def authenticate_client(
     app = await directory.find(reader, credentials.client_id)
     if app is None:
         raise InvalidClient("unknown client", basic=basic)
+    if app.metadata_document and not documents:
+        raise InvalidClient("client ID metadata documents are not accepted here", basic=basic)
     if credentials.secret is not None:
         if app.client_secret_hash is None or not keyring.verify_token(
             credentials.secret, app.client_secret_hash

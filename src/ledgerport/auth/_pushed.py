@@ -23,6 +23,7 @@ from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
 from ._authorize import check_authorize_request
+from ._client_documents import ScopeBeyondPolicy
 from ._errors import (
     AuthorizeProblem,
     InvalidRequest,
@@ -73,8 +74,8 @@ async def push_request(
     args = {**args, "client_id": [app.client_id]}
     try:
         await check_authorize_request(tx, args, api_base_url=api_base_url)
-    except ScopesNotPermitted as problem:
-        raise InvalidScope(problem.message) from problem
+    except (ScopesNotPermitted, ScopeBeyondPolicy) as problem:
+        raise InvalidScope(problem.message.removeprefix("invalid_scope: ")) from problem
     except TargetRefused as problem:
         reason = problem.message.removeprefix(catalog.CONSENT_INVALID_TARGET).lstrip(": ")
         raise InvalidTarget(reason or "resource is not one URI on the API origin") from problem

@@ -212,6 +212,9 @@ RATE_LIMIT_DEVICE_UNAUTHENTICATED_PER_IP: Final = RateLimit(
 """POST /oauth/device/authorize requests that authenticate no client."""
 RATE_LIMIT_REGISTER_PER_IP: Final = RateLimit("register-per-ip", 10, _MINUTE, "ip")
 """POST /oauth/register, per connecting IP (open registration creates a client each time)."""
+RATE_LIMIT_DOCUMENT_FETCH_PER_IP: Final = RateLimit("document-fetch-per-ip", 30, _MINUTE, "ip")
+"""Fetches of client ID metadata documents (a document not kept, at /oauth/authorize or
+/oauth/par), per connecting IP: each makes the server fetch a URL the request names."""
 RATE_LIMIT_USER_CODE_PER_IP: Final = RateLimit("user-code-per-ip", 10, 5 * _MINUTE, "ip")
 """Wrong user codes entered on the device verification page, per IP (guessing defence)."""
 RATE_LIMIT_USER_CODE_PER_USER: Final = RateLimit("user-code-per-user", 10, 5 * _MINUTE, "user")
@@ -237,6 +240,7 @@ RATE_LIMITS: Final[Mapping[str, RateLimit]] = MappingProxyType(
             RATE_LIMIT_APP,
             RATE_LIMIT_DEVICE_UNAUTHENTICATED_PER_IP,
             RATE_LIMIT_REGISTER_PER_IP,
+            RATE_LIMIT_DOCUMENT_FETCH_PER_IP,
             RATE_LIMIT_USER_CODE_PER_IP,
             RATE_LIMIT_USER_CODE_PER_USER,
             RATE_LIMIT_FUNCTION_UPLOADS,

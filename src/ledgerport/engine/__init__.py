@@ -18,6 +18,7 @@ from ._core import Shares as Shares
 from ._delivery import DeliveryEngine as DeliveryEngine
 from ._delivery_book import DeliveryBook as DeliveryBook
 from ._delivery_book import Verdict as Verdict
+from ._documents import fetch_client_document as fetch_client_document
 from ._egress import Egress as Egress
 from ._functions import FunctionRunner as FunctionRunner
 from ._health import Delivered as Delivered

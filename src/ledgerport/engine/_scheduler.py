@@ -64,6 +64,7 @@ class Scheduler:
                 "authorization_request": await auth.purge_expired_requests(tx, now=now),
                 "pushed_request": await auth.purge_expired_pushed_requests(tx, now=now),
                 "dpop_proof": await auth.purge_spent_proofs(tx, now=now),
+                "client_metadata_document": await auth.purge_expired_documents(tx, now=now),
                 **await auth.purge_expired_grants(tx, now=now),
                 "device_code": await auth.purge_expired_device_codes(tx, now=now),
                 "cli_login": await auth.purge_expired_cli_logins(tx, now=now),

@@ -130,6 +130,7 @@ async def authenticated_client_reading(
             credentials,
             allow_inactive=allow_inactive,
             directory=p.app_directory,
+            documents=p.config.cimd,
         )
     except auth.InvalidClient:
         await g.failed_authentication(endpoint, ip, credentials.client_id)

@@ -116,6 +116,12 @@ class OAuthGuard:
         if verdict.refused_by is not None:
             self._refuse(verdict.refused_by.name, verdict.retry_after)
 
+    async def document_fetch(self, ip: str) -> None:
+        """A client ID metadata document about to be fetched for a request from ``ip``."""
+        verdict = await self._limiter.take(Budget(catalog.RATE_LIMIT_DOCUMENT_FETCH_PER_IP, (ip,)))
+        if verdict.refused_by is not None:
+            self._refuse(verdict.refused_by.name, verdict.retry_after)
+
     async def configuration(self, ip: str) -> None:
         """A client's configuration request (RFC 7592): the OAuth endpoints' ceiling per IP,
         not registration's budget (reading or changing a client registers none)."""

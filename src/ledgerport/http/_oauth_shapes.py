@@ -174,6 +174,9 @@ class ServerMetadata(TypedDict):
     pushed_authorization_request_endpoint: str
     require_pushed_authorization_requests: bool
     dpop_signing_alg_values_supported: list[str]
+    client_id_metadata_document_supported: NotRequired[bool]
+    """True when a ``client_id`` may be the URL of a client ID metadata document
+    (LEDGERPORT_CIMD, on by default); absent when such clients are refused."""
 
 
 class ProtectedResourceMetadata(TypedDict):

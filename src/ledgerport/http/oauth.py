@@ -87,6 +87,8 @@ async def discovery() -> Response:
         "require_pushed_authorization_requests": False,
         "dpop_signing_alg_values_supported": list(catalog.DPOP_SIGNING_ALGS),
     }
+    if config.cimd:
+        metadata["client_id_metadata_document_supported"] = True
     return oauth_response(metadata)
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from quart import Blueprint, Response
 from quart_schema import security_scheme
+from werkzeug.datastructures import MultiDict
 
 from ledgerport import auth, storage
 from ledgerport.storage import Transaction
 
+from ._client_documents import prepare_document_client
 from ._context import bearer_token, client_ip, platform, unit_of_work
 from ._envelopes import NO_STORE as NO_STORE_HEADERS
 from ._envelopes import oauth_response
@@ -36,6 +38,19 @@ from ._openapi import FORM, JSON, NO_STORE, Body, Param, Reply, json_reply, oper
 blueprint = Blueprint("oauth_clients", __name__)
 
 
+async def _document_client(form: MultiDict[str, str]) -> None:
+    """A client named by its metadata document's URL is read (kept or fetched) before it
+    authenticates, as ``/oauth/authorize`` reads it; a refusal is ``invalid_client``."""
+    client_id = form.get("client_id")
+    if client_id is None or not auth.is_document_client_id(client_id):
+        return
+    try:
+        await prepare_document_client({"client_id": [client_id]})
+    except auth.ClientDocumentRefused as refused:
+        reason = refused.message.removeprefix("invalid_client: ")
+        raise auth.InvalidClient(reason, basic=False) from refused
+
+
 @blueprint.post("/oauth/par")
 @security_scheme(CLIENT_BASIC_OR_BODY)
 @operation(
@@ -49,6 +64,7 @@ async def push_authorization_request() -> Response:
     uses them once. A client authenticates as at the token endpoint (a PUBLIC one sends its
     ``client_id``)."""
     form = await read_form()
+    await _document_client(form)
     _, app = await authenticated_client("par", form)
     args = {key: form.getlist(key) for key in form if key not in ("client_secret",)}
     p = platform()

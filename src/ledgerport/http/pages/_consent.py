@@ -95,6 +95,7 @@ async def consent_page(
         device_code=device_code,
         problems=problems,
         status=400 if problems else 200,
+        document_host=urlsplit(app.client_id).hostname if app.metadata_document else None,
     )
 
 

@@ -20,6 +20,7 @@ from ledgerport import access, apps, auth, catalog, storage
 from ledgerport.storage import Transaction
 
 from .._browser import current_user_id
+from .._client_documents import prepare_document_client
 from .._context import platform, unit_of_work
 from .._ids import BUSINESS, CLIENT, token_schema
 from .._openapi import (
@@ -100,6 +101,9 @@ def _callback(redirect_uri: str, params: dict[str, str | None]) -> Response:
     redirect_reply("Not signed in: to the sign-in page, returning here"),
     raises=(
         auth.AuthorizeProblem,
+        auth.ClientDocumentRefused,
+        auth.ScopeBeyondPolicy,
+        auth.RateLimited,
         apps.AppNotReviewed,
         access.NoBusinessToConnect,
         access.NoBusinessToInstallIn,
@@ -117,6 +121,7 @@ async def authorize() -> ResponseReturnValue:
     args = {key: request.args.getlist(key) for key in request.args}
     request_uri = args.get("request_uri")
     user_id = await current_user_id()
+    await prepare_document_client(args)
     async with unit_of_work() as tx:
         if request_uri is not None:
             client_ids = args.get("client_id") or []
