@@ -308,6 +308,7 @@ async def test_no_token_is_a_401_naming_the_mcp_resources_metadata(books: Books)
         "authorization_servers": [books.base],
         "scopes_supported": list(catalog.SCOPES),
         "bearer_methods_supported": ["header"],
+        "dpop_signing_alg_values_supported": list(catalog.DPOP_SIGNING_ALGS),
     }
 
 

@@ -114,11 +114,16 @@ class ExtensionQuery(EmbeddedQuery):
     """The record the extension is shown for (record targets)"""
 
 
-class SessionTokenQuery(EmbeddedQuery):
-    """What the bridge asks a session token for: the app viewed and its business."""
+class SessionTokenQuery(PageQuery):
+    """What the bridge asks a session token for: the app viewed and its business (in that
+    order, as its problems are said)."""
 
     app_id: Annotated[str, AnId(APP, required=True)] = Field(default="", validate_default=True)
     """The app being viewed"""
+    business_id: Annotated[str, AnId(BUSINESS, required=True)] = Field(
+        default="", validate_default=True
+    )
+    """The business the app is viewed in"""
 
 
 class UserCodeQuery(PageQuery):
