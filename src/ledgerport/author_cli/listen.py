@@ -248,11 +248,11 @@ class Listener:
             except httpx.HTTPError:
                 if self.stopping.is_set() and failures >= 2:
                     return
-                time.sleep(RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)])
+                _back_off(failures)
                 failures += 1
                 continue
             if response.status_code >= 500 or response.status_code == 429:
-                time.sleep(RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)])
+                _back_off(failures)
                 failures += 1
                 continue
             if response.status_code >= 400:
@@ -285,11 +285,11 @@ class Listener:
             except httpx.HTTPError:
                 if failures == 0:
                     self.status.print("Connection lost: reconnecting", style="dim")
-                time.sleep(RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)])
+                _back_off(failures)
                 failures += 1
                 continue
             if response.status_code >= 500 or response.status_code == 429:
-                time.sleep(RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)])
+                _back_off(failures)
                 failures += 1
                 continue
             if response.status_code >= 400:
@@ -433,3 +433,9 @@ def _delete(chosen: Session, app_id: str, webhook_id: str) -> None:
         console(sys.stderr).print(
             f"Stopped: deleted the stream endpoint {webhook_id}", markup=False
         )
+
+
+def _back_off(failures: int) -> None:
+    """Wait before trying again after ``failures`` failures in a row (RECONNECT_DELAYS, its last
+    delay from then on)."""
+    time.sleep(RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)])

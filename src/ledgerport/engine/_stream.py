@@ -28,7 +28,7 @@ from ledgerport.platform import Platform
 from ledgerport.queues import Pulled, Reported, StreamReport
 from ledgerport.storage import Transaction
 
-from ._attempt import attempt_outcome, logged_headers, parsed_url, request_headers
+from ._attempt import attempt_outcome, logged_headers, parsed_url, refused, request_headers
 from ._lifecycle import count_switched_off, record_batch
 from ._post import Headers, attempt_error
 from ._retry import Jitter, jitter
@@ -61,22 +61,8 @@ async def pull_stream(
     if not claimed:
         return []
     plan = await queues.send_plan(tx, p.keyring, now=now, webhook_id=webhook_id, deliveries=claimed)
-    refused = [d for d in claimed if d.id in plan.refusals]
-    if refused:
-        outcomes = [
-            queues.AttemptOutcome(
-                delivery_id=d.id,
-                lease=d.lease,
-                status="failed",
-                attempts=d.attempts,
-                response_code=None,
-                error=f"not sent: {plan.refusals[d.id]}",
-                finished_at=now,
-                next_attempt_at=None,
-                first_attempt_at=None,
-            )
-            for d in refused
-        ]
+    outcomes = [refused(d, plan.refusals[d.id], now=now) for d in claimed if d.id in plan.refusals]
+    if outcomes:
         await _record(p, tx, webhook_id, outcomes, [None] * len(outcomes))
     url = parsed_url(plan.url)
     timestamp = math.floor(now)
