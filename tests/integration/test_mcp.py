@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
 from ledgerport.platform import Platform
 
 from .data_api import Api, owner_api
@@ -139,3 +143,29 @@ async def test_a_tool_call_answers_as_the_sdks_transport_answers_it(
 
     assert answers[0] == answers[1]
     assert answers[0]["result"]["structuredContent"] == created["structuredContent"]
+
+
+@pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
+async def test_a_tool_results_json_is_the_data_apis_answer_as_written(
+    client: Any, admin_headers: dict[str, str], version: str
+) -> None:
+    """The exchange writes the data API's body into the checked result by reference: at each
+    handshake-era version the answer is what the SDK's check makes of the whole result (the
+    body as structured content and as the text block), byte for byte of the API's JSON."""
+    api = await owner_api(client, admin_headers)
+    for name in ("Acme", 'Quote " and \\ backslash', "Ünïcode ✓"):
+        await _call(api, "create_customer", {"name": name})
+    response = await client.get("/customers", headers=api.headers())
+    assert response.status_code == 200
+    page = await response.get_data(as_text=True)
+
+    result = await _call(api, "list_customers", {}, **{"MCP-Protocol-Version": version})
+
+    whole = {
+        "content": [{"type": "text", "text": page}],
+        "structuredContent": json.loads(page),
+        "isError": False,
+    }
+    assert result == serialize_server_result("tools/call", version, whole)
+    assert result["content"][0]["text"] == page
+    assert {one["name"] for one in result["structuredContent"]["data"]} >= {"Acme", "Ünïcode ✓"}

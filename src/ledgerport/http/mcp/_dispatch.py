@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlencode
 
@@ -36,11 +37,26 @@ async def _no_push(path: str, headers: Any) -> None:
 
 @dataclass(frozen=True)
 class Answer:
-    """The data API's answer: its status and its JSON body (None when it had none)."""
+    """The data API's answer: its status and its body as it was written."""
 
     status: int
-    body: Any
-    text: str
+    raw: bytes
+
+    @cached_property
+    def body(self) -> Any:
+        """The body's JSON (None when it had none), read when asked for: a successful answer's
+        body goes into the tool result as it was written."""
+        return orjson.loads(self.raw) if self.raw else None
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode()
+
+    @property
+    def is_object(self) -> bool:
+        """Whether the body is a JSON object: the data API writes its JSON with orjson, which
+        starts an object with its brace."""
+        return self.raw[:1] == b"{"
 
 
 class BadArguments(Exception):
@@ -140,8 +156,7 @@ async def call_data_api(
     try:
         path, query, headers, body = _request_parts(tool, arguments)
     except BadArguments as bad:
-        refusal = envelope(400, bad.messages)
-        return Answer(400, refusal, orjson.dumps(refusal).decode())
+        return Answer(400, orjson.dumps(envelope(400, bad.messages)))
     host = [(name, value) for name, value in outer.get("headers", ()) if name == b"host"]
     scope: MutableMapping[str, Any] = {
         "type": "http",
@@ -176,6 +191,4 @@ async def call_data_api(
 
     async with app.app_context():
         await _access_logged(app)(scope, receive, send)  # type: ignore[arg-type]
-    raw = b"".join(chunks)
-    parsed = orjson.loads(raw) if raw else None
-    return Answer(status, parsed, raw.decode())
+    return Answer(status, b"".join(chunks))

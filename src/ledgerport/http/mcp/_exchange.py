@@ -10,6 +10,12 @@ form. So a ``tools/call`` (the request an agent makes over and over) is answered
 and every other message (``initialize``, ``tools/list``, notifications, anything malformed,
 the 2026-07-28 era) goes through the transport as the SDK serves it.
 
+A successful tool result made here (``tool_result``) carries the data API's JSON as it was
+written, by reference: it goes through the runner's result check as an empty object and an
+empty text, and ``answer`` writes the body into both places of the checked result. The check
+would otherwise read a page of records into models and dump them again, for a body the data
+API has already checked against the same declaration the tool's output schema is made of.
+
 What is relied on, with the SDK's version pinned in pyproject.toml, is named by
 ``tests/unit/test_dependency_contracts.py::test_mcp_*``.
 """
@@ -17,6 +23,7 @@ What is relied on, with the SDK's version pinned in pyproject.toml, is named by
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -36,6 +43,8 @@ from werkzeug.datastructures import Headers
 
 PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
 _TRANSPORT: Final = TransportContext(kind="streamable-http", can_send_request=False)
+_BODIES: ContextVar[list[bytes] | None] = ContextVar("ledgerport_mcp_bodies", default=None)
+"""The bodies of the tool results made during ``answer``'s exchange, to be written in."""
 
 
 @dataclass
@@ -66,6 +75,40 @@ class _OneExchange:
         return None
 
 
+def tool_result(body: bytes) -> dict[str, Any]:
+    """A successful tool result of the data API's JSON object ``body``: its structured content,
+    and the same JSON as text for the clients that read only text, in the result's wire form.
+
+    Within ``answer`` the body stands in by reference, written into the result once checked."""
+    bodies = _BODIES.get()
+    if bodies is None:
+        structured, text = orjson.loads(body), body.decode()
+    else:
+        bodies.append(body)
+        structured, text = {}, ""
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": structured,
+        "isError": False,
+        "resultType": "complete",
+    }
+
+
+def _written_in(result: dict[str, Any], bodies: list[bytes]) -> dict[str, Any]:
+    """``result`` as checked by the runner with the body of its ``tool_result`` written in: the
+    text, and the structured content where the protocol version has it."""
+    if not bodies:
+        return result
+    (body,) = bodies
+    content = result["content"][0]
+    if content != {"type": "text", "text": ""}:
+        raise AssertionError(f"a tool result's text in an unexpected place: {content!r}")
+    result["content"] = [{"type": "text", "text": body.decode()}, *result["content"][1:]]
+    if "structuredContent" in result:
+        result["structuredContent"] = orjson.Fragment(body)
+    return result
+
+
 def tool_call_of(raw: bytes, headers: Headers) -> tuple[JSONRPCRequest, str] | None:
     """The request and its protocol version when ``raw`` is a ``tools/call`` this module
     answers: JSON asked for and sent, a handshake-era version named, one JSON-RPC request;
@@ -90,6 +133,8 @@ def tool_call_of(raw: bytes, headers: Headers) -> tuple[JSONRPCRequest, str] | N
 async def answer(server: Server[Any], message: JSONRPCRequest, version: str) -> bytes:
     """The JSON-RPC answer to ``message``, as the SDK's transport would write it."""
     connection = Connection.from_envelope(version, None, None)
+    bodies: list[bytes] = []
+    token = _BODIES.set(bodies)
     try:
         result = await serve_one(
             server,
@@ -105,6 +150,9 @@ async def answer(server: Server[Any], message: JSONRPCRequest, version: str) -> 
             raise
         failed = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
         return failed.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    finally:
+        _BODIES.reset(token)
     # The result is already the wire form (the runner dumps it in pydantic's JSON mode): orjson
     # writes the response the SDK's ``JSONRPCResponse`` would, without walking it once more.
+    result = _written_in(result, bodies)
     return orjson.dumps({"jsonrpc": "2.0", "id": message.id, "result": result})

@@ -138,16 +138,11 @@ async def _call_tool(
     answer = await _dispatch.call_data_api(
         current.app, tool, params.arguments or {}, current.grant, current.scope
     )
-    if answer.status >= 300 or not isinstance(answer.body, dict):
+    if answer.status >= 300 or not answer.is_object:
         return _refused(answer.body, answer.text)
     # The result's wire form as a mapping: the SDK copies a mapping as it is, where a model's
     # dump would walk the structured content once more.
-    return {
-        "content": [{"type": "text", "text": answer.text}],
-        "structuredContent": answer.body,
-        "isError": False,
-        "resultType": "complete",
-    }
+    return _exchange.tool_result(answer.raw)
 
 
 SERVER: Final = Server(
