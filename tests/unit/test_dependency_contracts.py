@@ -754,6 +754,21 @@ async def test_mcp_stateless_json_manager_runs_in_the_request_task_under_trio() 
     )
 
 
+def test_mcp_servers_default_middleware_is_only_the_span_one_dropped_by_clearing() -> None:
+    """``_server`` clears ``Server.middleware`` to drop the SDK's OpenTelemetry span middleware,
+    which the SDK documents as its one default entry: a middleware the SDK added later would
+    be dropped with it unseen."""
+    from mcp.server._otel import OpenTelemetryMiddleware
+
+    from ledgerport.http.mcp._server import SERVER
+
+    middleware = _mcp_server(None).middleware
+    assert [type(one) for one in middleware] == [OpenTelemetryMiddleware], _relied_on(
+        MCP_SERVER, "the span middleware as the default's only entry"
+    )
+    assert SERVER.middleware == []
+
+
 async def test_mcp_serve_one_answers_a_tools_call_in_the_callers_task_taking_a_mapping() -> None:
     """``_exchange`` answers a handshake-era ``tools/call`` with ``runner.serve_one`` (a born-ready
     ``Connection.from_envelope``, a dispatch context of its own) in the request's task, and

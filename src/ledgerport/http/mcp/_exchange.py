@@ -79,7 +79,9 @@ def tool_result(body: bytes) -> dict[str, Any]:
     """A successful tool result of the data API's JSON object ``body``: its structured content,
     and the same JSON as text for the clients that read only text, in the result's wire form.
 
-    Within ``answer`` the body stands in by reference, written into the result once checked."""
+    Within ``answer`` the body stands in by reference, written into the result once checked.
+    The line end the data API ends its body with is left out."""
+    body = body.removesuffix(b"\n")
     bodies = _BODIES.get()
     if bodies is None:
         structured, text = orjson.loads(body), body.decode()
