@@ -170,3 +170,41 @@ async def test_a_tool_results_json_is_the_data_apis_answer_as_written(
     assert result == serialize_server_result("tools/call", version, whole)
     assert result["content"][0]["text"] == page
     assert {one["name"] for one in result["structuredContent"]["data"]} >= {"Acme", "Ünïcode ✓"}
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        (None, 200),
+        ("http://api.ledgerport.test", 200),
+        ("HTTP://API.ledgerport.test:80", 200),
+        ("http://app.ledgerport.test", 200),
+        ("http://api.ledgerport.test:8080", 403),
+        ("https://api.ledgerport.test", 403),
+        ("http://rebound.attacker.example", 403),
+        ("http://127.0.0.1", 403),
+        ("null", 403),
+        ("http://api.ledgerport.test:99999", 403),
+    ],
+)
+async def test_a_request_from_a_page_of_another_origin_is_refused(
+    client: Any, admin_headers: dict[str, str], origin: str | None, status: int
+) -> None:
+    """The Streamable HTTP transport's guard against DNS rebinding: an ``Origin`` that is not
+    the service's own is refused with 403 before anything else (the token is not even looked
+    at); none at all, as a client that is not a browser sends, is served."""
+    api = await owner_api(client, admin_headers)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    extra = {} if origin is None else {"Origin": origin}
+    for headers in (api.headers({**HANDSHAKE, **extra}), {**HANDSHAKE, **extra}):
+        response = await client.post("/mcp", data=json.dumps(body).encode(), headers=headers)
+        answer = await response.get_json()
+        if status == 403:
+            assert response.status_code == 403
+            assert answer["code"] == "CROSS_SITE_REQUEST"
+            assert "Origin is not the service's own" in answer["message"]
+        elif "Authorization" in headers:
+            assert response.status_code == 200
+            assert answer["result"]["tools"]
+        else:
+            assert response.status_code == 401

@@ -68,14 +68,16 @@ class CliLoginNotFound(AuthError):
 
 class CrossSiteRequest(AuthError):
     """A browser's unsafe request to the console's API, authenticated by its session cookie,
-    came from no page of the service: another origin, and without the page's CSRF token."""
+    came from no page of the service: another origin, and without the page's CSRF token. Or a
+    request to the MCP server sent by a page of another origin (a DNS rebinding's)."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "Cross-site request refused: a signed-in browser's request that changes something"
-            " must come from the service's own pages (same origin) or carry their CSRF token"
-            " (X-CSRF-Token)"
-        )
+    def __init__(
+        self,
+        message: str = "Cross-site request refused: a signed-in browser's request that changes"
+        " something must come from the service's own pages (same origin) or carry their CSRF"
+        " token (X-CSRF-Token)",
+    ) -> None:
+        super().__init__(message)
 
 
 class InsufficientScope(AuthError):

@@ -1,6 +1,6 @@
 """Browser sessions on the application host, which the pages and the console's JSON API share:
-the login cookie and who is signed in, the cookie flags, and the CSRF token bound to a random
-cookie.
+the login cookie and who is signed in, the cookie flags, the CSRF token bound to a random
+cookie, and whether an ``Origin`` is the service's own.
 
 CSRF uses a double-submit token bound to a random cookie: a form (or a page's script, in
 ``X-CSRF-Token``) carries HMAC(cookie), which a page on another origin can neither read nor
@@ -25,6 +25,18 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing: the CSRF checks let them through."""
 _SIGNED_IN = "ledgerport_signed_in"
 """Where a request keeps the signed-in user's id once looked up (``g``)."""
+
+
+def is_service_origin(origin: str) -> bool:
+    """Whether ``origin`` is the application host's or the API host's, compared as origins
+    (scheme, host and port, the default port spelled or not, the case of either)."""
+    config = platform().config
+    try:
+        return auth.origin_of(origin) in {
+            auth.origin_of(url) for url in (config.auth_url, config.base_url)
+        }
+    except ValueError:  # a malformed port or IPv6 literal names no origin of ours
+        return False
 
 
 def cookie_flags() -> dict[str, object]:

@@ -20,7 +20,7 @@ from quart_schema import security_scheme_blueprint
 
 from ledgerport import apps, auth, storage
 
-from .._browser import SAFE_METHODS, csrf_valid, current_user_id
+from .._browser import SAFE_METHODS, csrf_valid, current_user_id, is_service_origin
 from .._context import bearer_token, platform, unit_of_work
 from .._function_budget import UPLOAD_ENDPOINTS, refuse_spent_budget
 from .._openapi import blueprint_raises
@@ -76,21 +76,9 @@ def _from_our_pages() -> bool:
             return True
     else:
         origin = request.headers.get("Origin")
-        if origin is not None and _is_service_origin(origin):
+        if origin is not None and is_service_origin(origin):
             return True
     return csrf_valid(request.headers.get(CSRF_HEADER))
-
-
-def _is_service_origin(origin: str) -> bool:
-    """Whether ``origin`` is the application host's or the API host's, compared as origins
-    (scheme, host and port, the default port spelled or not, the case of either)."""
-    config = platform().config
-    try:
-        return auth.origin_of(origin) in {
-            auth.origin_of(url) for url in (config.auth_url, config.base_url)
-        }
-    except ValueError:  # a malformed port or IPv6 literal names no origin of ours
-        return False
 
 
 def developer_id() -> str:

@@ -42,7 +42,12 @@ class JsonRpcMessage(TypedDict):
     json_reply(400, JsonRpcMessage, "Not a JSON-RPC message of the protocol"),
     json_reply(406, JsonRpcMessage, "The Accept header does not accept application/json"),
     json_reply(415, JsonRpcMessage, "The body is not sent as application/json"),
-    raises=(auth.RateLimited, auth.InvalidAccessToken, storage.StorageUnavailable),
+    raises=(
+        auth.RateLimited,
+        auth.InvalidAccessToken,
+        auth.CrossSiteRequest,
+        storage.StorageUnavailable,
+    ),
     bodies=(Body(JSON, JsonRpcMessage),),
 )
 async def mcp() -> Response:
@@ -50,7 +55,8 @@ async def mcp() -> Response:
     and no GET stream): one JSON-RPC message a request. Its tools are the data API's list, get
     and create of every business area and the Events API (``list_customers``, ``get_invoice``,
     ``create_customer``, ``list_events``), each refused as the data API would refuse the same
-    call; a 401 names ``/.well-known/oauth-protected-resource/mcp``."""
+    call; a 401 names ``/.well-known/oauth-protected-resource/mcp``. A browser page of another
+    origin than the service's is refused (403, its ``Origin`` checked against DNS rebinding)."""
     return await serve_mcp()
 
 

@@ -32,6 +32,7 @@ from quart import Quart, Response, current_app, request
 
 from ledgerport import __version__, auth, storage
 
+from .._browser import is_service_origin
 from .._envelopes import envelope
 from .._errors import answer_for
 from ..api._auth import authenticate_bearer
@@ -203,8 +204,23 @@ async def _through_sdk(scope: MutableMapping[str, Any], raw: bytes) -> Response:
     return response
 
 
+FOREIGN_ORIGIN: Final = (
+    "Request refused: its Origin is not the service's own. A browser page may send requests to"
+    " the MCP server from the service's origin only (the Streamable HTTP transport's guard"
+    " against DNS rebinding)"
+)
+
+
 async def serve_mcp() -> Response:
-    """Answer one request of the protocol: authenticate it, then let the SDK answer it."""
+    """Answer one request of the protocol: authenticate it, then let the SDK answer it.
+
+    A request sent by a browser page of another origin is refused first (403): the protocol's
+    transport requires the ``Origin`` to be checked, so that a page whose host name was made to
+    resolve to a local server (DNS rebinding) cannot reach it. A client that is not a browser
+    sends no ``Origin``."""
+    origin = request.headers.get("Origin")
+    if origin is not None and not is_service_origin(origin):
+        raise auth.CrossSiteRequest(FOREIGN_ORIGIN)
     raw = cast(bytes, await request.get_data(as_text=False))
     exchange = _exchange.tool_call_of(raw, request.headers)
     grant = refusal = None
