@@ -418,6 +418,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "issue_developer_token",
         "issue_session_token",
         "jwks",
+        "login_session_person",
         "login_session_user",
         "new_root_key",
         "new_token",

@@ -156,7 +156,8 @@ async def recent_deliveries(
 
 @dataclass(frozen=True)
 class DeliveryDetail:
-    """One delivery whole: what the list shows, the body every attempt sent, and its log."""
+    """One delivery whole: what the list shows, the body every attempt sent, and its log, with
+    what the redelivery rule reads of it (:func:`redelivery_check`)."""
 
     delivery: Delivery
     payload: str
@@ -164,6 +165,23 @@ class DeliveryDetail:
     bytes)."""
     attempt_log: list[LoggedAttempt]
     """Every attempt made (or the newest asked for), oldest first, redeliveries included."""
+    redeliverable: Redeliverable
+    """The delivery and its app as the redelivery rule reads them."""
+    granted: frozenset[str] | None
+    """The scopes the app's ACTIVE installation in the delivery's business grants (None: no
+    such installation)."""
+
+
+_DETAIL = (
+    ", ".join(f"d.{column.strip()}" for column in _LISTED.split(","))
+    + ", d.body, d.app_id, d.business_id, a.status AS app_status, a.scopes AS app_scopes,"
+    " i.scopes AS granted"
+    " FROM webhook_deliveries d JOIN apps a ON a.id = d.app_id"
+    " LEFT JOIN installations i ON i.app_id = d.app_id AND i.business_id = d.business_id"
+    " AND i.state = 'ACTIVE'"
+)
+"""A delivery whole with its app and its business's installation, which the redelivery rule
+reads (one installation at most: one an app and business)."""
 
 
 async def get_delivery(
@@ -172,14 +190,19 @@ async def get_delivery(
     """The webhook's delivery ``delivery_id`` whole (with ``attempts``, its newest that many
     attempts only); DeliveryNotFound when the webhook has none of that id (or it aged out)."""
     row = await tx.fetchrow(
-        f"SELECT {_LISTED}, body FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2",
-        delivery_id,
-        webhook_id,
+        f"SELECT {_DETAIL} WHERE d.id = $1 AND d.webhook_id = $2", delivery_id, webhook_id
     )
     if row is None:
         raise DeliveryNotFound(delivery_id)
     log = await attempt_log(tx, delivery_id, newest=attempts)
-    return DeliveryDetail(Delivery.from_row(row), row["body"], log)
+    granted = row["granted"]
+    return DeliveryDetail(
+        Delivery.from_row(row),
+        row["body"],
+        log,
+        Redeliverable.from_row(row),
+        None if granted is None else frozenset(json.loads(granted)),
+    )
 
 
 # --- Redelivery ----------------------------------------------------------------------------------
@@ -332,13 +355,18 @@ async def _refusal(
     return redelivery_refusal(delivery, now=now, granted=await _granted(tx, [delivery]))
 
 
-async def redelivery_check(
-    tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str
-) -> str | None:
-    """Why the webhook's delivery may not be redelivered now, by the rule :func:`redeliver`
-    applies (:func:`redelivery_refusal`), or None when it may: what a page asks before it
-    offers the redeliver button. Nothing is locked; the redelivery itself asks again."""
-    return await _refusal(tx, now=now, webhook=webhook, delivery_id=delivery_id, lock=False)
+def redelivery_check(detail: DeliveryDetail, *, now: float) -> str | None:
+    """Why the delivery read whole (:func:`get_delivery`) may not be redelivered now, by the
+    rule :func:`redeliver` applies (:func:`redelivery_refusal`), or None when it may: what a
+    page asks before it offers the redeliver button, from what it read already. Nothing is
+    locked; the redelivery itself asks again."""
+    delivery = detail.redeliverable
+    granted = (
+        {}
+        if detail.granted is None
+        else {(delivery.app_id, delivery.business_id or ""): detail.granted}
+    )
+    return redelivery_refusal(delivery, now=now, granted=granted)
 
 
 async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str) -> str:

@@ -101,7 +101,7 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     after, recover_after = query.after, query.recover_after
     since_text = query.recover_since or ""
     p = platform()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
         deliveries = await queues.delivery_page(
@@ -198,13 +198,11 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
     it was dropped for the app's storage quota), the 100 newest when there are more;
     and the redeliver button when the redelivery rules allow it, else why not."""
     p = platform()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
         detail = await queues.get_delivery(tx, webhook.id, delivery_id, attempts=ATTEMPTS_SHOWN)
-        refusal = await queues.redelivery_check(
-            tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
-        )
+    refusal = queues.redelivery_check(detail, now=p.now())
     made = detail.attempt_log[-1].attempt if detail.attempt_log else 0
     lines = attempt_lines(
         detail.attempt_log,

@@ -81,7 +81,7 @@ async def _function_form(
     ``problem`` beside the source (with the lines up to the place it names: ``syntax``'s, for a
     syntax error)."""
     position = _position(problem, syntax, source)
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, function_name) if function_name else None
     action = (
@@ -324,7 +324,7 @@ async def add_function(app_id: str) -> ResponseReturnValue:
 async def edit_function_page(app_id: str, name: str) -> ResponseReturnValue:
     """The form that edits a function: its events, and the source of the version that runs,
     saved as its next version."""
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         source = await apps.function_source(tx, function)

@@ -104,7 +104,7 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     way to make it active (a rollback, confirmed with the diff). When runs' output was dropped
     to keep the app within its storage quota, it says so, and so does each such run."""
     status = read_query(RunsQuery).status
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         runs = await queues.recent_runs(
@@ -160,7 +160,7 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
     ``from`` the first (links to the lines before and after)."""
     number = version_number(version)
     first = read_query(VersionQuery).first or 1
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         kept, source = await apps.version_source(tx, function, number)
@@ -213,7 +213,7 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     to its line in the source of the version that ran, shown with the lines around it (or, for
     a run whose output was dropped to keep the app within its storage quota, when that was);
     the event it ran on, pretty-printed; and the replay button."""
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         function = await apps.get_function(tx, app_id, name)
         detail = await queues.get_run(tx, function, run_id)

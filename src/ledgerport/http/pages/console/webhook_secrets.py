@@ -67,7 +67,7 @@ async def rotate_secret_page(app_id: str, webhook_id: str) -> ResponseReturnValu
     """Confirm rotating the endpoint's signing secret: the new one is shown once, the current
     one keeps signing beside it for 24 hours, and one rotated before that stops now."""
     p = platform()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
     now = p.now()
@@ -163,7 +163,7 @@ async def webhook_secret_page(app_id: str, webhook_id: str) -> ResponseReturnVal
     button or a later visit say it is not shown again."""
     p = platform()
     left = notice_for_this_page()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         webhook = await apps.get_webhook(tx, app_id, webhook_id)
         secret: str | None = None
