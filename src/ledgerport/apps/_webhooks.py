@@ -413,6 +413,28 @@ async def webhook_health(reader: Reader, app_id: str, *, now: float) -> list[Web
     ]
 
 
+async def get_webhook_health(
+    reader: Reader, app_id: str, webhook_id: str, *, now: float
+) -> WebhookHealth:
+    """The app's webhook (:func:`get_webhook`, WebhookNotFound alike) with its health counts of
+    the last 24 hours at ``now`` (``health_counts``): one statement."""
+    row = await reader.fetchrow(
+        "SELECT w.*, COALESCE(c.delivered, 0) AS delivered_24h, COALESCE(c.failed, 0) AS"
+        " failed_24h FROM webhooks w LEFT JOIN (SELECT webhook_id, SUM(delivered) AS delivered,"
+        " SUM(failed) AS failed FROM webhook_health_hours WHERE webhook_id = $1 AND hour >= $3"
+        " GROUP BY webhook_id) c ON c.webhook_id = w.id"
+        f" WHERE w.id = $1 AND w.app_id = $2 AND w.deleted_at IS NULL AND w.{LISTED_KINDS}",
+        webhook_id,
+        app_id,
+        health_window_start(now),
+    )
+    if row is None:
+        raise WebhookNotFound(webhook_id)
+    return WebhookHealth(
+        Webhook.from_row(row), Counts(int(row["delivered_24h"]), int(row["failed_24h"]))
+    )
+
+
 async def update_webhook(
     tx: Transaction,
     *,

@@ -102,8 +102,9 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     since_text = query.recover_since or ""
     p = platform()
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        app, storage = await queues.developed_app_storage(tx, app_id, console_developer())
+        health = await apps.get_webhook_health(tx, app_id, webhook_id, now=p.now())
+        webhook = health.webhook
         deliveries = await queues.delivery_page(
             tx,
             webhook.id,
@@ -114,8 +115,6 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
             limit=DELIVERIES_SHOWN,
         )
         events = await apps.endpoint_events(tx, app_id, webhook.id)
-        storage = await queues.app_storage(tx, app_id)
-        counts = await apps.health_counts(tx, [webhook.id], now=p.now())
         # While it fails, or after the service switched it off: from the first delivery that
         # failed since its failures began (a recovery goes by when deliveries were created).
         trouble = webhook.health.failing_since or webhook.disabled_at
@@ -145,7 +144,7 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         app=app,
         webhook=webhook,
         webhook_label=url_label(webhook.url),
-        counts=counts.get(webhook.id, apps.Counts()),
+        counts=health.counts,
         state=endpoint_state(webhook),
         last_error=what_happened(None, webhook.health.last_error),
         events=events,

@@ -105,8 +105,8 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     to keep the app within its storage quota, it says so, and so does each such run."""
     status = read_query(RunsQuery).status
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+        app, storage = await queues.developed_app_storage(tx, app_id, console_developer())
+        function, versions = await apps.function_and_versions(tx, app_id, name)
         runs = await queues.recent_runs(
             tx,
             function,
@@ -114,8 +114,6 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
             shown=RUNS_SHOWN,
             excerpt=LISTED_EXCERPT_CHARS,
         )
-        versions = await apps.function_versions(tx, function)
-        storage = await queues.app_storage(tx, app_id)
     here = function_page_path(app_id, name)
     chips = [("All", here, status is None)] + [
         (shown, here + query_string({"status": shown}), status == shown)
