@@ -186,6 +186,8 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "function_versions",
         "get_app",
         "get_developed_app",
+        "get_developed_function",
+        "get_developed_webhook",
         "get_extension",
         "get_function",
         "get_installation",

@@ -31,7 +31,7 @@ from ledgerport.ids import new_id
 from ledgerport.storage import Row, Transaction
 
 from ._allowed_hosts import allowed_hosts_problems, normal_allowed_hosts
-from ._apps import App
+from ._apps import App, app_columns, developed_app_in
 from ._compiler import compile_upload
 from ._errors import FunctionNotFound, FunctionVersionNotFound
 from ._module_source import CompiledModule
@@ -285,6 +285,24 @@ async def get_function(tx: Transaction, app_id: str, name: str) -> HostedFunctio
     if row is None:
         raise FunctionNotFound(name)
     return HostedFunction.from_row(row)
+
+
+async def get_developed_function(
+    tx: Transaction, app_id: str, developer_user_id: str, name: str
+) -> tuple[App, HostedFunction]:
+    """The app, when ``developer_user_id`` develops it (AppNotFound otherwise, as
+    ``get_developed_app``), and its function ``name`` (:func:`get_function`, FunctionNotFound
+    alike), in one statement: what the console's pages of a function read first."""
+    row = await tx.fetchrow(
+        f"SELECT {app_columns('a')}, f.* FROM apps a LEFT JOIN functions f ON f.app_id = a.id"
+        " AND f.name = $2 AND f.deleted_at IS NULL WHERE a.id = $1",
+        app_id,
+        name,
+    )
+    app = developed_app_in(row, app_id, developer_user_id)
+    if row is None or row["id"] is None:
+        raise FunctionNotFound(name)
+    return app, HostedFunction.from_row(row)
 
 
 async def function_source(tx: Transaction, function: HostedFunction) -> str:

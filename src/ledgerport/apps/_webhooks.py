@@ -37,7 +37,7 @@ from ledgerport.ids import new_id
 from ledgerport.keys import Keyring
 from ledgerport.storage import Reader, Row, Transaction
 
-from ._apps import ENTITLEMENTS_CHANNEL
+from ._apps import ENTITLEMENTS_CHANNEL, App, app_columns, developed_app_in
 from ._endpoint_health import Counts, EndpointState, health_window_start
 from ._errors import WebhookNotFound
 from ._signing_keys import new_signing_key, public_key
@@ -360,6 +360,24 @@ async def _webhook_row(tx: Transaction, app_id: str, webhook_id: str, *, lock: b
 async def get_webhook(tx: Transaction, app_id: str, webhook_id: str) -> Webhook:
     """The app's webhook; WebhookNotFound when it has none with that id (or it was deleted)."""
     return Webhook.from_row(await _webhook_row(tx, app_id, webhook_id, lock=False))
+
+
+async def get_developed_webhook(
+    tx: Transaction, app_id: str, developer_user_id: str, webhook_id: str
+) -> tuple[App, Webhook]:
+    """The app, when ``developer_user_id`` develops it (AppNotFound otherwise, as
+    ``get_developed_app``), and its webhook (:func:`get_webhook`, WebhookNotFound alike), in
+    one statement: what the console's pages of a webhook read first."""
+    row = await tx.fetchrow(
+        f"SELECT {app_columns('a')}, w.* FROM apps a LEFT JOIN webhooks w ON w.app_id = a.id"
+        f" AND w.id = $2 AND w.deleted_at IS NULL AND w.{LISTED_KINDS} WHERE a.id = $1",
+        app_id,
+        webhook_id,
+    )
+    app = developed_app_in(row, app_id, developer_user_id)
+    if row is None or row["id"] is None:
+        raise WebhookNotFound(webhook_id)
+    return app, Webhook.from_row(row)
 
 
 async def webhook_secret(tx: Transaction, keyring: Keyring, *, app_id: str, webhook_id: str) -> str:

@@ -198,8 +198,7 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
     and the redeliver button when the redelivery rules allow it, else why not."""
     p = platform()
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
         detail = await queues.get_delivery(tx, webhook.id, delivery_id, attempts=ATTEMPTS_SHOWN)
     refusal = queues.redelivery_check(detail, now=p.now())
     made = detail.attempt_log[-1].attempt if detail.attempt_log else 0

@@ -82,8 +82,13 @@ async def _function_form(
     syntax error)."""
     position = _position(problem, syntax, source)
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, function_name) if function_name else None
+        function: apps.HostedFunction | None = None
+        if function_name:
+            app, function = await apps.get_developed_function(
+                tx, app_id, console_developer(), function_name
+            )
+        else:
+            app = await apps.get_developed_app(tx, app_id, console_developer())
     action = (
         function_path(app_id, function_name, "edit")
         if function_name
@@ -325,8 +330,7 @@ async def edit_function_page(app_id: str, name: str) -> ResponseReturnValue:
     """The form that edits a function: its events, and the source of the version that runs,
     saved as its next version."""
     async with unit_of_work(reads=True) as tx:
-        await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+        _, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         source = await apps.function_source(tx, function)
     return await _function_form(
         app_id,

@@ -85,8 +85,7 @@ async def activate_page(app_id: str, name: str, version: str) -> ResponseReturnV
     button. The active version's own page says it is active already."""
     number = version_number(version)
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         active = await apps.version_source(tx, function, function.version)
         chosen = await apps.version_source(tx, function, number)
     changes = await apps.version_diff(active, chosen)

@@ -91,8 +91,7 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
 async def delete_function_page(app_id: str, name: str) -> ResponseReturnValue:
     """Confirm deleting the function: what happens to its runs, and the button."""
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
     return await confirm_page(
         app,
         current="functions",

@@ -159,8 +159,7 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
     number = version_number(version)
     first = read_query(VersionQuery).first or 1
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         kept, source = await apps.version_source(tx, function, number)
     lines = apps.source_lines(source)
     if first > len(lines):
@@ -212,8 +211,7 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     a run whose output was dropped to keep the app within its storage quota, when that was);
     the event it ran on, pretty-printed; and the replay button."""
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         detail = await queues.get_run(tx, function, run_id)
         replays = await queues.replays_of(tx, function, run_id)
         ran = detail.run.version

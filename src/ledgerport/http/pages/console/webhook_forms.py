@@ -83,8 +83,11 @@ async def _webhook_form(
     ``events`` and ``enabled``, ``problem`` beside it."""
     user_id = console_developer()
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, user_id)
-        webhook = await apps.get_webhook(tx, app_id, webhook_id) if webhook_id else None
+        webhook: apps.Webhook | None = None
+        if webhook_id:
+            app, webhook = await apps.get_developed_webhook(tx, app_id, user_id, webhook_id)
+        else:
+            app = await apps.get_developed_app(tx, app_id, user_id)
     action = (
         webhook_path(app_id, webhook_id, "edit") if webhook_id else f"{webhooks_path(app_id)}/new"
     )
@@ -226,8 +229,7 @@ async def edit_webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue
     """The form that edits an endpoint: its URL and its events (an event it receives that the
     app no longer registers the scope of stays ticked, marked, until it is unticked)."""
     async with unit_of_work(reads=True) as tx:
-        await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        _, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
     return await _webhook_form(
         app_id,
         webhook_id=webhook_id,

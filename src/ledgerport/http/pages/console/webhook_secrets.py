@@ -68,8 +68,7 @@ async def rotate_secret_page(app_id: str, webhook_id: str) -> ResponseReturnValu
     one keeps signing beside it for 24 hours, and one rotated before that stops now."""
     p = platform()
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
     now = p.now()
     consequences = [
         "A new signing secret is made and shown once, on the next page: copy it then.",
@@ -164,8 +163,7 @@ async def webhook_secret_page(app_id: str, webhook_id: str) -> ResponseReturnVal
     p = platform()
     left = notice_for_this_page()
     async with unit_of_work(reads=True) as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
         secret: str | None = None
         if left is not None and left[0] in _REVEALS and left[1]:
             current = await apps.webhook_secret(tx, p.keyring, app_id=app_id, webhook_id=webhook_id)
