@@ -24,7 +24,7 @@ from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
 from ledgerport.storage import Reader, Row, Transaction, placeholders
 
-from ._attempts import LoggedAttempt, attempt_log
+from ._attempts import LoggedAttempt
 from ._bodies import test_body
 from ._deliveries import FAN_OUT_LOCK, INSERT_DELIVERY, Delivery, DeliveryStatus
 from ._entitlement import gating_scope, installation_scopes
@@ -176,25 +176,63 @@ _DETAIL = (
     ", ".join(f"d.{column.strip()}" for column in _LISTED.split(","))
     + ", d.body, d.app_id, d.business_id, a.status AS app_status, a.scopes AS app_scopes,"
     " i.scopes AS granted"
-    " FROM webhook_deliveries d JOIN apps a ON a.id = d.app_id"
-    " LEFT JOIN installations i ON i.app_id = d.app_id AND i.business_id = d.business_id"
-    " AND i.state = 'ACTIVE'"
 )
 """A delivery whole with its app and its business's installation, which the redelivery rule
 reads (one installation at most: one an app and business)."""
+_DETAIL_WIDTH = _DETAIL.count(",") + 1
+_LOGGED = (
+    "attempt",
+    "started_at",
+    "duration_ms",
+    "response_code",
+    "response_body",
+    "response_truncated",
+    "error",
+    "request_headers",
+    "body_dropped_at",
+)
+"""The columns of an attempt in the log that :meth:`LoggedAttempt.from_row` reads."""
+
+
+def _delivery_whole(newest: int | None) -> str:
+    """The delivery (its row first) and its attempts (the ``newest`` only, when given; each
+    row after the first, oldest first) in one statement: the delivery's columns in the first
+    row, the attempt's, named ``log_`` and their name, in the others, NULL where a row has
+    none of them."""
+    limit = "" if newest is None else " LIMIT $3"
+    return (
+        f"SELECT 0 AS part, {_DETAIL}, "
+        + ", ".join(f"NULL AS log_{column}" for column in _LOGGED)
+        + " FROM webhook_deliveries d JOIN apps a ON a.id = d.app_id"
+        " LEFT JOIN installations i ON i.app_id = d.app_id AND i.business_id = d.business_id"
+        " AND i.state = 'ACTIVE' WHERE d.id = $1 AND d.webhook_id = $2"
+        " UNION ALL SELECT 1, "
+        + ", ".join(["NULL"] * _DETAIL_WIDTH)
+        + ", "
+        + ", ".join(f"l.{column}" for column in _LOGGED)
+        + " FROM (SELECT * FROM webhook_attempts WHERE delivery_id = $1"
+        f" ORDER BY attempt DESC{limit}) AS l"
+        " ORDER BY part, log_attempt"
+    )
 
 
 async def get_delivery(
     tx: Transaction, webhook_id: str, delivery_id: str, *, attempts: int | None = None
 ) -> DeliveryDetail:
     """The webhook's delivery ``delivery_id`` whole (with ``attempts``, its newest that many
-    attempts only); DeliveryNotFound when the webhook has none of that id (or it aged out)."""
-    row = await tx.fetchrow(
-        f"SELECT {_DETAIL} WHERE d.id = $1 AND d.webhook_id = $2", delivery_id, webhook_id
+    attempts only); DeliveryNotFound when the webhook has none of that id (or it aged out).
+    One statement: the delivery, what the redelivery rule reads of it, and its attempts."""
+    args: tuple[object, ...] = (delivery_id, webhook_id)
+    rows = await tx.fetch(
+        _delivery_whole(attempts), *(args if attempts is None else (*args, attempts))
     )
-    if row is None:
+    if not rows or rows[0]["part"] != 0:
         raise DeliveryNotFound(delivery_id)
-    log = await attempt_log(tx, delivery_id, newest=attempts)
+    row = rows[0]
+    log = [
+        LoggedAttempt.from_row({column: each[f"log_{column}"] for column in _LOGGED})
+        for each in rows[1:]
+    ]
     granted = row["granted"]
     return DeliveryDetail(
         Delivery.from_row(row),
