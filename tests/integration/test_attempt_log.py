@@ -20,6 +20,7 @@ from ledgerport.storage import Store
 from ..conftest import PLATFORM_ENV
 from ..platforms import build_platform
 from ..receiver import Answer
+from ..stores import CountingTransaction
 from .webhook_world import Hooked, deliver, engine_for, hooked
 
 TIMEOUT = 30
@@ -43,6 +44,17 @@ async def _only(hook: Hooked) -> dict[str, Any]:
 async def _log(store: Store, delivery_id: str) -> list[queues.LoggedAttempt]:
     async with store.transaction() as tx:
         return await queues.attempt_log(tx, delivery_id)
+
+
+async def _whole(
+    store: Store, webhook_id: str, delivery_id: str, newest: int | None = None
+) -> queues.DeliveryDetail:
+    """The delivery read whole, as its page and the API read it: in one statement."""
+    async with store.transaction(reads=True) as tx:
+        counting = CountingTransaction(tx)
+        detail = await queues.get_delivery(counting, webhook_id, delivery_id, attempts=newest)
+    assert counting.statements == 1
+    return detail
 
 
 async def _attempt_rows(store: Store) -> int:
@@ -83,10 +95,22 @@ async def test_every_attempt_is_logged_and_numbered_on_across_a_redelivery(
             await deliver(engine)
             delivered = await _only(hook)
             log = await _log(store, failed["id"])
+            whole = await _whole(store, hook.webhook["id"], failed["id"])
+            newest = await _whole(store, hook.webhook["id"], failed["id"], newest=3)
+            async with store.transaction(reads=True) as tx:
+                with pytest.raises(queues.DeliveryNotFound):
+                    await queues.get_delivery(tx, "wh_other", failed["id"])
+            test = await hook.console.ok("POST", f"/webhooks/{hook.webhook['id']}/test", status=202)
+            untried = await _whole(store, hook.webhook["id"], test["deliveryId"])
     assert (failed["status"], failed["attempts"]) == ("failed", failures)
     # The delivery's count starts afresh; the log's numbers go on.
     assert (delivered["status"], delivered["attempts"]) == ("delivered", 1)
     assert [a.attempt for a in log] == list(range(1, failures + 2))
+    # Read whole, in one statement: the log, or its newest; a delivery not tried yet has none.
+    assert (untried.delivery.status, untried.attempt_log) == ("queued", [])
+    assert (whole.delivery.id, whole.delivery.status) == (failed["id"], "delivered")
+    assert whole.attempt_log == log
+    assert newest.attempt_log == log[-3:]
     assert [a.started_at for a in log] == starts
     assert [a.response_code for a in log] == [500] * failures + [200]
     assert [a.response_text for a in log] == [f"failure {n}" for n in range(1, 7)] + ["fine"]

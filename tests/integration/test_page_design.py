@@ -1,12 +1,14 @@
 """The pages' design served by the application: the hashed stylesheet and mark with their cache
 and policy headers, every page's Content-Security-Policy naming the stylesheet's origin and no
 inline style, content negotiation of pages nobody routes, the home page, the sign-in page that
-says what it signs in for, and the console's listing editor (save, edit and resubmit after
-changes are requested, image upload and previews for the developer only)."""
+says what it signs in for, the console's listing editor (save, edit and resubmit after
+changes are requested, image upload and previews for the developer only), and templates
+rendered with no context processor on a worker thread."""
 
 from __future__ import annotations
 
 import html
+import inspect
 import io
 import re
 from typing import Any
@@ -43,6 +45,25 @@ async def _text(client: Any, path: str, status: int = 200, **kw: Any) -> tuple[A
     text = await response.get_data(as_text=True)
     assert response.status_code == status, text
     return response, text
+
+
+async def test_pages_render_with_no_context_processor_on_a_worker_thread(
+    app: Any, client: Any
+) -> None:
+    """Every template context processor of the application is async, so a page runs none on a
+    worker thread (a blueprint's own from Flask is left out: it added nothing), and a page
+    still renders with what Quart's gives its templates."""
+    sync = [
+        (name, processor)
+        for name, processors in app.template_context_processors.items()
+        for processor in processors
+        if not inspect.iscoroutinefunction(processor)
+    ]
+    assert sync == []
+    with trio.fail_after(TIMEOUT):
+        page = await client.get("/login")
+    assert page.status_code == 200
+    assert 'name="csrf_token"' in await page.get_data(as_text=True)
 
 
 async def test_the_stylesheet_and_mark_are_served_hashed_and_kept_for_a_year(client: Any) -> None:

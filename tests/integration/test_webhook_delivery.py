@@ -595,6 +595,13 @@ async def _redeliver(hook: Hooked, delivery_id: str) -> Any:
     )
 
 
+async def _page_check(platform: Platform, hook: Hooked, delivery_id: str) -> str | None:
+    """What the delivery's page says of redelivering it now (None: it offers the button)."""
+    async with platform.store.transaction(reads=True) as tx:
+        detail = await queues.get_delivery(tx, hook.webhook["id"], delivery_id)
+    return queues.redelivery_check(detail, now=platform.now())
+
+
 async def _mark_failed(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.execute(
@@ -627,11 +634,15 @@ async def test_redelivery_is_refused(
                 await _mark_failed(store)
                 await change(hook, client, admin_headers)
             delivery = await _only(hook)
+            checked = await _page_check(platform, hook, delivery["id"])
             response = await _redeliver(hook, delivery["id"])
             body = await response.get_json()
     assert response.status_code == 400
     assert body["code"] == "REDELIVERY_REFUSED"
     assert reason in body["message"]
+    # The delivery's page asks the same rule of the delivery it read whole, and says the same.
+    assert checked is not None
+    assert reason in checked
 
 
 async def test_redelivery_is_refused_after_30_days_and_after_the_cleanup(
@@ -740,11 +751,13 @@ async def test_redelivery_is_refused_when_the_scope_is_no_longer_held(
                     hook.api.world.app_id,
                 )
             delivery = await _only(hook)
+            checked = await _page_check(platform, hook, delivery["id"])
             response = await _redeliver(hook, delivery["id"])
             body = await response.get_json()
     assert response.status_code == 400
     assert body["code"] == "REDELIVERY_REFUSED"
     assert "no longer holds customers:read" in body["message"]
+    assert checked == "the app no longer holds customers:read"
 
 
 async def test_in_production_the_address_connected_to_is_checked_at_send_time(

@@ -9,6 +9,8 @@ A few modules replace or reach into code that their libraries do not promise to 
 - ``http/_json.py``: Quart's JSON provider, which is Flask's (``_app``,
   ``_prepare_response_obj``), and Quart-Schema's conversion of answers (``app.make_response``);
 - ``http/_document.py``: Quart-Schema's OpenAPI provider (``build_paths``, ``_app``);
+- ``http/_app.py``: the template context processor Flask's blueprint class gives each blueprint
+  (``flask.templating._default_template_ctx_processor``), which it leaves out;
 - ``server/_wire.py``: quart-trio's ASGI connection (``__call__`` copied with one change) and
   hypercorn's connection classes (``tests/unit/test_wire.py`` holds hypercorn's, with the lean
   classes driven by hypercorn's own), ``serve.py`` hypercorn's worker on sockets of its own.
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import flask.json.provider
+import flask.templating
 import hypercorn.config
 import hypercorn.trio.run
 import pydantic
@@ -522,6 +525,34 @@ async def test_quart_schema_converts_answers_in_the_apps_make_response_and_not_p
             )
             with pytest.raises(TypeError):
                 await plain(_Model(name="c"))
+
+
+APP_MODULE = "http/_app.py"
+
+
+async def test_quart_blueprints_bring_flasks_sync_context_processor_which_adds_nothing() -> None:
+    """http/_app.py's ``render_without_flasks_context`` leaves out, by its identity, the
+    template context processor each blueprint brings from Flask's blueprint class: it must be
+    Flask's default, sync (quart-trio runs it on a thread), adding nothing under Quart, while
+    Quart's own async default gives templates ``g`` and ``request``."""
+    flasks = flask.templating._default_template_ctx_processor
+    app = QuartTrio("contracts")
+    app.register_blueprint(Blueprint("probe", __name__))
+    assert app.template_context_processors["probe"] == [flasks], _relied_on(
+        APP_MODULE, "a blueprint registering Flask's default context processor under its name"
+    )
+    assert not inspect.iscoroutinefunction(flasks), _relied_on(
+        APP_MODULE, "Flask's default context processor being sync"
+    )
+    with trio.fail_after(TIMEOUT):
+        async with app.test_request_context("/"):
+            assert flasks() == {}, _relied_on(APP_MODULE, "Flask's processor adding nothing")
+            context: dict[str, Any] = {}
+            app.template_context_processors.pop("probe")
+            await app.update_template_context(context)
+            assert {"g", "request"} <= set(context), _relied_on(
+                APP_MODULE, "Quart's own default context processor at the application"
+            )
 
 
 async def test_quart_schema_json_provider_is_flasks_with_a_default_for_models() -> None:

@@ -116,8 +116,10 @@ from ._functions import FunctionVersion as FunctionVersion
 from ._functions import HostedFunction as HostedFunction
 from ._functions import activate_version as activate_version
 from ._functions import delete_function as delete_function
+from ._functions import function_and_versions as function_and_versions
 from ._functions import function_source as function_source
 from ._functions import function_versions as function_versions
+from ._functions import get_developed_function as get_developed_function
 from ._functions import get_function as get_function
 from ._functions import list_functions as list_functions
 from ._functions import prepare_function as prepare_function
@@ -222,7 +224,9 @@ from ._webhooks import abandoned_streams as abandoned_streams
 from ._webhooks import create_stream_endpoint as create_stream_endpoint
 from ._webhooks import create_webhook as create_webhook
 from ._webhooks import delete_webhook as delete_webhook
+from ._webhooks import get_developed_webhook as get_developed_webhook
 from ._webhooks import get_webhook as get_webhook
+from ._webhooks import get_webhook_health as get_webhook_health
 from ._webhooks import list_webhooks as list_webhooks
 from ._webhooks import purge_deleted_webhooks as purge_deleted_webhooks
 from ._webhooks import receivable as receivable

@@ -212,6 +212,37 @@ async def get_developed_app(tx: Transaction, app_id: str, developer_user_id: str
     return app
 
 
+_APP_COLUMNS = (
+    "id",
+    "client_id",
+    "name",
+    "type",
+    "client_secret_hash",
+    "redirect_uris",
+    "scopes",
+    "developer_user_id",
+    "reviewed",
+    "status",
+    "app_url",
+    "pinned_version",
+    "registration",
+)
+
+
+def app_columns(alias: str) -> str:
+    """The columns of the apps row ``alias`` that :func:`developed_app_in` reads, each named
+    ``app__`` and its name, to be read beside another table's row in one statement."""
+    return ", ".join(f"{alias}.{column} AS app__{column}" for column in _APP_COLUMNS)
+
+
+def developed_app_in(row: Row | None, app_id: str, developer_user_id: str) -> App:
+    """The app read by :func:`app_columns` in ``row`` (None: no such app), when
+    ``developer_user_id`` develops it; AppNotFound otherwise, as :func:`get_developed_app`."""
+    if row is None or row["app__developer_user_id"] != developer_user_id:
+        raise AppNotFound(app_id)
+    return App.from_row({column: row[f"app__{column}"] for column in _APP_COLUMNS})
+
+
 async def apps_developed_by(tx: Transaction, user_id: str) -> list[App]:
     """The apps ``user_id`` develops, by name."""
     rows = await tx.fetch(

@@ -31,7 +31,7 @@ from ledgerport.ids import new_id
 from ledgerport.storage import Row, Transaction
 
 from ._allowed_hosts import allowed_hosts_problems, normal_allowed_hosts
-from ._apps import App
+from ._apps import App, app_columns, developed_app_in
 from ._compiler import compile_upload
 from ._errors import FunctionNotFound, FunctionVersionNotFound
 from ._module_source import CompiledModule
@@ -287,6 +287,24 @@ async def get_function(tx: Transaction, app_id: str, name: str) -> HostedFunctio
     return HostedFunction.from_row(row)
 
 
+async def get_developed_function(
+    tx: Transaction, app_id: str, developer_user_id: str, name: str
+) -> tuple[App, HostedFunction]:
+    """The app, when ``developer_user_id`` develops it (AppNotFound otherwise, as
+    ``get_developed_app``), and its function ``name`` (:func:`get_function`, FunctionNotFound
+    alike), in one statement: what the console's pages of a function read first."""
+    row = await tx.fetchrow(
+        f"SELECT {app_columns('a')}, f.* FROM apps a LEFT JOIN functions f ON f.app_id = a.id"
+        " AND f.name = $2 AND f.deleted_at IS NULL WHERE a.id = $1",
+        app_id,
+        name,
+    )
+    app = developed_app_in(row, app_id, developer_user_id)
+    if row is None or row["id"] is None:
+        raise FunctionNotFound(name)
+    return app, HostedFunction.from_row(row)
+
+
 async def function_source(tx: Transaction, function: HostedFunction) -> str:
     """The source of the function's active version, as uploaded."""
     source: str = await tx.fetchval(
@@ -305,15 +323,41 @@ async def function_versions(tx: Transaction, function: HostedFunction) -> list[F
         " WHERE function_id = $1 ORDER BY version DESC",
         function.id,
     )
-    return [
-        FunctionVersion(
-            version=int(row["version"]),
-            created_at=float(row["created_at"]),
-            active=int(row["version"]) == function.version,
-            source_bytes=int(row["size"]),
-        )
+    return [_kept(function, row["version"], row["created_at"], row["size"]) for row in rows]
+
+
+async def function_and_versions(
+    tx: Transaction, app_id: str, name: str
+) -> tuple[HostedFunction, list[FunctionVersion]]:
+    """The app's function ``name`` (:func:`get_function`, FunctionNotFound alike) and every
+    version kept of it, newest first (:func:`function_versions`), in one statement."""
+    size = "octet_length(v.source)" if tx.kind == "postgresql" else "length(CAST(v.source AS BLOB))"
+    rows = await tx.fetch(
+        "SELECT f.*, v.version AS kept_version, v.created_at AS kept_at,"
+        f" {size} AS kept_size"
+        " FROM functions f LEFT JOIN function_versions v ON v.function_id = f.id"
+        " WHERE f.app_id = $1 AND f.name = $2 AND f.deleted_at IS NULL"
+        " ORDER BY v.version DESC",
+        app_id,
+        name,
+    )
+    if not rows:
+        raise FunctionNotFound(name)
+    function = HostedFunction.from_row(rows[0])
+    return function, [
+        _kept(function, row["kept_version"], row["kept_at"], row["kept_size"])
         for row in rows
+        if row["kept_version"] is not None
     ]
+
+
+def _kept(function: HostedFunction, version: int, created_at: float, size: int) -> FunctionVersion:
+    return FunctionVersion(
+        version=int(version),
+        created_at=float(created_at),
+        active=int(version) == function.version,
+        source_bytes=int(size),
+    )
 
 
 async def version_source(

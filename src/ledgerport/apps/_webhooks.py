@@ -37,7 +37,7 @@ from ledgerport.ids import new_id
 from ledgerport.keys import Keyring
 from ledgerport.storage import Reader, Row, Transaction
 
-from ._apps import ENTITLEMENTS_CHANNEL
+from ._apps import ENTITLEMENTS_CHANNEL, App, app_columns, developed_app_in
 from ._endpoint_health import Counts, EndpointState, health_window_start
 from ._errors import WebhookNotFound
 from ._signing_keys import new_signing_key, public_key
@@ -362,6 +362,24 @@ async def get_webhook(tx: Transaction, app_id: str, webhook_id: str) -> Webhook:
     return Webhook.from_row(await _webhook_row(tx, app_id, webhook_id, lock=False))
 
 
+async def get_developed_webhook(
+    tx: Transaction, app_id: str, developer_user_id: str, webhook_id: str
+) -> tuple[App, Webhook]:
+    """The app, when ``developer_user_id`` develops it (AppNotFound otherwise, as
+    ``get_developed_app``), and its webhook (:func:`get_webhook`, WebhookNotFound alike), in
+    one statement: what the console's pages of a webhook read first."""
+    row = await tx.fetchrow(
+        f"SELECT {app_columns('a')}, w.* FROM apps a LEFT JOIN webhooks w ON w.app_id = a.id"
+        f" AND w.id = $2 AND w.deleted_at IS NULL AND w.{LISTED_KINDS} WHERE a.id = $1",
+        app_id,
+        webhook_id,
+    )
+    app = developed_app_in(row, app_id, developer_user_id)
+    if row is None or row["id"] is None:
+        raise WebhookNotFound(webhook_id)
+    return app, Webhook.from_row(row)
+
+
 async def webhook_secret(tx: Transaction, keyring: Keyring, *, app_id: str, webhook_id: str) -> str:
     """The webhook's current signing secret, for the one answer that shows it right after the
     webhook is made or its secret rotated (the console's page, the answer to a change of
@@ -411,6 +429,28 @@ async def webhook_health(reader: Reader, app_id: str, *, now: float) -> list[Web
         )
         for row in rows
     ]
+
+
+async def get_webhook_health(
+    reader: Reader, app_id: str, webhook_id: str, *, now: float
+) -> WebhookHealth:
+    """The app's webhook (:func:`get_webhook`, WebhookNotFound alike) with its health counts of
+    the last 24 hours at ``now`` (``health_counts``): one statement."""
+    row = await reader.fetchrow(
+        "SELECT w.*, COALESCE(c.delivered, 0) AS delivered_24h, COALESCE(c.failed, 0) AS"
+        " failed_24h FROM webhooks w LEFT JOIN (SELECT webhook_id, SUM(delivered) AS delivered,"
+        " SUM(failed) AS failed FROM webhook_health_hours WHERE webhook_id = $1 AND hour >= $3"
+        " GROUP BY webhook_id) c ON c.webhook_id = w.id"
+        f" WHERE w.id = $1 AND w.app_id = $2 AND w.deleted_at IS NULL AND w.{LISTED_KINDS}",
+        webhook_id,
+        app_id,
+        health_window_start(now),
+    )
+    if row is None:
+        raise WebhookNotFound(webhook_id)
+    return WebhookHealth(
+        Webhook.from_row(row), Counts(int(row["delivered_24h"]), int(row["failed_24h"]))
+    )
 
 
 async def update_webhook(

@@ -170,6 +170,7 @@ from ._sessions import admin_token_matches as admin_token_matches
 from ._sessions import developer_token_user as developer_token_user
 from ._sessions import end_login_session as end_login_session
 from ._sessions import issue_developer_token as issue_developer_token
+from ._sessions import login_session_person as login_session_person
 from ._sessions import login_session_user as login_session_user
 from ._sessions import purge_expired_login_sessions as purge_expired_login_sessions
 from ._sessions import start_login_session as start_login_session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 
 from ledgerport import catalog
-from ledgerport.books import get_user
+from ledgerport.books import User, get_user
 from ledgerport.keys import Keyring, new_token
 from ledgerport.storage import Transaction
 
@@ -61,6 +61,20 @@ async def login_session_user(
         now,
     )
     return user_id
+
+
+async def login_session_person(
+    tx: Transaction, keyring: Keyring, *, now: float, session: str
+) -> User | None:
+    """The user a login session signs in, with their email and name, in one statement (what a
+    page's header shows); None when the session is unknown or expired."""
+    row = await tx.fetchrow(
+        "SELECT u.id, u.email, u.name FROM login_sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.session_hash = $1 AND s.expires_at > $2",
+        keyring.hash_token(session),
+        now,
+    )
+    return None if row is None else User(row["id"], row["email"], row["name"])
 
 
 async def end_login_session(tx: Transaction, keyring: Keyring, session: str) -> None:

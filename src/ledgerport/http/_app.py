@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import flask.templating
 from quart import Response, g, request
 from quart_schema import QuartSchema
 from quart_trio import QuartTrio
@@ -105,6 +106,7 @@ def create_app(platform: Platform) -> QuartTrio:
         developer_blueprint,
     ):
         app.register_blueprint(blueprint)
+    render_without_flasks_context(app)
 
     @app.before_request
     async def _start_timer() -> None:
@@ -149,3 +151,14 @@ def create_app(platform: Platform) -> QuartTrio:
         return response
 
     return app
+
+
+def render_without_flasks_context(app: QuartTrio) -> None:
+    """Leave out of ``app``'s template context the processor that Flask's blueprint class
+    (Quart's extends it) gives every blueprint: Flask's default, a sync function that reads
+    Flask's request context, which Quart never sets, so it adds nothing; quart-trio ran it on a
+    worker thread for each blueprint of every page rendered, a thread's round trip each.
+    Quart's own default (``g``, ``request``, ``session``) stays, for every template."""
+    flasks = flask.templating._default_template_ctx_processor
+    for processors in app.template_context_processors.values():
+        processors[:] = [processor for processor in processors if processor is not flasks]

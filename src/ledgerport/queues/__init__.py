@@ -86,6 +86,7 @@ from ._quota import AppStorage as AppStorage
 from ._quota import Trimmed as Trimmed
 from ._quota import app_storage as app_storage
 from ._quota import apps_over_quota as apps_over_quota
+from ._quota import developed_app_storage as developed_app_storage
 from ._quota import trim_oldest as trim_oldest
 from ._run_replays import REPLAYS_SHOWN as REPLAYS_SHOWN
 from ._run_replays import Replay as Replay

@@ -24,7 +24,7 @@ from ledgerport.errors import InvalidInput
 from ledgerport.ids import new_id
 from ledgerport.storage import Reader, Row, Transaction, placeholders
 
-from ._attempts import LoggedAttempt, attempt_log
+from ._attempts import LoggedAttempt
 from ._bodies import test_body
 from ._deliveries import FAN_OUT_LOCK, INSERT_DELIVERY, Delivery, DeliveryStatus
 from ._entitlement import gating_scope, installation_scopes
@@ -156,7 +156,8 @@ async def recent_deliveries(
 
 @dataclass(frozen=True)
 class DeliveryDetail:
-    """One delivery whole: what the list shows, the body every attempt sent, and its log."""
+    """One delivery whole: what the list shows, the body every attempt sent, and its log, with
+    what the redelivery rule reads of it (:func:`redelivery_check`)."""
 
     delivery: Delivery
     payload: str
@@ -164,22 +165,82 @@ class DeliveryDetail:
     bytes)."""
     attempt_log: list[LoggedAttempt]
     """Every attempt made (or the newest asked for), oldest first, redeliveries included."""
+    redeliverable: Redeliverable
+    """The delivery and its app as the redelivery rule reads them."""
+    granted: frozenset[str] | None
+    """The scopes the app's ACTIVE installation in the delivery's business grants (None: no
+    such installation)."""
+
+
+_DETAIL = (
+    ", ".join(f"d.{column.strip()}" for column in _LISTED.split(","))
+    + ", d.body, d.app_id, d.business_id, a.status AS app_status, a.scopes AS app_scopes,"
+    " i.scopes AS granted"
+)
+"""A delivery whole with its app and its business's installation, which the redelivery rule
+reads (one installation at most: one an app and business)."""
+_DETAIL_WIDTH = _DETAIL.count(",") + 1
+_LOGGED = (
+    "attempt",
+    "started_at",
+    "duration_ms",
+    "response_code",
+    "response_body",
+    "response_truncated",
+    "error",
+    "request_headers",
+    "body_dropped_at",
+)
+"""The columns of an attempt in the log that :meth:`LoggedAttempt.from_row` reads."""
+
+
+def _delivery_whole(newest: int | None) -> str:
+    """The delivery (its row first) and its attempts (the ``newest`` only, when given; each
+    row after the first, oldest first) in one statement: the delivery's columns in the first
+    row, the attempt's, named ``log_`` and their name, in the others, NULL where a row has
+    none of them."""
+    limit = "" if newest is None else " LIMIT $3"
+    return (
+        f"SELECT 0 AS part, {_DETAIL}, "
+        + ", ".join(f"NULL AS log_{column}" for column in _LOGGED)
+        + " FROM webhook_deliveries d JOIN apps a ON a.id = d.app_id"
+        " LEFT JOIN installations i ON i.app_id = d.app_id AND i.business_id = d.business_id"
+        " AND i.state = 'ACTIVE' WHERE d.id = $1 AND d.webhook_id = $2"
+        " UNION ALL SELECT 1, "
+        + ", ".join(["NULL"] * _DETAIL_WIDTH)
+        + ", "
+        + ", ".join(f"l.{column}" for column in _LOGGED)
+        + " FROM (SELECT * FROM webhook_attempts WHERE delivery_id = $1"
+        f" ORDER BY attempt DESC{limit}) AS l"
+        " ORDER BY part, log_attempt"
+    )
 
 
 async def get_delivery(
     tx: Transaction, webhook_id: str, delivery_id: str, *, attempts: int | None = None
 ) -> DeliveryDetail:
     """The webhook's delivery ``delivery_id`` whole (with ``attempts``, its newest that many
-    attempts only); DeliveryNotFound when the webhook has none of that id (or it aged out)."""
-    row = await tx.fetchrow(
-        f"SELECT {_LISTED}, body FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2",
-        delivery_id,
-        webhook_id,
+    attempts only); DeliveryNotFound when the webhook has none of that id (or it aged out).
+    One statement: the delivery, what the redelivery rule reads of it, and its attempts."""
+    args: tuple[object, ...] = (delivery_id, webhook_id)
+    rows = await tx.fetch(
+        _delivery_whole(attempts), *(args if attempts is None else (*args, attempts))
     )
-    if row is None:
+    if not rows or rows[0]["part"] != 0:
         raise DeliveryNotFound(delivery_id)
-    log = await attempt_log(tx, delivery_id, newest=attempts)
-    return DeliveryDetail(Delivery.from_row(row), row["body"], log)
+    row = rows[0]
+    log = [
+        LoggedAttempt.from_row({column: each[f"log_{column}"] for column in _LOGGED})
+        for each in rows[1:]
+    ]
+    granted = row["granted"]
+    return DeliveryDetail(
+        Delivery.from_row(row),
+        row["body"],
+        log,
+        Redeliverable.from_row(row),
+        None if granted is None else frozenset(json.loads(granted)),
+    )
 
 
 # --- Redelivery ----------------------------------------------------------------------------------
@@ -332,13 +393,18 @@ async def _refusal(
     return redelivery_refusal(delivery, now=now, granted=await _granted(tx, [delivery]))
 
 
-async def redelivery_check(
-    tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str
-) -> str | None:
-    """Why the webhook's delivery may not be redelivered now, by the rule :func:`redeliver`
-    applies (:func:`redelivery_refusal`), or None when it may: what a page asks before it
-    offers the redeliver button. Nothing is locked; the redelivery itself asks again."""
-    return await _refusal(tx, now=now, webhook=webhook, delivery_id=delivery_id, lock=False)
+def redelivery_check(detail: DeliveryDetail, *, now: float) -> str | None:
+    """Why the delivery read whole (:func:`get_delivery`) may not be redelivered now, by the
+    rule :func:`redeliver` applies (:func:`redelivery_refusal`), or None when it may: what a
+    page asks before it offers the redeliver button, from what it read already. Nothing is
+    locked; the redelivery itself asks again."""
+    delivery = detail.redeliverable
+    granted = (
+        {}
+        if detail.granted is None
+        else {(delivery.app_id, delivery.business_id or ""): detail.granted}
+    )
+    return redelivery_refusal(delivery, now=now, granted=granted)
 
 
 async def redeliver(tx: Transaction, *, now: float, webhook: Webhook, delivery_id: str) -> str:

@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ledgerport.apps import App, AppNotFound
 from ledgerport.storage import Row, Transaction
 
 TRIM_BATCH = 256
@@ -78,8 +79,30 @@ async def app_storage(tx: Transaction, app_id: str) -> AppStorage:
         " FROM app_storage WHERE app_id = $1",
         app_id,
     )
+    return AppStorage() if row is None else _storage(row)
+
+
+async def developed_app_storage(
+    tx: Transaction, app_id: str, developer_user_id: str
+) -> tuple[App, AppStorage]:
+    """The app, when ``developer_user_id`` develops it (AppNotFound otherwise, as
+    ``apps.get_developed_app``), with what it keeps (:func:`app_storage`), in one statement:
+    what the console's pages of a webhook and of a function read first."""
+    row = await tx.fetchrow(
+        "SELECT a.*, s.app_id AS storage_app_id, s.kept_bytes, s.trimmed_bytes,"
+        " s.trimmed_runs, s.trimmed_attempts, s.trimmed_at"
+        " FROM apps a LEFT JOIN app_storage s ON s.app_id = a.id WHERE a.id = $1",
+        app_id,
+    )
     if row is None:
-        return AppStorage()
+        raise AppNotFound(app_id)
+    app = App.from_row(row)
+    if app.developer_user_id != developer_user_id:
+        raise AppNotFound(app_id)
+    return app, AppStorage() if row["storage_app_id"] is None else _storage(row)
+
+
+def _storage(row: Row) -> AppStorage:
     return AppStorage(
         kept_bytes=int(row["kept_bytes"]),
         trimmed_bytes=int(row["trimmed_bytes"]),

@@ -15,10 +15,7 @@ from urllib.parse import urlencode
 from quart import Response, g, redirect, render_template, request
 from werkzeug.sansio.response import Response as BaseResponse
 
-from ledgerport import books
-
-from .._browser import cookie_flags, csrf_token, current_user_id
-from .._context import unit_of_work
+from .._browser import cookie_flags, csrf_token, signed_in_user
 
 _R = TypeVar("_R", bound=BaseResponse)
 log = logging.getLogger("ledgerport.http")
@@ -95,11 +92,9 @@ async def current_user() -> Viewer | None:
     known: Viewer | None = g.get(VIEWER)
     if known is not None:
         return known
-    user_id = await current_user_id()
-    if user_id is None:
+    user = await signed_in_user()
+    if user is None:
         return None
-    async with unit_of_work() as tx:
-        user = await books.get_user(tx, user_id)
     found = Viewer(user.id, user.name, user.email)
     setattr(g, VIEWER, found)
     return found

@@ -47,7 +47,7 @@ from ._shared import APP_PARAM, CONSOLE_CSP, PAGE_ERRORS, blueprint
 async def console_home() -> ResponseReturnValue:
     """The apps the signed-in user develops."""
     user_id = console_developer()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         developed = await apps.apps_developed_by(tx, user_id)
     return await form_page("console_home.html", csp=CONSOLE_CSP, apps=developed, current="apps")
 
@@ -66,7 +66,7 @@ async def app_overview(app_id: str) -> ResponseReturnValue:
     webhooks, functions and extensions it has, and its endpoints' operational events (failing,
     switched off, recovered), newest first, with where they are sent."""
     user_id = console_developer()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         webhooks = await apps.list_webhooks(tx, app_id)
         functions = await apps.list_functions(tx, app_id)

@@ -101,9 +101,10 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     after, recover_after = query.after, query.recover_after
     since_text = query.recover_since or ""
     p = platform()
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        app, storage = await queues.developed_app_storage(tx, app_id, console_developer())
+        health = await apps.get_webhook_health(tx, app_id, webhook_id, now=p.now())
+        webhook = health.webhook
         deliveries = await queues.delivery_page(
             tx,
             webhook.id,
@@ -114,8 +115,6 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
             limit=DELIVERIES_SHOWN,
         )
         events = await apps.endpoint_events(tx, app_id, webhook.id)
-        storage = await queues.app_storage(tx, app_id)
-        counts = await apps.health_counts(tx, [webhook.id], now=p.now())
         # While it fails, or after the service switched it off: from the first delivery that
         # failed since its failures began (a recovery goes by when deliveries were created).
         trouble = webhook.health.failing_since or webhook.disabled_at
@@ -145,7 +144,7 @@ async def webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
         app=app,
         webhook=webhook,
         webhook_label=url_label(webhook.url),
-        counts=counts.get(webhook.id, apps.Counts()),
+        counts=health.counts,
         state=endpoint_state(webhook),
         last_error=what_happened(None, webhook.health.last_error),
         events=events,
@@ -198,13 +197,10 @@ async def delivery_page(app_id: str, webhook_id: str, delivery_id: str) -> Respo
     it was dropped for the app's storage quota), the 100 newest when there are more;
     and the redeliver button when the redelivery rules allow it, else why not."""
     p = platform()
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
         detail = await queues.get_delivery(tx, webhook.id, delivery_id, attempts=ATTEMPTS_SHOWN)
-        refusal = await queues.redelivery_check(
-            tx, now=p.now(), webhook=webhook, delivery_id=delivery_id
-        )
+    refusal = queues.redelivery_check(detail, now=p.now())
     made = detail.attempt_log[-1].attempt if detail.attempt_log else 0
     lines = attempt_lines(
         detail.attempt_log,

@@ -81,9 +81,14 @@ async def _function_form(
     ``problem`` beside the source (with the lines up to the place it names: ``syntax``'s, for a
     syntax error)."""
     position = _position(problem, syntax, source)
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, function_name) if function_name else None
+    async with unit_of_work(reads=True) as tx:
+        function: apps.HostedFunction | None = None
+        if function_name:
+            app, function = await apps.get_developed_function(
+                tx, app_id, console_developer(), function_name
+            )
+        else:
+            app = await apps.get_developed_app(tx, app_id, console_developer())
     action = (
         function_path(app_id, function_name, "edit")
         if function_name
@@ -324,9 +329,8 @@ async def add_function(app_id: str) -> ResponseReturnValue:
 async def edit_function_page(app_id: str, name: str) -> ResponseReturnValue:
     """The form that edits a function: its events, and the source of the version that runs,
     saved as its next version."""
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+    async with unit_of_work(reads=True) as tx:
+        _, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         source = await apps.function_source(tx, function)
     return await _function_form(
         app_id,

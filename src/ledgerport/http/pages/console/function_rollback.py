@@ -84,9 +84,8 @@ async def activate_page(app_id: str, name: str, version: str) -> ResponseReturnV
     unified diff (the lines added and removed counted, whatever part of it is shown), and the
     button. The active version's own page says it is active already."""
     number = version_number(version)
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+    async with unit_of_work(reads=True) as tx:
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         active = await apps.version_source(tx, function, function.version)
         chosen = await apps.version_source(tx, function, number)
     changes = await apps.version_diff(active, chosen)

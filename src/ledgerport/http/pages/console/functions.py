@@ -71,7 +71,7 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
     its schedule. Read in one statement for all (``queues.function_health``); the function's
     own page has its actions and runs."""
     user_id = console_developer()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         functions = await queues.function_health(tx, app_id, now=platform().now())
     return await form_page(
@@ -90,9 +90,8 @@ async def functions_page(app_id: str) -> ResponseReturnValue:
 )
 async def delete_function_page(app_id: str, name: str) -> ResponseReturnValue:
     """Confirm deleting the function: what happens to its runs, and the button."""
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+    async with unit_of_work(reads=True) as tx:
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
     return await confirm_page(
         app,
         current="functions",

@@ -91,7 +91,7 @@ async def _listing_editor(
     """The listing page, its editor holding ``sent`` (else the revision it starts from),
     ``problem`` above it, and ``problems`` beside their fields with their summary at the top."""
     user_id = console_developer()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         listing = await apps.find_listing(tx, app_id)
         revisions = await apps.listing_revisions(tx, listing.id) if listing else []
@@ -273,7 +273,7 @@ async def image(app_id: str, asset_id: str) -> ResponseReturnValue:
     """One of the app's images, for its developer's previews (drafts included; the
     marketplace serves only what a live listing shows). An image's bytes never change."""
     user_id = console_developer()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         await apps.get_developed_app(tx, app_id, user_id)
         content_type, data = await apps.app_asset(tx, app_id, asset_id)
     response = Response(data, content_type=content_type)

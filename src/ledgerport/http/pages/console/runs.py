@@ -104,9 +104,9 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
     way to make it active (a rollback, confirmed with the diff). When runs' output was dropped
     to keep the app within its storage quota, it says so, and so does each such run."""
     status = read_query(RunsQuery).status
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+    async with unit_of_work(reads=True) as tx:
+        app, storage = await queues.developed_app_storage(tx, app_id, console_developer())
+        function, versions = await apps.function_and_versions(tx, app_id, name)
         runs = await queues.recent_runs(
             tx,
             function,
@@ -114,8 +114,6 @@ async def function_page(app_id: str, name: str) -> ResponseReturnValue:
             shown=RUNS_SHOWN,
             excerpt=LISTED_EXCERPT_CHARS,
         )
-        versions = await apps.function_versions(tx, function)
-        storage = await queues.app_storage(tx, app_id)
     here = function_page_path(app_id, name)
     chips = [("All", here, status is None)] + [
         (shown, here + query_string({"status": shown}), status == shown)
@@ -160,9 +158,8 @@ async def version_page(app_id: str, name: str, version: str) -> ResponseReturnVa
     ``from`` the first (links to the lines before and after)."""
     number = version_number(version)
     first = read_query(VersionQuery).first or 1
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+    async with unit_of_work(reads=True) as tx:
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         kept, source = await apps.version_source(tx, function, number)
     lines = apps.source_lines(source)
     if first > len(lines):
@@ -213,9 +210,8 @@ async def run_page(app_id: str, name: str, run_id: str) -> ResponseReturnValue:
     to its line in the source of the version that ran, shown with the lines around it (or, for
     a run whose output was dropped to keep the app within its storage quota, when that was);
     the event it ran on, pretty-printed; and the replay button."""
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        function = await apps.get_function(tx, app_id, name)
+    async with unit_of_work(reads=True) as tx:
+        app, function = await apps.get_developed_function(tx, app_id, console_developer(), name)
         detail = await queues.get_run(tx, function, run_id)
         replays = await queues.replays_of(tx, function, run_id)
         ran = detail.run.version

@@ -65,7 +65,7 @@ def _secrets_path(app_id: str) -> str:
 async def _secrets_page(
     app_id: str, *, name: str = "", problem: Notice | None = None, status: int = 200
 ) -> Response:
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, console_developer())
         secrets = await apps.list_secrets(tx, app_id)
         functions = await apps.list_functions(tx, app_id)

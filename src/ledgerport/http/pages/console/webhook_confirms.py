@@ -69,9 +69,8 @@ def waiting_words(waiting: int) -> str:
 async def switch_off_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """Confirm switching the endpoint off: how many deliveries waiting for it will fail
     unsent, and that it gets no new deliveries until it is switched on again."""
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
         waiting = await queues.waiting_deliveries(tx, webhook_id)
     return await confirm_page(
         app,
@@ -139,9 +138,8 @@ async def switch_off(app_id: str, webhook_id: str) -> ResponseReturnValue:
 async def delete_webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """Confirm deleting the endpoint: how many deliveries waiting for it will fail unsent, what
     else goes with it, and the button."""
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
         waiting = await queues.waiting_deliveries(tx, webhook_id)
     return await confirm_page(
         app,

@@ -82,9 +82,12 @@ async def _webhook_form(
     """The form that adds an endpoint (``webhook_id`` None) or edits one, filled with ``url``,
     ``events`` and ``enabled``, ``problem`` beside it."""
     user_id = console_developer()
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, user_id)
-        webhook = await apps.get_webhook(tx, app_id, webhook_id) if webhook_id else None
+    async with unit_of_work(reads=True) as tx:
+        webhook: apps.Webhook | None = None
+        if webhook_id:
+            app, webhook = await apps.get_developed_webhook(tx, app_id, user_id, webhook_id)
+        else:
+            app = await apps.get_developed_app(tx, app_id, user_id)
     action = (
         webhook_path(app_id, webhook_id, "edit") if webhook_id else f"{webhooks_path(app_id)}/new"
     )
@@ -225,9 +228,8 @@ async def add_webhook(app_id: str) -> ResponseReturnValue:
 async def edit_webhook_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     """The form that edits an endpoint: its URL and its events (an event it receives that the
     app no longer registers the scope of stays ticked, marked, until it is unticked)."""
-    async with unit_of_work() as tx:
-        await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        _, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
     return await _webhook_form(
         app_id,
         webhook_id=webhook_id,

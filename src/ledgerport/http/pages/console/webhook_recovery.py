@@ -74,9 +74,8 @@ async def recover_page(app_id: str, webhook_id: str) -> ResponseReturnValue:
     query = read_query(RecoverQuery)
     since, after = query.since, query.after
     p = platform()
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
         counted = await queues.recover_count(
             tx, now=p.now(), webhook=webhook, since=since, after=after
         )

@@ -67,9 +67,8 @@ async def rotate_secret_page(app_id: str, webhook_id: str) -> ResponseReturnValu
     """Confirm rotating the endpoint's signing secret: the new one is shown once, the current
     one keeps signing beside it for 24 hours, and one rotated before that stops now."""
     p = platform()
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
     now = p.now()
     consequences = [
         "A new signing secret is made and shown once, on the next page: copy it then.",
@@ -163,9 +162,8 @@ async def webhook_secret_page(app_id: str, webhook_id: str) -> ResponseReturnVal
     button or a later visit say it is not shown again."""
     p = platform()
     left = notice_for_this_page()
-    async with unit_of_work() as tx:
-        app = await apps.get_developed_app(tx, app_id, console_developer())
-        webhook = await apps.get_webhook(tx, app_id, webhook_id)
+    async with unit_of_work(reads=True) as tx:
+        app, webhook = await apps.get_developed_webhook(tx, app_id, console_developer(), webhook_id)
         secret: str | None = None
         if left is not None and left[0] in _REVEALS and left[1]:
             current = await apps.webhook_secret(tx, p.keyring, app_id=app_id, webhook_id=webhook_id)

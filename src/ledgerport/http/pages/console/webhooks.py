@@ -67,7 +67,7 @@ async def webhooks_page(app_id: str) -> ResponseReturnValue:
     newest delivery."""
     user_id = console_developer()
     now = platform().now()
-    async with unit_of_work() as tx:
+    async with unit_of_work(reads=True) as tx:
         app = await apps.get_developed_app(tx, app_id, user_id)
         health = await apps.webhook_health(tx, app_id, now=now)
         newest = await queues.last_deliveries(tx, app_id)
