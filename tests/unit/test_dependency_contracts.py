@@ -791,13 +791,10 @@ def test_mcp_servers_default_middleware_is_only_the_span_one_dropped_by_clearing
     be dropped with it unseen."""
     from mcp.server._otel import OpenTelemetryMiddleware
 
-    from ledgerport.http.mcp._server import SERVER
-
     middleware = _mcp_server(None).middleware
     assert [type(one) for one in middleware] == [OpenTelemetryMiddleware], _relied_on(
         MCP_SERVER, "the span middleware as the default's only entry"
     )
-    assert SERVER.middleware == []
 
 
 async def test_mcp_serve_one_answers_a_tools_call_in_the_callers_task_taking_a_mapping() -> None:
