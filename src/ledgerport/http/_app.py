@@ -108,6 +108,10 @@ def create_app(platform: Platform) -> QuartTrio:
         app.register_blueprint(blueprint)
     render_without_flasks_context(app)
 
+    from .mcp._front import McpFront
+
+    app.asgi_app = McpFront(app, app.asgi_app)  # type: ignore[method-assign]
+
     @app.before_request
     async def _start_timer() -> None:
         g.started = time.perf_counter()

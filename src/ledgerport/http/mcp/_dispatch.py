@@ -11,7 +11,7 @@ carries it: the grant rides in the scope (``CALLER_GRANT``), so neither happens 
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlencode
@@ -41,6 +41,7 @@ class Answer:
 
     status: int
     raw: bytes
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     @cached_property
     def body(self) -> Any:
@@ -119,7 +120,14 @@ def _access_logged(app: Quart) -> AccessLog:
                 scope["scheme"],
                 scope["path"],
                 scope["query_string"],
-                Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]),
+                Headers(
+                    [
+                        # As quart's connection makes a request: its address first, which is
+                        # what ``request.remote_addr`` reads.
+                        ("Remote-Addr", (scope.get("client") or ["<local>"])[0]),
+                        *((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]),
+                    ]
+                ),
                 scope["root_path"],
                 scope["http_version"],
                 max_content_length=app.config["MAX_CONTENT_LENGTH"],
@@ -135,7 +143,10 @@ def _access_logged(app: Quart) -> AccessLog:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": [(b"content-length", str(len(data)).encode())],
+                    "headers": [
+                        (name.lower().encode("latin-1"), value.encode("latin-1"))
+                        for name, value in response.headers.items()
+                    ],
                 }
             )
             await send({"type": "http.response.body", "body": data, "more_body": False})
@@ -148,8 +159,9 @@ async def call_data_api(
     app: Quart,
     tool: DataTool,
     arguments: Mapping[str, Any],
-    grant: auth.AccessGrant,
+    grant: auth.AccessGrant | None,
     outer: Mapping[str, Any],
+    passed: list[tuple[bytes, bytes]] | None = None,
 ) -> Answer:
     """Make ``tool``'s data API call with ``arguments`` for ``grant``, as the request whose
     ASGI scope is ``outer`` (its address, scheme and host) would."""
@@ -157,7 +169,9 @@ async def call_data_api(
         path, query, headers, body = _request_parts(tool, arguments)
     except BadArguments as bad:
         return Answer(400, orjson.dumps(envelope(400, bad.messages)))
-    host = [(name, value) for name, value in outer.get("headers", ()) if name == b"host"]
+    host = passed if passed is not None else [
+        (name, value) for name, value in outer.get("headers", ()) if name == b"host"
+    ]
     scope: MutableMapping[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -172,15 +186,18 @@ async def call_data_api(
         "client": outer.get("client"),
         "server": outer.get("server"),
         "extensions": {},
-        CALLER_GRANT: grant,
     }
+    if grant is not None:
+        scope[CALLER_GRANT] = grant
     status = 500
     chunks: list[bytes] = []
+    answered: list[tuple[bytes, bytes]] = []
 
     async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
+            answered.extend(message["headers"])
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
@@ -191,4 +208,4 @@ async def call_data_api(
 
     async with app.app_context():
         await _access_logged(app)(scope, receive, send)  # type: ignore[arg-type]
-    return Answer(status, b"".join(chunks))
+    return Answer(status, b"".join(chunks), answered)

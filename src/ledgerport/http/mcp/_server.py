@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 import mcp_types as types
@@ -52,6 +52,13 @@ class _Tools:
     listed: types.ListToolsResult
 
 
+@dataclass
+class FrontCall:
+    passed: list[tuple[bytes, bytes]]
+    answer: _dispatch.Answer | None = None
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class _Request:
     """What a tool call needs of its ``/mcp`` request."""
@@ -60,6 +67,7 @@ class _Request:
     grant: auth.AccessGrant | None
     refusal: BaseException | None
     scope: MutableMapping[str, Any]
+    front: FrontCall | None = None
 
 
 _CURRENT: ContextVar[_Request] = ContextVar("ledgerport_mcp_request")
@@ -133,12 +141,21 @@ async def _call_tool(
     if tool is None:
         body = envelope(404, f"Unknown tool: {params.name}")
         return _refused(body, orjson.dumps(body).decode())
-    if current.grant is None:
+    front = current.front
+    if front is not None:
+        answer = await _dispatch.call_data_api(
+            current.app, tool, params.arguments or {}, None, current.scope, front.passed
+        )
+        front.answer, front.headers = answer, answer.headers
+        if answer.status == 401:
+            return _refused(answer.body, answer.text)
+    elif current.grant is None:
         body = _refusal_envelope(current.refusal or auth.InvalidAccessToken("no token"))
         return _refused(body, orjson.dumps(body).decode())
-    answer = await _dispatch.call_data_api(
-        current.app, tool, params.arguments or {}, current.grant, current.scope
-    )
+    else:
+        answer = await _dispatch.call_data_api(
+            current.app, tool, params.arguments or {}, current.grant, current.scope
+        )
     if answer.status >= 300 or not answer.is_object:
         return _refused(answer.body, answer.text)
     # The result's wire form as a mapping: the SDK copies a mapping as it is, where a model's
