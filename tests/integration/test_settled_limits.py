@@ -371,6 +371,25 @@ async def test_many_budgets_settle_a_chunk_a_transaction(
         assert counts == [1] * len(budgets)
 
 
+async def test_budgets_past_the_keys_kept_still_settle_in_their_own_rows(
+    store: Store, clock: FrozenClock, keyring: auth.Keyring, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A limiter keeps the stored keys it made, a bounded number: a budget whose key was
+    dropped makes it again, the same, and its hits reach its own row; every settlement's rows
+    are written together (one statement on PostgreSQL), each with its own count."""
+    monkeypatch.setattr(auth.StoreRateLimiter, "KEYS_KEPT", 3)
+    limiter = process(store, clock, keyring)
+    budgets = [Budget(BIG, ip(n)) for n in range(1, 6)]
+    with trio.fail_after(TIMEOUT):
+        for round_ in range(1, 3):
+            for n, budget in enumerate(budgets, start=1):
+                for _ in range(n):
+                    assert (await limiter.take(budget)).allowed
+            await limiter.settle()
+            counts = [await in_row(store, clock, keyring, budget) for budget in budgets]
+            assert counts == [round_ * n for n in range(1, 6)]
+
+
 async def test_the_metrics_tell_the_settlements(
     store: Store, clock: FrozenClock, keyring: auth.Keyring
 ) -> None:

@@ -50,6 +50,8 @@ LIMIT_BUCKETS = 60
 """Buckets per window in shared counters; a bucket's width bounds how late a hit is forgotten."""
 _SWEEP_INTERVAL = 60.0
 """Seconds between two deletions of the rows that no longer count, per process."""
+KEYS_KEPT = 10_000
+"""Stored keys a limiter keeps (:meth:`StoreRateLimiter._key`), the oldest dropped first."""
 
 
 class BucketCount:
@@ -253,14 +255,25 @@ class StoreRateLimiter:
     transaction: concurrent requests from several processes see each other's hits.
     """
 
+    KEYS_KEPT = KEYS_KEPT
+
     def __init__(self, store: Store, clock: Clock, keyring: Keyring) -> None:
         self._store = store
         self._clock = clock
         self._keyring = keyring
         self._next_sweep = 0.0
+        self._stored_keys: dict[tuple[str, tuple[str, ...]], str] = {}
 
     def _key(self, name: str, key: tuple[str, ...]) -> str:
-        return stored_key(self._keyring, name, key)
+        """``stored_key`` of a budget or lockout, kept: a request's budgets are those of the
+        requests before it from the same address and client, and a settlement names each
+        budget the requests counted again (a JSON text and a keyed hash each time)."""
+        kept = self._stored_keys.get((name, key))
+        if kept is None:
+            if len(self._stored_keys) >= self.KEYS_KEPT:
+                del self._stored_keys[next(iter(self._stored_keys))]
+            kept = self._stored_keys[name, key] = stored_key(self._keyring, name, key)
+        return kept
 
     async def _lock_rows(
         self, tx: Transaction, keys: Sequence[tuple[str, str]], column: str
@@ -291,6 +304,21 @@ class StoreRateLimiter:
     async def _write(
         self, tx: Transaction, column: str, rows: Sequence[tuple[str, str, str, float]]
     ) -> None:
+        if tx.kind == "postgresql":
+            # One statement for all the rows (a settlement writes tens of them), not one each.
+            if rows:
+                budgets, keys, values, expiries = (list(part) for part in zip(*rows, strict=True))
+                await tx.execute(
+                    f"UPDATE rate_limits AS r SET {column} = w.value, expires_at = w.expires_at"
+                    " FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[])"
+                    " AS w(budget, key, value, expires_at)"
+                    " WHERE r.budget = w.budget AND r.key = w.key",
+                    budgets,
+                    keys,
+                    values,
+                    expiries,
+                )
+            return
         await tx.executemany(
             f"UPDATE rate_limits SET {column} = $3, expires_at = $4 WHERE budget = $1 AND key = $2",
             rows,
@@ -478,7 +506,7 @@ class StoreRateLimiter:
             " COALESCE((NULLIF(lock.state, '')::jsonb ->> 'until')::float8, 0) <= $3"
             f" THEN {count} END AS ledgerport_counted{{lookup_columns}}"
             " FROM (SELECT (SELECT state FROM rate_limits WHERE budget = $1 AND key = $2)"
-            " AS state) AS lock"
+            " AS state OFFSET 0) AS lock"
         )
         args: tuple[Any, ...] = (rule.name, self._key(rule.name, key), now)
         if counting:
