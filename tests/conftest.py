@@ -238,6 +238,14 @@ def app(platform: Platform):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+async def nonce_client(store: Store, clock: FrozenClock) -> AsyncIterator[Any]:
+    """A client of an application whose platform asks DPoP proofs for server nonces."""
+    platform = await build_platform(store, clock, {**PLATFORM_ENV, "LEDGERPORT_DPOP_NONCE": "on"})
+    async with platform.app_directory.listening(store):
+        yield create_app(platform).test_client()
+
+
+@pytest.fixture
 def fresh_app(platform: Platform):  # type: ignore[no-untyped-def]
     """An application of the test's own, for a test that adds routes to it."""
     return create_app(platform)

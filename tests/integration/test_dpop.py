@@ -5,7 +5,7 @@ once, server nonces when configured; on both stores. Time moves only through the
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ import trio.lowlevel
 from ledgerport import auth, catalog
 from ledgerport.clock import FrozenClock
 from ledgerport.engine import Scheduler
-from ledgerport.http import create_app
 from ledgerport.platform import Platform
 from ledgerport.storage import Store, open_postgres, open_sqlite
 
@@ -429,14 +428,6 @@ async def test_discovery_names_the_proof_algorithms(client: Any) -> None:
 
 
 # --- server nonces ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def nonce_client(store: Store, clock: FrozenClock) -> AsyncIterator[Any]:
-    """A client of an application whose platform asks DPoP proofs for server nonces."""
-    platform = await build_platform(store, clock, {**PLATFORM_ENV, "LEDGERPORT_DPOP_NONCE": "on"})
-    async with platform.app_directory.listening(store):
-        yield create_app(platform).test_client()
 
 
 async def test_with_nonces_on_a_proof_must_carry_the_servers_nonce(

@@ -22,6 +22,7 @@ from ._context import platform as current_platform
 from ._document import provider_for, serve_document
 from ._dpop import DPOP_NONCE_KEY
 from ._envelopes import OAUTH, register_error_handlers
+from ._headers import API_CSP, SECURITY_HEADERS
 from ._input import CheckedRequest, refuse_nul_in_url
 from ._json import answer_with_orjson, skip_conversion_of_plain_answers
 from .api import RecordIdConverter
@@ -29,13 +30,7 @@ from .api import blueprint as api_blueprint
 from .developer import blueprint as developer_blueprint
 from .pages import PAGES, page_csp
 
-_SECURITY_HEADERS = {
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
 _PAGE_CSP = page_csp()
-_API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 
 def use_platform(app: QuartTrio, platform: Platform) -> None:
@@ -108,9 +103,9 @@ def create_app(platform: Platform) -> QuartTrio:
         app.register_blueprint(blueprint)
     render_without_flasks_context(app)
 
-    from .mcp._front import McpFront
-
-    app.asgi_app = McpFront(app, app.asgi_app)  # type: ignore[method-assign]
+    # A tool call to /mcp is answered in front of the application, its data API call the one
+    # request in it (``mcp._front``).
+    app.asgi_app = mcp.InFront(app, app.asgi_app)  # type: ignore[method-assign, assignment]
 
     @app.before_request
     async def _start_timer() -> None:
@@ -132,10 +127,10 @@ def create_app(platform: Platform) -> QuartTrio:
 
     @app.after_request
     async def _finish(response: Response) -> Response:
-        for name, value in _SECURITY_HEADERS.items():
+        for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         is_html = response.mimetype == "text/html"
-        response.headers.setdefault("Content-Security-Policy", _PAGE_CSP if is_html else _API_CSP)
+        response.headers.setdefault("Content-Security-Policy", _PAGE_CSP if is_html else API_CSP)
         for name, value in (g.get("rate_limit_headers") or {}).items():
             response.headers[name] = value
         for name, value in (g.get("response_headers") or {}).items():

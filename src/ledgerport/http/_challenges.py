@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from quart import has_request_context, request
+from quart import has_request_context
 
 from ledgerport import auth, catalog
 
-from ._context import platform
+from ._context import platform, presented_request
 
 _PROTECTED_RESOURCES: Mapping[str | None, str] = {
     "api": catalog.PROTECTED_RESOURCE_PATH,
@@ -31,9 +31,12 @@ def bearer_challenge(_: auth.InvalidAccessToken) -> dict[str, str]:
 def _resource_metadata() -> str:
     """The challenge's ``resource_metadata`` auth-param on the data API and the MCP server,
     else nothing."""
-    if has_request_context() and request.blueprint in _PROTECTED_RESOURCES:
+    if not has_request_context():
+        return ""
+    blueprint = presented_request()[2]
+    if blueprint in _PROTECTED_RESOURCES:
         base = platform().config.base_url
-        return f', resource_metadata="{base}{_PROTECTED_RESOURCES[request.blueprint]}"'
+        return f', resource_metadata="{base}{_PROTECTED_RESOURCES[blueprint]}"'
     return ""
 
 

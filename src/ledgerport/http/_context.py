@@ -24,6 +24,11 @@ CALLER_GRANT = "ledgerport.caller_grant"
 authenticated its token and counted it against the limits: an MCP tool call (``http/mcp``)
 reaches the data API with it, and the call is not authenticated or counted a second time.
 Only in-process calls set it; hypercorn's scopes of network requests never hold it."""
+PRESENTED_AS = "ledgerport.presented_as"
+"""The ASGI scope's key of a data API call made in the place of the request a client sent (an
+MCP tool call answered in front of the application, ``http/mcp/_front``): that request's
+method, path and blueprint, which its DPoP proof names and whose resource its challenge is of.
+Only in-process calls set it."""
 
 _T = TypeVar("_T")
 
@@ -63,6 +68,15 @@ async def unit_of_work(*, reads: bool = False) -> AsyncIterator[Transaction]:
     request expects to read only (``Store.transaction``)."""
     async with platform().store.transaction(reads=reads) as tx:
         yield tx
+
+
+def presented_request() -> tuple[str, str, str | None]:
+    """The method, path and blueprint of the request as its client sent it (``PRESENTED_AS``):
+    the request's own, unless it is a call made in another's place."""
+    presented = request.scope.get(PRESENTED_AS)
+    if presented is not None:
+        return cast(tuple[str, str, str | None], presented)
+    return request.method, request.path, request.blueprint
 
 
 def from_a_run() -> bool:

@@ -17,14 +17,14 @@ from quart import g, request
 
 from ledgerport import apps, auth
 
-from ._context import platform
+from ._context import platform, presented_request
 
 DPOP_NONCE_KEY = "dpop_nonce"
 """The request's ``g`` attribute holding the ``DPoP-Nonce`` its answer carries (``_app``)."""
 
 
 def _request_url() -> str:
-    return f"{platform().config.base_url}{request.path}"
+    return f"{platform().config.base_url}{presented_request()[1]}"
 
 
 def _proof_values() -> list[str]:
@@ -73,7 +73,7 @@ def call_proof(token: str) -> auth.Proof:
     try:
         return auth.check_proof(
             _proof_values(),
-            method=request.method,
+            method=presented_request()[0],
             url=_request_url(),
             now=p.now(),
             access_token=token,

@@ -5,12 +5,14 @@ routing, the API version, the scope and role gates, the body's validation, the p
 the Idempotency-Key of a write, the error envelope, the metrics (``http_requests`` counts it
 under the data API's route) and the access log (one line, from the MCP client's address). The
 token was authenticated, and the call counted against the limits, by the ``/mcp`` request that
-carries it: the grant rides in the scope (``CALLER_GRANT``), so neither happens twice.
+carries it: the grant rides in the scope (``CALLER_GRANT``), so neither happens twice. A call
+answered in front of the application (``_front``) carries the token itself and is authenticated
+and counted as any data API call, made in the place of ``POST /mcp`` (``PRESENTED_AS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -23,7 +25,7 @@ from werkzeug.datastructures import Headers
 from ledgerport import auth
 from ledgerport.server import AccessLog
 
-from .._context import CALLER_GRANT
+from .._context import CALLER_GRANT, PRESENTED_AS
 from .._envelopes import envelope
 from ._tools import ID_ARGUMENT, DataTool
 
@@ -42,6 +44,8 @@ class Answer:
     status: int
     raw: bytes
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    made: bool = True
+    """Whether the call was made (False: its arguments make no request)."""
 
     @cached_property
     def body(self) -> Any:
@@ -161,17 +165,23 @@ async def call_data_api(
     arguments: Mapping[str, Any],
     grant: auth.AccessGrant | None,
     outer: Mapping[str, Any],
-    passed: list[tuple[bytes, bytes]] | None = None,
+    *,
+    in_place: tuple[Sequence[tuple[bytes, bytes]], tuple[str, str, str]] | None = None,
 ) -> Answer:
     """Make ``tool``'s data API call with ``arguments`` for ``grant``, as the request whose
-    ASGI scope is ``outer`` (its address, scheme and host) would."""
+    ASGI scope is ``outer`` (its address, scheme and host) would. Without a grant, the call is
+    ``in_place``: it carries the given headers of that request (its token and proof), and is
+    authenticated and counted as made in the place of the given method, path and blueprint."""
     try:
         path, query, headers, body = _request_parts(tool, arguments)
     except BadArguments as bad:
-        return Answer(400, orjson.dumps(envelope(400, bad.messages)))
-    host = passed if passed is not None else [
-        (name, value) for name, value in outer.get("headers", ()) if name == b"host"
-    ]
+        return Answer(400, orjson.dumps(envelope(400, bad.messages)), made=False)
+    if in_place is None:
+        carried: Sequence[tuple[bytes, bytes]] = [
+            (name, value) for name, value in outer.get("headers", ()) if name == b"host"
+        ]
+    else:
+        carried = in_place[0]
     scope: MutableMapping[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -182,13 +192,15 @@ async def call_data_api(
         "raw_path": path.encode(),
         "query_string": query.encode(),
         "root_path": outer.get("root_path", ""),
-        "headers": [*host, *headers, (b"content-length", str(len(body)).encode())],
+        "headers": [*carried, *headers, (b"content-length", str(len(body)).encode())],
         "client": outer.get("client"),
         "server": outer.get("server"),
         "extensions": {},
     }
     if grant is not None:
         scope[CALLER_GRANT] = grant
+    if in_place is not None:
+        scope[PRESENTED_AS] = in_place[1]
     status = 500
     chunks: list[bytes] = []
     answered: list[tuple[bytes, bytes]] = []

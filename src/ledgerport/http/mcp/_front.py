@@ -1,91 +1,155 @@
-"""A ``tools/call`` to ``/mcp`` answered in front of the application: one request in it, the call's.
+"""A ``tools/call`` to ``/mcp`` answered in front of the application: its data API call is the
+one request the application answers for it.
 
-(prototype)
+An agent's tool call is one data API call wrapped in JSON-RPC. Answered as a route, it is two
+requests in the application (``/mcp``'s, whose handler then makes the data API's), and costs
+about half as much again as the same call made to the data API. Here, in front of the
+application's ASGI callable, the ``/mcp`` request a tool call comes in is read and handed to
+the SDK's single-exchange driver (``_exchange``) at once; the tool's data API call then carries
+the request's token, DPoP proof, address and host, and is authenticated, limited, gated and
+answered as any data API call (``_dispatch``), as made in the place of ``POST /mcp``
+(``PRESENTED_AS``: the proof names that request, and a refused token's challenge names the MCP
+server's metadata). What the application would add to the ``/mcp`` answer is added here: the
+service's headers, the data API call's ``RateLimit-*`` and ``DPoP-Nonce``, and the ``/mcp``
+request's metrics. A token the data API refuses (401) is the ``/mcp`` request's 401, with its
+challenge.
+
+Anything else goes to the application as it came, its body replayed: a request with an
+``Origin`` (checked there), a body that does not fit the bounds below, any message but a
+handshake-era ``tools/call`` asking for JSON, and a call that made no data API call (an
+unknown tool, arguments no request can be made of, params the SDK refuses): the application's
+``/mcp`` route authenticates the request first, so a refused token is answered as such
+whatever the message. No data API call has been made when a request goes on, so nothing is
+made or counted twice.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, Final
 
 import trio
 from quart import Quart
+from werkzeug.datastructures import Headers
 
 from ledgerport.server import MANAGEMENT
 
+from .._context import PLATFORM_KEY
+from .._headers import API_CSP, SECURITY_HEADERS
 from . import _exchange, _server
 
-_PASSED = (b"authorization", b"dpop", b"x-forwarded-for", b"host")
+MCP_PATH: Final = "/mcp"
+_CARRIED: Final = frozenset({b"authorization", b"dpop", b"x-forwarded-for", b"host"})
+"""The ``/mcp`` request's headers its data API call carries: the token, the proof, the client's
+address through a trusted proxy, the host."""
+_KEPT: Final = frozenset(
+    {b"ratelimit-limit", b"ratelimit-remaining", b"ratelimit-reset", b"dpop-nonce"}
+)
+"""The data API call's answer headers that go on the ``/mcp`` answer (and its challenge, when
+the token was refused)."""
+_SERVICE_HEADERS: Final = (
+    *((name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()),
+    (b"content-security-policy", API_CSP.encode()),
+)
+_KEPT_REFUSED: Final = _KEPT | {b"www-authenticate"}
+
+ASGIApp = Any
 
 
-class McpFront:
-    def __init__(self, app: Quart, inner: Any) -> None:
+class InFront:
+    """The application's ASGI callable with ``/mcp``'s tool calls answered in front of it."""
+
+    def __init__(self, app: Quart, inner: ASGIApp) -> None:
         self._app = app
         self._inner = inner
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if (
             scope["type"] != "http"
-            or scope["path"] != "/mcp"
+            or scope["path"] != MCP_PATH
             or scope["method"] != "POST"
             or scope.get(MANAGEMENT, False)
         ):
-            return await self._inner(scope, receive, send)
-        headers = dict(scope["headers"])
-        if b"origin" in headers:
-            return await self._inner(scope, receive, send)
-        chunks: list[bytes] = []
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        raw = b"".join(chunks)
-        replayed = False
+            await self._inner(scope, receive, send)
+            return
+        headers = Headers(
+            [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+        )
+        read = await self._first_message(headers, receive)
+        if (
+            read is not None
+            and read["type"] == "http.request"
+            and not read.get("more_body", False)
+            and await self._answer(scope, headers, read.get("body", b""), send)
+        ):
+            return
+        pending = [] if read is None else [read]
 
         async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": raw, "more_body": False}
+            if pending:
+                return pending.pop()
+            message: dict[str, Any] = await receive()
+            return message
 
-        from werkzeug.datastructures import Headers
+        await self._inner(scope, replay, send)
 
-        exchange = _exchange.tool_call_of(
-            raw, Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]])
-        )
+    async def _first_message(self, headers: Headers, receive: Any) -> dict[str, Any] | None:
+        """The request's first message when it may be a tool call to answer here: no
+        ``Origin``, a length declared within the application's bound (a client sends its
+        JSON-RPC message whole); None, nothing read, for any other request, or when nothing
+        came within the application's body timeout."""
+        length = headers.get("content-length", "")
+        bound = self._app.config["MAX_CONTENT_LENGTH"]
+        if "origin" in headers or not length.isdigit():
+            return None
+        if bound is not None and int(length) > bound:
+            return None
+        with trio.move_on_after(self._app.config["BODY_TIMEOUT"] or math.inf):
+            message: dict[str, Any] = await receive()
+            return message
+        return None
+
+    async def _answer(
+        self, scope: MutableMapping[str, Any], headers: Headers, raw: bytes, send: Any
+    ) -> bool:
+        """Answer the request when it is a tool call that made its data API call; False, with
+        nothing sent, for any other."""
+        exchange = _exchange.tool_call_of(raw, headers)
         if exchange is None:
-            return await self._inner(scope, replay, send)
+            return False
         started = time.perf_counter()
-        passed = [(k, v) for k, v in scope["headers"] if k in _PASSED]
-        holder = _server.FrontCall(passed)
-        token = _server._CURRENT.set(_server._Request(self._app, None, None, scope, holder))
+        carried = [(name, value) for name, value in scope["headers"] if name in _CARRIED]
+        call = _server.InPlace(carried, ("POST", MCP_PATH, "mcp"))
+        metrics = self._app.extensions[PLATFORM_KEY].metrics
+        metrics.http_in_flight.inc()
         try:
-            async with self._app.app_context():
-                answer = await _exchange.answer(_server.SERVER, *exchange)
+            with _server.serving(self._app, scope, call):
+                async with self._app.app_context():
+                    body = await _exchange.answer(_server.SERVER, *exchange)
+            made = call.answer
+            if made is None:
+                return False
+            status, kept = (200, _KEPT) if made.status != 401 else (401, _KEPT_REFUSED)
+            if status == 401:  # the token refused: the request's own refusal, with its challenge
+                body = made.raw
+            extra = [(name, value) for name, value in made.headers if name in kept]
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        *_SERVICE_HEADERS,
+                        *extra,
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            metrics.http_requests.labels(MCP_PATH, "POST", str(status)).inc()
+            metrics.http_latency.labels(MCP_PATH, "POST").observe(time.perf_counter() - started)
+            return True
         finally:
-            _server._CURRENT.reset(token)
-        if holder.answer is None:
-            return await self._inner(scope, replay, send)
-        if holder.answer.status == 401:
-            status, out, body = 401, holder.headers, holder.answer.raw
-        else:
-            status, out, body = 200, [h for h in holder.headers if h[0].startswith(b"ratelimit-")], answer
-        out = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"x-frame-options", b"DENY"),
-            (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"no-referrer"),
-            (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
-            *out,
-        ]
-        metrics = self._app.extensions["ledgerport.platform"].metrics
-        metrics.http_requests.labels("/mcp", "POST", str(status)).inc()
-        metrics.http_latency.labels("/mcp", "POST").observe(time.perf_counter() - started)
-        await send({"type": "http.response.start", "status": status, "headers": out})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+            metrics.http_in_flight.dec()

@@ -19,9 +19,10 @@ message, the limits' refusal of a tool call included.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 import mcp_types as types
@@ -53,24 +54,39 @@ class _Tools:
 
 
 @dataclass
-class FrontCall:
-    passed: list[tuple[bytes, bytes]]
+class InPlace:
+    """A tool call answered in front of the application (``_front``): the ``/mcp`` request's
+    headers its data API call carries, the method, path and blueprint that call is made in the
+    place of, and the call's answer once it is made."""
+
+    carried: list[tuple[bytes, bytes]]
+    presented: tuple[str, str, str]
     answer: _dispatch.Answer | None = None
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class _Request:
-    """What a tool call needs of its ``/mcp`` request."""
+    """What a tool call needs of its ``/mcp`` request: its authenticated grant (or what refused
+    it), or, answered in front of the application, what its data API call carries."""
 
     app: Quart
     grant: auth.AccessGrant | None
     refusal: BaseException | None
     scope: MutableMapping[str, Any]
-    front: FrontCall | None = None
+    in_place: InPlace | None = None
 
 
 _CURRENT: ContextVar[_Request] = ContextVar("ledgerport_mcp_request")
+
+
+@contextmanager
+def serving(app: Quart, scope: MutableMapping[str, Any], in_place: InPlace) -> Iterator[None]:
+    """The SDK's handlers serving the request of ``scope`` in front of ``app``."""
+    token = _CURRENT.set(_Request(app, None, None, scope, in_place))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 def tools_of(app: Quart) -> _Tools:
@@ -141,14 +157,18 @@ async def _call_tool(
     if tool is None:
         body = envelope(404, f"Unknown tool: {params.name}")
         return _refused(body, orjson.dumps(body).decode())
-    front = current.front
-    if front is not None:
+    in_place = current.in_place
+    if in_place is not None:
         answer = await _dispatch.call_data_api(
-            current.app, tool, params.arguments or {}, None, current.scope, front.passed
+            current.app,
+            tool,
+            params.arguments or {},
+            None,
+            current.scope,
+            in_place=(in_place.carried, in_place.presented),
         )
-        front.answer, front.headers = answer, answer.headers
-        if answer.status == 401:
-            return _refused(answer.body, answer.text)
+        if answer.made:
+            in_place.answer = answer
     elif current.grant is None:
         body = _refusal_envelope(current.refusal or auth.InvalidAccessToken("no token"))
         return _refused(body, orjson.dumps(body).decode())
