@@ -230,7 +230,13 @@ async def test_only_a_tool_call_that_makes_its_call_is_answered_in_front(
     reached: list[bytes] = []
 
     async def route(scope: Any, receive: Any, send: Any) -> None:
-        reached.append((await receive())["body"])
+        whole = b""
+        while True:
+            message = await receive()
+            whole += message["body"]
+            if not message["more_body"]:
+                break
+        reached.append(whole)
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
@@ -250,9 +256,14 @@ async def test_only_a_tool_call_that_makes_its_call_is_answered_in_front(
         "server": ("127.0.0.1", 80),
     }
     sent: list[dict[str, Any]] = []
+    # As a server sends a body: here its bytes, then its end (hypercorn, quart's test client).
+    messages = [
+        {"type": "http.request", "body": body, "more_body": True},
+        {"type": "http.request", "body": b"", "more_body": False},
+    ]
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
+        return messages.pop(0)
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)

@@ -77,15 +77,15 @@ class InFront:
         headers = Headers(
             [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
         )
-        read = await self._first_message(headers, receive)
+        read = await self._read_body(headers, receive)
         if (
-            read is not None
-            and read["type"] == "http.request"
-            and not read.get("more_body", False)
-            and await self._answer(scope, headers, read.get("body", b""), send)
+            read
+            and read[-1]["type"] == "http.request"
+            and not read[-1].get("more_body", False)
+            and await self._answer(scope, headers, b"".join(m.get("body", b"") for m in read), send)
         ):
             return
-        pending = [] if read is None else [read]
+        pending = list(reversed(read))
 
         async def replay() -> dict[str, Any]:
             if pending:
@@ -95,21 +95,31 @@ class InFront:
 
         await self._inner(scope, replay, send)
 
-    async def _first_message(self, headers: Headers, receive: Any) -> dict[str, Any] | None:
-        """The request's first message when it may be a tool call to answer here: no
-        ``Origin``, a length declared within the application's bound (a client sends its
-        JSON-RPC message whole); None, nothing read, for any other request, or when nothing
-        came within the application's body timeout."""
-        length = headers.get("content-length", "")
-        bound = self._app.config["MAX_CONTENT_LENGTH"]
-        if "origin" in headers or not length.isdigit():
-            return None
-        if bound is not None and int(length) > bound:
-            return None
+    async def _read_body(self, headers: Headers, receive: Any) -> list[dict[str, Any]]:
+        """The messages of the request's body, read when it may be a tool call to answer here:
+        none for a request with an ``Origin`` or a declared length past the application's
+        bound; else until the body ends, the first that is not a part of it, or the bound (or
+        the application's body timeout) is reached, whichever comes first."""
+        if "origin" in headers:
+            return []
+        length = headers.get("content-length")
+        bound = self._app.config["MAX_CONTENT_LENGTH"] or math.inf
+        if length is not None and (not length.isdigit() or int(length) > bound):
+            return []
+        read: list[dict[str, Any]] = []
+        size = 0
         with trio.move_on_after(self._app.config["BODY_TIMEOUT"] or math.inf):
-            message: dict[str, Any] = await receive()
-            return message
-        return None
+            while True:
+                message: dict[str, Any] = await receive()
+                read.append(message)
+                size += len(message.get("body", b""))
+                if (
+                    message["type"] != "http.request"
+                    or not message.get("more_body", False)
+                    or size > bound
+                ):
+                    break
+        return read
 
     async def _answer(
         self, scope: MutableMapping[str, Any], headers: Headers, raw: bytes, send: Any
