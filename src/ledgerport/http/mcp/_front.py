@@ -85,7 +85,7 @@ class InFront:
             and await self._answer(scope, headers, b"".join(m.get("body", b"") for m in read), send)
         ):
             return
-        pending = list(reversed(read))
+        pending: list[dict[str, Any]] = list(reversed(read))
 
         async def replay() -> dict[str, Any]:
             if pending:
