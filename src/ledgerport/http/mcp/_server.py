@@ -5,13 +5,15 @@ its Streamable HTTP session manager in stateless mode with JSON answers, run for
 inside the request's own task (anyio on trio), so a request needs no session and no task
 outlives it. The route hands it the request as ASGI and answers what it sends; a
 handshake-era ``tools/call`` is answered by the SDK's single-exchange driver instead
-(``_exchange``), with no transport of its own.
+(``_exchange``), with no transport of its own, and in front of the application at that
+(``_front``: the tool's data API call is then the one request the application answers, and
+authenticates the token itself, made in the place of ``POST /mcp``).
 
 Every request is authenticated as a data API call is, by the same function
 (``api._auth.authenticate_bearer``: the token and the limits, and whatever that check comes to
 hold, such as a sender-constrained token's proof), and counted as one call: a tool call is one
-request. A 401 names this
-resource's metadata (``/.well-known/oauth-protected-resource/mcp``, RFC 9728). A tool call is
+request. A 401 names this resource's metadata
+(``/.well-known/oauth-protected-resource/mcp``, RFC 9728). A tool call is
 then made as its data API call (``_dispatch``), so the data API's gates refuse it as they
 would the same call; a refusal is a tool result with ``isError`` carrying the data API's
 message, the limits' refusal of a tool call included.
