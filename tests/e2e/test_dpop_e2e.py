@@ -23,6 +23,7 @@ import pytest
 from ledgerport import catalog
 
 from ..dpop_keys import DpopKey
+from .dpop_world import answer, provision
 from .served import Server, served, store_env
 
 ADMIN_TOKEN = "lp_admin_e2e-dpop-token-0123456789abcdef"
@@ -44,50 +45,6 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Ser
         yield running, nonces == "on"
 
 
-def _answer(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code in (200, 201), response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def _provision(http: httpx.Client) -> tuple[dict[str, Any], str]:
-    """A business, its owner, an app installed there; answers the app and a session token."""
-    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    business = _answer(http.post("/admin/businesses", json={"name": "DPoP Ltd"}, headers=admin))
-    user = _answer(
-        http.post(
-            "/admin/users",
-            json={"email": "dpop@example.com", "password": "pw-12345678"},
-            headers=admin,
-        )
-    )
-    member = http.put(
-        f"/admin/businesses/{business['id']}/members/{user['id']}",
-        json={"role": "owner"},
-        headers=admin,
-    )
-    assert member.status_code == 200
-    app = _answer(
-        http.post(
-            "/admin/apps",
-            json={
-                "name": "Agent",
-                "type": "CONFIDENTIAL",
-                "redirectUris": ["https://app.example/callback"],
-                "scopes": ["invoices:read"],
-                "developerUserId": user["id"],
-                "reviewed": True,
-            },
-            headers=admin,
-        )
-    )
-    ids = {"appId": app["id"], "businessId": business["id"], "userId": user["id"]}
-    scopes = {"scopes": ["invoices:read"]}
-    _answer(http.post("/admin/installations", json={**ids, **scopes}, headers=admin))
-    session = _answer(http.post("/admin/session-tokens", json=ids, headers=admin))
-    return app, session["sessionToken"]
-
-
 def _with_nonce(
     http: httpx.Client, send: Any, proof_for: Any, nonces: bool, refused: int
 ) -> httpx.Response:
@@ -107,8 +64,8 @@ def test_a_dpop_bound_token_end_to_end(server: tuple[Server, bool]) -> None:
     running, nonces = server
     base = running.base
     with httpx.Client(base_url=base, timeout=HTTP_TIMEOUT, trust_env=False) as http:
-        app, session_token = _provision(http)
-        meta = _answer(http.get("/.well-known/oauth-authorization-server"))
+        app, session_token = provision(http, ADMIN_TOKEN, "DPoP Ltd")
+        meta = answer(http.get("/.well-known/oauth-authorization-server"))
         assert meta["dpop_signing_alg_values_supported"] == list(catalog.DPOP_SIGNING_ALGS)
         token_url = meta["token_endpoint"]
         basic = base64.b64encode(f"{app['clientId']}:{app['clientSecret']}".encode()).decode()
@@ -133,10 +90,10 @@ def test_a_dpop_bound_token_end_to_end(server: tuple[Server, bool]) -> None:
             nonces,
             400,
         )
-        tokens = _answer(issued)
+        tokens = answer(issued)
         assert tokens["token_type"] == "DPoP"
         access = tokens["access_token"]
-        described = _answer(
+        described = answer(
             http.post(f"{base}/oauth/introspect", data={"token": access}, headers=client_auth)
         )
         assert described["cnf"] == {"jkt": key.thumbprint}

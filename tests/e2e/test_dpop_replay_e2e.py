@@ -26,7 +26,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -37,6 +36,7 @@ from ledgerport import catalog
 
 from ..dpop_keys import DpopKey
 from ..stores import REDIS_URL
+from .dpop_world import answer, provision
 from .served import Server, postgres_database, served
 
 ADMIN_TOKEN = "lp_admin_e2e-dpop-replay-0123456789abcdef"
@@ -83,50 +83,6 @@ def two_processes(tmp_path: Path, ledger: str) -> Iterator[tuple[Server, Server,
             yield first, second, url
 
 
-def _answer(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code in (200, 201), response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def _provision(http: httpx.Client) -> tuple[dict[str, Any], str]:
-    """A business, its owner, an app installed there; answers the app and a session token."""
-    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    business = _answer(http.post("/admin/businesses", json={"name": "Replay Ltd"}, headers=admin))
-    user = _answer(
-        http.post(
-            "/admin/users",
-            json={"email": "replay@example.com", "password": "pw-12345678"},
-            headers=admin,
-        )
-    )
-    member = http.put(
-        f"/admin/businesses/{business['id']}/members/{user['id']}",
-        json={"role": "owner"},
-        headers=admin,
-    )
-    assert member.status_code == 200, member.text
-    app = _answer(
-        http.post(
-            "/admin/apps",
-            json={
-                "name": "Agent",
-                "type": "CONFIDENTIAL",
-                "redirectUris": ["https://app.example/callback"],
-                "scopes": ["invoices:read"],
-                "developerUserId": user["id"],
-                "reviewed": True,
-            },
-            headers=admin,
-        )
-    )
-    ids = {"appId": app["id"], "businessId": business["id"], "userId": user["id"]}
-    installed = {**ids, "scopes": ["invoices:read"]}
-    _answer(http.post("/admin/installations", json=installed, headers=admin))
-    session = _answer(http.post("/admin/session-tokens", json=ids, headers=admin))
-    return app, session["sessionToken"]
-
-
 def _challenge(response: httpx.Response) -> dict[str, str]:
     """The parameters of a 401's ``WWW-Authenticate: DPoP`` challenge."""
     assert response.status_code == 401, response.text
@@ -160,9 +116,9 @@ def test_a_proof_used_at_one_process_is_refused_at_the_other(ledger: str, tmp_pa
         httpx.Client(base_url=first.base, timeout=HTTP_TIMEOUT, trust_env=False) as one,
         httpx.Client(base_url=second.base, timeout=HTTP_TIMEOUT, trust_env=False) as other,
     ):
-        app, session_token = _provision(one)
+        app, session_token = provision(one, ADMIN_TOKEN, "Replay Ltd")
         endpoints = [
-            _answer(http.get("/.well-known/oauth-authorization-server"))["token_endpoint"]
+            answer(http.get("/.well-known/oauth-authorization-server"))["token_endpoint"]
             for http in (one, other)
         ]
         assert endpoints == [f"{PUBLIC_URL}/oauth/token"] * 2
@@ -183,7 +139,7 @@ def test_a_proof_used_at_one_process_is_refused_at_the_other(ledger: str, tmp_pa
 
         # The token endpoint: the whole request replayed at the other process.
         token_proof = key.proof("POST", token_url, iat=time.time())
-        tokens = _answer(exchange(one, first, token_proof))
+        tokens = answer(exchange(one, first, token_proof))
         assert tokens["token_type"] == "DPoP"
         access = tokens["access_token"]
         replayed = exchange(other, second, token_proof)
@@ -234,9 +190,9 @@ def test_a_proof_used_at_one_process_is_refused_at_the_other(ledger: str, tmp_pa
                     for http, server in ((one, first), (other, second))
                 ]
                 answers = [each.result() for each in sent]
-                statuses = sorted(answer.status_code for answer in answers)
-                assert statuses == [200, 401], [answer.text for answer in answers]
-                refusal = next(answer for answer in answers if answer.status_code == 401)
+                statuses = sorted(reply.status_code for reply in answers)
+                assert statuses == [200, 401], [reply.text for reply in answers]
+                refusal = next(reply for reply in answers if reply.status_code == 401)
                 assert _challenge(refusal)["error_description"] == USED_ALREADY
                 accepted += 1
 
