@@ -209,6 +209,7 @@ async def test_a_body_past_the_bound_is_the_routes_to_refuse(
     [
         ({}, _call("list_customers", {}), False),
         ({"origin": API}, _call("list_customers", {}), True),
+        ({"query": "a=%00"}, _call("list_customers", {}), True),
         ({}, _call("no_such_tool", {}), True),
         ({}, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(), True),
         ({"mcp-protocol-version": "2026-07-28"}, _call("list_customers", {}), True),
@@ -240,6 +241,8 @@ async def test_only_a_tool_call_that_makes_its_call_is_answered_in_front(
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
+    extra = dict(extra)
+    query = extra.pop("query", "")
     headers = {k.lower(): v for k, v in api.headers(HANDSHAKE).items()} | extra
     scope = {
         "type": "http",
@@ -248,7 +251,7 @@ async def test_only_a_tool_call_that_makes_its_call_is_answered_in_front(
         "scheme": "http",
         "path": "/mcp",
         "raw_path": b"/mcp",
-        "query_string": b"",
+        "query_string": query.encode(),
         "root_path": "",
         "headers": [(k.encode(), v.encode()) for k, v in headers.items()]
         + [(b"content-length", str(len(body)).encode())],

@@ -15,12 +15,12 @@ request's metrics. A token the data API refuses (401) is the ``/mcp`` request's 
 challenge.
 
 Anything else goes to the application as it came, its body replayed: a request with an
-``Origin`` (checked there), a body that does not fit the bounds below, any message but a
-handshake-era ``tools/call`` asking for JSON, and a call that made no data API call (an
-unknown tool, arguments no request can be made of, params the SDK refuses): the application's
-``/mcp`` route authenticates the request first, so a refused token is answered as such
-whatever the message. No data API call has been made when a request goes on, so nothing is
-made or counted twice.
+``Origin`` (checked there) or a query string (the application's checks of a URL apply), a body
+that does not fit the bounds below, any message but a handshake-era ``tools/call`` asking for
+JSON, and a call that made no data API call (an unknown tool, arguments no request can be made
+of, params the SDK refuses): the application's ``/mcp`` route authenticates the request first,
+so a refused token is answered as such whatever the message. No data API call has been made when
+a request goes on, so nothing is made or counted twice.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class InFront:
             scope["type"] != "http"
             or scope["path"] != MCP_PATH
             or scope["method"] != "POST"
+            or scope.get("query_string")
             or scope.get(MANAGEMENT, False)
         ):
             await self._inner(scope, receive, send)
