@@ -302,33 +302,20 @@ def plan_fan_out(
                     created=event.created,
                     data=event.data,
                 )
+                held = False
                 if webhook.kind == "stream":
                     # Pulled by its listener: no engine claims it (no next_attempt_at).
-                    streamed.append(
-                        (
-                            delivery_id,
-                            webhook.id,
-                            app_id,
-                            event.id,
-                            event.business_id,
-                            event.type,
-                            body,
-                            now,
-                            None,
-                            None,
-                            None,
-                            event.seq,
-                        )
-                    )
-                    continue
-                order_key = record_of(event) if webhook.ordering == "record" else None
-                waits = False
-                if order_key is not None:
-                    # Behind an open delivery about the same record: it waits its turn.
-                    waits = (webhook.id, order_key) in open_records
-                    open_records.add((webhook.id, order_key))
-                held = not waits and take(app_id, event.business_id or "", webhook.id)
-                rows.append(
+                    into, next_at, order_key = streamed, None, None
+                else:
+                    order_key = record_of(event) if webhook.ordering == "record" else None
+                    waits = False
+                    if order_key is not None:
+                        # Behind an open delivery about the same record: it waits its turn.
+                        waits = (webhook.id, order_key) in open_records
+                        open_records.add((webhook.id, order_key))
+                    held = not waits and take(app_id, event.business_id or "", webhook.id)
+                    into, next_at = rows, None if waits else lease_until if held else now
+                into.append(
                     (
                         delivery_id,
                         webhook.id,
@@ -338,7 +325,7 @@ def plan_fan_out(
                         event.type,
                         body,
                         now,
-                        None if waits else lease_until if held else now,
+                        next_at,
                         lease if held else None,
                         order_key,
                         event.seq,
