@@ -143,8 +143,9 @@ def create_app(platform: Platform) -> QuartTrio:
             metrics = current_platform().metrics
             route = request.url_rule.rule if request.url_rule is not None else "<unmatched>"
             method = closed_label(request.method, HTTP_METHODS)
-            metrics.http_requests.labels(route, method, str(response.status_code)).inc()
-            metrics.http_latency.labels(route, method).observe(time.perf_counter() - started)
+            metrics.request_answered(
+                route, method, response.status_code, time.perf_counter() - started
+            )
             metrics.http_in_flight.dec()
             g.started = None
         return response

@@ -484,6 +484,12 @@ class Metrics:
             registry=self.registry,
         )
 
+    def request_answered(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count an HTTP request answered (``http_requests``) and observe its time
+        (``http_latency``), by route template and method."""
+        self.http_requests.labels(route, method, str(status)).inc()
+        self.http_latency.labels(route, method).observe(seconds)
+
     def watch_store(self, statistics: Callable[[], Any]) -> None:
         """Serve the store's own counts (``Store.statistics``) as ``ledgerport_store_*``."""
         self._store.read = statistics

@@ -39,8 +39,8 @@ from ledgerport.server import MANAGEMENT
 from .._context import PLATFORM_KEY
 from .._headers import API_CSP, SECURITY_HEADERS
 from . import _exchange, _server
+from ._blueprint import MCP_PATH, blueprint
 
-MCP_PATH: Final = "/mcp"
 _CARRIED: Final = frozenset({b"authorization", b"dpop", b"x-forwarded-for", b"host"})
 """The ``/mcp`` request's headers its data API call carries: the token, the proof, the client's
 address through a trusted proxy, the host."""
@@ -132,7 +132,7 @@ class InFront:
             return False
         started = time.perf_counter()
         carried = [(name, value) for name, value in scope["headers"] if name in _CARRIED]
-        call = _server.InPlace(carried, ("POST", MCP_PATH, "mcp"))
+        call = _server.InPlace(carried, ("POST", MCP_PATH, blueprint.name))
         metrics = self._app.extensions[PLATFORM_KEY].metrics
         metrics.http_in_flight.inc()
         try:
@@ -159,8 +159,7 @@ class InFront:
                 }
             )
             await send({"type": "http.response.body", "body": body, "more_body": False})
-            metrics.http_requests.labels(MCP_PATH, "POST", str(status)).inc()
-            metrics.http_latency.labels(MCP_PATH, "POST").observe(time.perf_counter() - started)
+            metrics.request_answered(MCP_PATH, "POST", status, time.perf_counter() - started)
             return True
         finally:
             metrics.http_in_flight.dec()
