@@ -148,8 +148,12 @@ def _access_logged(app: Quart) -> AccessLog:
                     "type": "http.response.start",
                     "status": response.status_code,
                     "headers": [
-                        (name.lower().encode("latin-1"), value.encode("latin-1"))
-                        for name, value in response.headers.items()
+                        (b"content-length", str(len(data)).encode()),
+                        *(
+                            (name.lower().encode("latin-1"), value.encode("latin-1"))
+                            for name, value in response.headers.items()
+                            if name.lower() != "content-length"
+                        ),
                     ],
                 }
             )
