@@ -82,9 +82,17 @@ _CURRENT: ContextVar[_Request] = ContextVar("ledgerport_mcp_request")
 
 
 @contextmanager
-def serving(app: Quart, scope: MutableMapping[str, Any], in_place: InPlace) -> Iterator[None]:
-    """The SDK's handlers serving the request of ``scope`` in front of ``app``."""
-    token = _CURRENT.set(_Request(app, None, None, scope, in_place))
+def serving(
+    app: Quart,
+    scope: MutableMapping[str, Any],
+    in_place: InPlace | None = None,
+    *,
+    grant: auth.AccessGrant | None = None,
+    refusal: BaseException | None = None,
+) -> Iterator[None]:
+    """The SDK's handlers serving the request of ``scope``: authenticated by the route
+    (``grant``, or the ``refusal`` its tool calls answer), or ``in_place`` in front of ``app``."""
+    token = _CURRENT.set(_Request(app, grant, refusal, scope, in_place))
     try:
         yield
     finally:
@@ -271,11 +279,8 @@ async def serve_mcp() -> Response:
         refusal = refused
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     scope: dict[str, Any] = dict(request.scope)
-    token = _CURRENT.set(_Request(app, grant, refusal, scope))
-    try:
+    with serving(app, scope, grant=grant, refusal=refusal):
         if exchange is not None:
             answer = await _exchange.answer(SERVER, *exchange)
             return Response(answer, status=200, content_type="application/json")
         return await _through_sdk(scope, raw)
-    finally:
-        _CURRENT.reset(token)
