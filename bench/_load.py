@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import asyncpg
 import h11
@@ -71,6 +71,17 @@ def ms(seconds: float) -> str:
 
 def say(line: str = "") -> None:
     print(line, flush=True)  # noqa: T201 - a bench reports on standard output
+
+
+CLIENT_ADDRESSES: Final = 256
+"""The client addresses the served benches' requests come from, in turn (``forwarded_for``)."""
+
+
+def forwarded_for(i: int) -> dict[str, str]:
+    """The ``i``-th request's client address, one of ``CLIENT_ADDRESSES`` in turn, as a trusted
+    proxy on loopback names it: each address's budget is counted apart."""
+    n = i % CLIENT_ADDRESSES
+    return {"X-Forwarded-For": f"198.18.{n // 250}.{n % 250 + 1}"}
 
 
 async def until_signalled(work: Callable[[], Awaitable[int]]) -> int:

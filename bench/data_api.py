@@ -58,6 +58,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._load import forwarded_for
 from tests.e2e.served import postgres_database
 
 from ledgerport import catalog
@@ -68,7 +69,6 @@ POSTGRES_ADMIN_URL = os.environ.get(
 ADMIN_TOKEN = "lp_admin_bench-data-api-token-0123456789"
 APPS = 2
 BUSINESSES = 8
-ADDRESSES = 256
 STARTUP_TIMEOUT = 30.0
 HTTP_TIMEOUT = 30.0
 LINES = [
@@ -257,20 +257,16 @@ async def _measure(base: str, n: int, concurrency: int, make: Any) -> tuple[floa
     return n / elapsed, latencies
 
 
-def _address(i: int) -> dict[str, str]:
-    return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
-
-
 def _requests(tenants: list[Tenant], introspection: bool = False) -> dict[str, Any]:
     """What each measured request is made of, by its name: ``make(i)`` answers the ``i``-th
     request's method, path, body and headers."""
 
     def pick(i: int) -> dict[str, str]:
         tenant = tenants[i % len(tenants)]
-        return {"Authorization": f"Bearer {tenant.token}", **_address(i)}
+        return {"Authorization": f"Bearer {tenant.token}", **forwarded_for(i)}
 
     def healthz(i: int) -> Any:
-        return "GET", "/healthz", None, _address(i)
+        return "GET", "/healthz", None, forwarded_for(i)
 
     def post(i: int) -> Any:
         tenant = tenants[i % len(tenants)]
@@ -281,7 +277,7 @@ def _requests(tenants: list[Tenant], introspection: bool = False) -> dict[str, A
 
     def introspect(i: int) -> Any:
         tenant = tenants[i % len(tenants)]
-        headers = {"Authorization": tenant.basic, **_address(i)}
+        headers = {"Authorization": tenant.basic, **forwarded_for(i)}
         return "POST", "/oauth/introspect", Form({"token": tenant.token}), headers
 
     # POST first: the GET pages then hold 50 invoices.

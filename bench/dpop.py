@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import os
+import math
 import statistics
 import sys
 import tempfile
@@ -54,7 +54,10 @@ from bench._load import (
     TOKEN_TYPE_JWT,
     Tenant,
     answer,
+    children,
     client,
+    cpu_seconds,
+    forwarded_for,
     nodes,
     provision_tenant,
     say,
@@ -67,7 +70,6 @@ from tests.e2e.served import store_env
 SCOPES = ["invoices:read"]
 TENANTS = 16
 IN_FLIGHT = 16
-ADDRESSES = 256
 TIMEOUT = 900
 PATH = "/invoices?limit=1"
 KINDS = ("bearer", "dpop")
@@ -75,29 +77,12 @@ KINDS = ("bearer", "dpop")
 
 def _cpu_seconds(pid: int) -> float:
     """CPU time (user and system) used so far by process ``pid`` and its live descendants."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, tuple[int, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    family, grew = {pid}, True
-    while grew:
-        grew = False
-        for child, (parent, _) in stats.items():
-            if parent in family and child not in family:
-                family.add(child)
-                grew = True
-    return sum(stats.get(member, (0, 0.0))[1] for member in family)
-
-
-def _address(i: int) -> dict[str, str]:
-    return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
+    family, unseen = [], [pid]
+    while unseen:
+        member = unseen.pop()
+        family.append(member)
+        unseen.extend(children(member))
+    return sum(used for used in map(cpu_seconds, family) if not math.isnan(used))
 
 
 async def _elapsed(
@@ -173,11 +158,13 @@ async def measure(base: str, pid: int, tenants: list[Tenant], args: argparse.Nam
                 )
 
         async def bearer(i: int) -> httpx.Response:
-            return await http.get(PATH, headers={**tenants[i % IN_FLIGHT].bearer, **_address(i)})
+            return await http.get(
+                PATH, headers={**tenants[i % IN_FLIGHT].bearer, **forwarded_for(i)}
+            )
 
         async def dpop(i: int) -> httpx.Response:
             authorization = f"DPoP {bound[i % IN_FLIGHT]}"
-            headers = {"Authorization": authorization, "DPoP": proofs[i], **_address(i)}
+            headers = {"Authorization": authorization, "DPoP": proofs[i], **forwarded_for(i)}
             return await http.get(PATH, headers=headers)
 
         sends = {"bearer": bearer, "dpop": dpop}

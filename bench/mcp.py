@@ -44,7 +44,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import data_api
-from _load import cpu_seconds
+from _load import cpu_seconds, forwarded_for
 
 BURST = 200
 APPS = 8
@@ -108,7 +108,7 @@ def _requests(tenants: list[data_api.Tenant]) -> dict[str, Make]:
     def auth(i: int) -> dict[str, str]:
         return {
             "Authorization": f"Bearer {tenants[i % len(tenants)].token}",
-            **data_api._address(i),
+            **forwarded_for(i),
         }
 
     def tool(name: str, arguments: Callable[[int], dict[str, Any]]) -> Make:
@@ -126,7 +126,7 @@ def _requests(tenants: list[data_api.Tenant]) -> dict[str, Make]:
         return {"Content-Type": "application/json", **auth(i)}
 
     return {
-        "healthz": lambda i: ("GET", "/healthz", None, data_api._address(i)),
+        "healthz": lambda i: ("GET", "/healthz", None, forwarded_for(i)),
         "GET /customers/{id}": lambda i: ("GET", f"/customers/{customer(i)}", None, auth(i)),
         "get_customer": tool("get_customer", lambda i: {"id": customer(i)}),
         "GET /invoices": lambda i: ("GET", "/invoices", None, auth(i)),
@@ -147,7 +147,7 @@ def _fill_invoices(base: str, tenants: list[data_api.Tenant]) -> None:
     """50 invoices in each tenant's business, so each page holds 50."""
     with httpx.Client(base_url=base, timeout=HTTP_TIMEOUT, trust_env=False) as client:
         for n, tenant in enumerate(tenants):
-            headers = {"Authorization": f"Bearer {tenant.token}", **data_api._address(n)}
+            headers = {"Authorization": f"Bearer {tenant.token}", **forwarded_for(n)}
             for _ in range(50):
                 body = {"customerId": tenant.customer_id, "lines": data_api.LINES}
                 data_api._ok(client.post("/invoices", json=body, headers=headers))

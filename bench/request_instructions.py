@@ -37,8 +37,8 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tests.e2e.served as served
-from bench._load import answer, client, nodes, provision_tenant, refresh, say
-from bench.request_path import SCOPES, TENANTS, _address, _elapsed
+from bench._load import answer, client, forwarded_for, nodes, provision_tenant, refresh, say
+from bench.request_path import SCOPES, TENANTS, _elapsed
 from tests.e2e.served import store_env
 
 WARM = 300
@@ -88,18 +88,18 @@ async def measure(backend: str, source: Path, kinds: list[str], n: int) -> dict[
                 pairs = [[t.refresh_token, t.access_token] for t in tenants]
 
                 async def healthz(worker: int, i: int) -> httpx.Response:
-                    return await http.get("/healthz", headers=_address(i))
+                    return await http.get("/healthz", headers=forwarded_for(i))
 
                 async def introspection(worker: int, i: int) -> httpx.Response:
                     return await http.post(
                         "/oauth/introspect",
                         data={"token": pairs[worker][1]},
-                        headers={"Authorization": tenants[worker].basic, **_address(i)},
+                        headers={"Authorization": tenants[worker].basic, **forwarded_for(i)},
                     )
 
                 async def rotate(worker: int, i: int) -> httpx.Response:
                     response = await refresh(
-                        http, tenants[worker], pairs[worker][0], headers=_address(i)
+                        http, tenants[worker], pairs[worker][0], headers=forwarded_for(i)
                     )
                     pair = answer(response)
                     pairs[worker] = [pair["refresh_token"], pair["access_token"]]

@@ -73,6 +73,7 @@ from bench._load import (
     answer,
     client,
     create_customer,
+    forwarded_for,
     import_invoices,
     nodes,
     percentile,
@@ -91,16 +92,11 @@ from ledgerport.engine import signature_header
 SCOPES = ["invoices:read", "invoices:write", "customers:read", "customers:write"]
 TENANTS = 16
 IN_FLIGHT = 16
-ADDRESSES = 256
 PER_IMPORT = 200
 BARE_CLIENTS = 8
 """One-connection clients of the bare baseline: the engine's attempts in flight per webhook."""
 TIMEOUT = 600
 KINDS = ("healthz", "introspection", "refresh", "exchange")
-
-
-def _address(i: int) -> dict[str, str]:
-    return {"X-Forwarded-For": f"198.18.{(i % ADDRESSES) // 250}.{(i % ADDRESSES) % 250 + 1}"}
 
 
 async def _elapsed(
@@ -136,19 +132,19 @@ async def tokens(
     async with client(base) as http:
 
         async def healthz(worker: int, i: int) -> httpx.Response:
-            return await http.get("/healthz", headers=_address(i))
+            return await http.get("/healthz", headers=forwarded_for(i))
 
         async def introspect(worker: int, i: int) -> httpx.Response:
             tenant = tenants[worker]
             return await http.post(
                 "/oauth/introspect",
                 data={"token": access_tokens[worker]},
-                headers={"Authorization": tenant.basic, **_address(i)},
+                headers={"Authorization": tenant.basic, **forwarded_for(i)},
             )
 
         async def rotate(worker: int, i: int) -> httpx.Response:
             response = await refresh(
-                http, tenants[worker], refresh_tokens[worker], headers=_address(i)
+                http, tenants[worker], refresh_tokens[worker], headers=forwarded_for(i)
             )
             pair = answer(response)
             refresh_tokens[worker], access_tokens[worker] = (
@@ -168,7 +164,7 @@ async def tokens(
                     "subject_token": sessions[worker].pop(),
                     "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
                 },
-                headers={"Authorization": tenant.basic, **_address(i)},
+                headers={"Authorization": tenant.basic, **forwarded_for(i)},
             )
 
         async def make_sessions(count: int) -> None:
