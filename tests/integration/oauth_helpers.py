@@ -127,7 +127,18 @@ async def authorize(
     }
     if challenge is not None:
         query |= {"code_challenge": challenge, "code_challenge_method": method}
-    response = await client.get(f"/oauth/authorize?{urlencode(query)}")
+    _, callback = await decide_consent(
+        client, world, f"/oauth/authorize?{urlencode(query)}", REDIRECT_URI, decision
+    )
+    return callback
+
+
+async def decide_consent(
+    client: Any, world: World, path: str, redirect_uri: str, decision: str = "approve"
+) -> tuple[str, dict[str, list[str]]]:
+    """Open the consent page at ``path`` and answer it with ``decision`` for the world's
+    business: the page, and the query of the callback to ``redirect_uri``."""
+    response = await client.get(path)
     page = await response.get_data(as_text=True)
     assert response.status_code == 200, page
     request_id = re.search(r'name="request_id" value="([^"]+)"', page)
@@ -145,8 +156,8 @@ async def authorize(
     )
     assert response.status_code == 303, await response.get_data(as_text=True)
     location = response.headers["Location"]
-    assert location.startswith(REDIRECT_URI + "?")
-    return parse_qs(urlsplit(location).query)
+    assert location.startswith(redirect_uri + "?")
+    return page, parse_qs(urlsplit(location).query)
 
 
 async def token_request(

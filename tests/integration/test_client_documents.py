@@ -5,10 +5,9 @@ HTTP server (``http://`` on loopback is allowed with LEDGERPORT_ENV=development)
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 import pytest
 import trio
@@ -20,7 +19,7 @@ from ledgerport.storage import Store
 
 from ..conftest import PLATFORM_ENV, build_platform
 from ..receiver import Answer, Receiver, receiving
-from .oauth_helpers import World, login, make_world, pkce_pair
+from .oauth_helpers import World, decide_consent, login, make_world, pkce_pair
 
 TIMEOUT = 20.0
 AGENT_REDIRECT = "http://127.0.0.1:8765/callback"
@@ -79,25 +78,7 @@ def authorize_query(client_id: str, challenge: str | None, **extra: str) -> str:
 
 async def consent(client: Any, world: World, path: str) -> tuple[str, dict[str, list[str]]]:
     """Approve the consent page at ``path``: the page, and the callback's query."""
-    response = await client.get(path)
-    page = await response.get_data(as_text=True)
-    assert response.status_code == 200, page
-    request_id = re.search(r'name="request_id" value="([^"]+)"', page)
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
-    assert request_id is not None
-    assert csrf is not None
-    decided = await client.post(
-        "/oauth/authorize",
-        form={
-            "request_id": request_id[1],
-            "csrf_token": csrf[1],
-            "business_id": world.business_id,
-            "decision": "approve",
-        },
-    )
-    assert decided.status_code == 303, await decided.get_data(as_text=True)
-    assert decided.headers["Location"].startswith(AGENT_REDIRECT + "?")
-    return page, parse_qs(urlsplit(decided.headers["Location"]).query)
+    return await decide_consent(client, world, path, AGENT_REDIRECT)
 
 
 async def test_an_agent_connects_through_consent_to_a_token_and_a_data_api_call(

@@ -4,9 +4,8 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 import pytest
 
@@ -16,6 +15,7 @@ from .oauth_helpers import (
     REDIRECT_URI,
     World,
     basic,
+    decide_consent,
     login,
     make_world,
     pkce_pair,
@@ -59,24 +59,8 @@ def authorize_path(client_id: str, request_uri: str, **extra: str) -> str:
 
 async def consent(client: Any, world: World, path: str) -> dict[str, list[str]]:
     """Approve the consent page at ``path``; the callback's query."""
-    response = await client.get(path)
-    page = await response.get_data(as_text=True)
-    assert response.status_code == 200, page
-    request_id = re.search(r'name="request_id" value="([^"]+)"', page)
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
-    assert request_id is not None
-    assert csrf is not None
-    decided = await client.post(
-        "/oauth/authorize",
-        form={
-            "request_id": request_id[1],
-            "csrf_token": csrf[1],
-            "business_id": world.business_id,
-            "decision": "approve",
-        },
-    )
-    assert decided.status_code == 303
-    return parse_qs(urlsplit(decided.headers["Location"]).query)
+    _, callback = await decide_consent(client, world, path, REDIRECT_URI)
+    return callback
 
 
 async def test_a_pushed_request_completes_the_code_flow(
