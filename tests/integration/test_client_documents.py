@@ -81,6 +81,24 @@ async def consent(client: Any, world: World, path: str) -> tuple[str, dict[str, 
     return await decide_consent(client, world, path, AGENT_REDIRECT)
 
 
+async def redeem(
+    client: Any, url: str, callback: dict[str, list[str]], verifier: str, **extra: str
+) -> Any:
+    """The token request of the client ``url`` for the callback's code (``extra``: more
+    fields)."""
+    return await client.post(
+        "/oauth/token",
+        form={
+            "grant_type": "authorization_code",
+            "client_id": url,
+            **extra,
+            "code": callback["code"][0],
+            "redirect_uri": AGENT_REDIRECT,
+            "code_verifier": verifier,
+        },
+    )
+
+
 async def test_an_agent_connects_through_consent_to_a_token_and_a_data_api_call(
     client: Any, admin_headers: dict[str, str], receiver: Receiver
 ) -> None:
@@ -94,16 +112,7 @@ async def test_an_agent_connects_through_consent_to_a_token_and_a_data_api_call(
     assert "127.0.0.1" in page
     assert "not reviewed" in page
     assert callback["state"] == ["st-1"]
-    tokens = await client.post(
-        "/oauth/token",
-        form={
-            "grant_type": "authorization_code",
-            "client_id": url,
-            "code": callback["code"][0],
-            "redirect_uri": AGENT_REDIRECT,
-            "code_verifier": verifier,
-        },
-    )
+    tokens = await redeem(client, url, callback, verifier)
     body = await tokens.get_json()
     assert tokens.status_code == 200, body
     assert body["scope"] == "invoices:read"
@@ -437,17 +446,7 @@ async def test_a_suspended_client_and_a_presented_secret_are_refused(
     verifier, challenge = pkce_pair()
     with trio.fail_after(TIMEOUT):
         _, callback = await consent(client, world, authorize_query(url, challenge))
-    with_secret = await client.post(
-        "/oauth/token",
-        form={
-            "grant_type": "authorization_code",
-            "client_id": url,
-            "client_secret": "guessed",
-            "code": callback["code"][0],
-            "redirect_uri": AGENT_REDIRECT,
-            "code_verifier": verifier,
-        },
-    )
+    with_secret = await redeem(client, url, callback, verifier, client_secret="guessed")
     assert with_secret.status_code == 401
     assert (await with_secret.get_json())["error"] == "invalid_client"
     async with platform.store.transaction() as tx:
@@ -509,16 +508,7 @@ async def test_a_document_client_may_push_its_request(
         )
         _, callback = await consent(client, world, path)
     assert callback["state"] == ["st-par"]
-    tokens = await client.post(
-        "/oauth/token",
-        form={
-            "grant_type": "authorization_code",
-            "client_id": url,
-            "code": callback["code"][0],
-            "redirect_uri": AGENT_REDIRECT,
-            "code_verifier": verifier,
-        },
-    )
+    tokens = await redeem(client, url, callback, verifier)
     assert tokens.status_code == 200, await tokens.get_json()
 
 
