@@ -11,6 +11,7 @@ The clock is a FrozenClock moved by the tests.
 from __future__ import annotations
 
 import bisect
+import math
 import random
 import secrets
 
@@ -420,3 +421,39 @@ async def test_the_metrics_tell_the_settlements(
         "ledgerport_rate_limit_hits_settled_total": 3,
         "ledgerport_rate_limit_views": 3,
     }
+
+
+async def test_hits_added_at_once_leave_the_rows_hits_one_at_a_time_leave(
+    store: Store, clock: FrozenClock, keyring: auth.Keyring
+) -> None:
+    """A settlement's merge (``add_hits``: the row's count, the hits added by bucket, the
+    buckets that stopped counting dropped) against the same hits counted one at a time by the
+    exact limiter, on a budget of the same size under another name: a seeded run with the
+    clock moved on and off the buckets' boundaries, past a window, and back (a process whose
+    clock is behind), answers the same hits and leaves the same rows (dense hits and the time
+    they stop counting)."""
+    rng = random.Random(2027)
+    one_by_one = Budget(catalog.RateLimit("test-settled-one-by-one", 600, 60, "ip"), ip())
+    at_once = Budget(catalog.RateLimit("test-settled-at-once", 600, 60, "ip"), ip())
+    width = 60 / auth.LIMIT_BUCKETS
+    exact = auth.StoreRateLimiter(store, clock, keyring)
+    steps = [0.0, 0.25, 0.5, 1.0, 1.0, 2.75, 7.5, 30.0, 59.0, 61.0, -1.5, -0.25]
+
+    async def row(name: str) -> tuple[str, float]:
+        found = await store.autocommit.fetchrow(
+            "SELECT hits, expires_at FROM rate_limits WHERE budget = $1", name
+        )
+        assert found is not None
+        return found["hits"], found["expires_at"]
+
+    with trio.fail_after(TIMEOUT * 2):
+        for step in range(150):
+            clock.advance(rng.choice(steps))
+            n = rng.randint(1, 4)
+            for _ in range(n):
+                await exact.hit(one_by_one)
+            bucket = math.ceil(clock.now() / width)
+            (merged,) = await exact.add_hits([(at_once, {bucket: n})])
+            (counted,) = await exact.add_hits([(one_by_one, {})])
+            assert merged == counted, step
+            assert await row(at_once.limit.name) == await row(one_by_one.limit.name), step

@@ -27,6 +27,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from ledgerport import catalog
 from ledgerport.clock import Clock
 from ledgerport.keys import Keyring
@@ -148,17 +150,49 @@ def dense_hits(hits: Sequence[tuple[int, int]]) -> str:
     if not hits:
         return "[]"
     first = hits[0][0]
-    counts = [0] * (hits[-1][0] - first + 1)
+    dense = [0] * (hits[-1][0] - first + 2)
+    dense[0] = first
     for index, n in hits:
-        counts[index - first] = n
-    return json.dumps([first, *counts], separators=(",", ":"))
+        dense[index - first + 1] = n
+    return orjson.dumps(dense).decode()
 
 
 def hits_of(stored: str) -> list[tuple[int, int]]:
     """The (bucket, hits) pairs of a row's ``hits`` (``dense_hits``), oldest first; none for
     an empty text."""
-    dense = json.loads(stored) if stored else []
+    dense = orjson.loads(stored) if stored else []
     return [(dense[0] + i, n) for i, n in enumerate(dense[1:]) if n]
+
+
+def merged_count(
+    limit: catalog.RateLimit, kept: Kept, added: Mapping[int, int], now: float
+) -> tuple[list[tuple[int, int]], str, float]:
+    """A row's count (``kept``) with ``added`` (hits a bucket, fewer where negative, none
+    below zero), counted elsewhere at or before ``now``: its hits as seen at ``now``, oldest
+    first, and what the row keeps of them (``dense_hits``, ``expires_at``). What
+    ``kept_count``, the hits added and a ``BucketCount`` of the result make, in one pass: a
+    settlement merges a row for each budget a process counted."""
+    window = float(limit.window_seconds)
+    width = window / LIMIT_BUCKETS
+    start = now - window
+    stored, expires_at = kept
+    # The stored hits count while made after start, by the count's newest hit as kept; the
+    # added ones by now, the newest any hit of the count can be.
+    kept_newest = newest_of(limit, float(expires_at))
+    counts: dict[int, int] = {}
+    if stored:
+        dense = orjson.loads(stored)
+        index = dense[0]
+        for n in itertools.islice(dense, 1, None):
+            if n and min(index * width, kept_newest) > start:
+                counts[index] = n
+            index += 1
+    for index, n in added.items():
+        counts[index] = max(0, counts.get(index, 0) + n)
+    newest = max(kept_newest, now)
+    hits = sorted(hit for hit in counts.items() if hit[1] and min(hit[0] * width, newest) > start)
+    ends = min(hits[-1][0] * width, newest) + window if hits else now
+    return hits, dense_hits(hits), ends
 
 
 def refusal(counts: Sequence[BucketCount], budgets: Sequence[Budget]) -> Verdict | None:
@@ -580,17 +614,12 @@ class StoreRateLimiter:
             stored = await self._lock_rows(tx, keys, "hits")
             rows = []
             for (budget, added), (name, key) in zip(counted, keys, strict=True):
-                count = kept_count(budget.limit, stored[name, key], now)
-                if added:
-                    hits = dict(count.hits)
-                    for index, n in added.items():
-                        hits[index] = max(0, hits.get(index, 0) + n)
-                    # Counted in the process at or before now: now is the newest they can be.
-                    newest = now if count.newest is None else max(count.newest, now)
-                    kept = [h for h in hits.items() if h[1]]
-                    count = BucketCount(budget.limit, kept, now, newest)
-                    rows.append((name, key, dense_hits(count.hits), count.expires_at()))
-                merged.append(count.hits)
+                if not added:
+                    merged.append(kept_count(budget.limit, stored[name, key], now).hits)
+                    continue
+                hits, dense, expires_at = merged_count(budget.limit, stored[name, key], added, now)
+                rows.append((name, key, dense, expires_at))
+                merged.append(hits)
             await self._write(tx, "hits", rows)
         await self._sweep(now)
         return merged
