@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ledgerport import catalog
 from ledgerport.apps import App, Installation, ordered_scopes
 from ledgerport.books import get_membership
@@ -767,7 +769,7 @@ def _member_permissions(row: Row) -> frozenset[str] | None:
         return None
     if row["role_override"] is None:
         return catalog.ROLE_DEFAULTS[row["member_role"]]
-    return frozenset(json.loads(row["role_override"]))
+    return frozenset(orjson.loads(row["role_override"]))
 
 
 def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
@@ -785,7 +787,7 @@ def _grant_from_row(row: Row, expires_at: float) -> AccessGrant | None:
         installation_id=row["installation_id"],
         business_id=row["business_id"],
         user_id=row["user_id"],
-        scopes=frozenset(json.loads(row["scopes"])),
+        scopes=frozenset(orjson.loads(row["scopes"])),
         expires_at=expires_at,
         pinned_version=row["pinned_version"],
         permissions=_member_permissions(row),
