@@ -72,6 +72,7 @@ from bench._load import (
     add_webhook,
     answer,
     client,
+    cpu_seconds,
     create_customer,
     forwarded_for,
     import_invoices,
@@ -123,12 +124,14 @@ async def _rate(n: int, send: Callable[[int, int], Awaitable[httpx.Response]]) -
 
 
 async def tokens(
-    base: str, tenants: list[Tenant], n: int, rounds: int, kinds: list[str], slices: int
+    base: str, pid: int, tenants: list[Tenant], n: int, rounds: int, kinds: list[str], slices: int
 ) -> None:
     refresh_tokens = [tenant.refresh_token for tenant in tenants]
     access_tokens = [tenant.access_token for tenant in tenants]
     """Each worker's live pair: a refresh revokes the access token issued with the old one."""
     table: dict[str, list[float]] = {}
+    cpu: dict[str, float] = {}
+    """The served process's CPU seconds over each kind's requests, every round."""
     async with client(base) as http:
 
         async def healthz(worker: int, i: int) -> httpx.Response:
@@ -194,7 +197,9 @@ async def tokens(
             for part in range(slices):
                 first, size = n * part // slices, n * (part + 1) // slices - n * part // slices
                 for kind in measured:
+                    used = cpu_seconds(pid)
                     seconds[kind] += await _elapsed(size, sends[kind], first)
+                    cpu[kind] = cpu.get(kind, 0.0) + cpu_seconds(pid) - used
             for kind in measured:
                 table.setdefault(kind, []).append(n / seconds[kind])
     say(
@@ -209,6 +214,13 @@ async def tokens(
             f"   {kind:<14} "
             + " ".join(f"{cell:>18}" for cell in cells)
             + f" {statistics.median(ratios):7.2f}x"
+        )
+    say("   the served process's CPU a request, over every round:")
+    for kind, used in cpu.items():
+        each = used / (n * rounds)
+        say(
+            f"   {kind:<14} {each * 1e6:7.0f} us"
+            f"   {cpu['healthz'] / used:5.2f}x of healthz's requests a CPU second"
         )
 
 
@@ -326,7 +338,7 @@ async def _run_served(
             # The server builds its OpenAPI document in a worker thread as it starts (seconds of
             # CPU): asking for it waits until that is done, so it does not slow the first round.
             answer(await http.get("/openapi.json", timeout=120))
-        await tokens(node.base, tenants, args.n, args.rounds, args.kinds, args.slices)
+        await tokens(node.base, node.pid, tenants, args.n, args.rounds, args.kinds, args.slices)
         if args.no_pipeline:
             return
         await pipeline(node.base, importer, store["LEDGERPORT_DATABASE_URL"], args.invoices)
