@@ -430,8 +430,8 @@ async def test_hits_added_at_once_leave_the_rows_hits_one_at_a_time_leave(
     buckets that stopped counting dropped) against the same hits counted one at a time by the
     exact limiter, on a budget of the same size under another name: a seeded run with the
     clock moved on and off the buckets' boundaries, past a window, and back (a process whose
-    clock is behind), answers the same hits and leaves the same rows (dense hits and the time
-    they stop counting)."""
+    clock is behind), with hits taken back in a settlement of their own, answers the same hits
+    and leaves the same rows (dense hits and the time they stop counting)."""
     rng = random.Random(2027)
     one_by_one = Budget(catalog.RateLimit("test-settled-one-by-one", 600, 60, "ip"), ip())
     at_once = Budget(catalog.RateLimit("test-settled-at-once", 600, 60, "ip"), ip())
@@ -453,7 +453,12 @@ async def test_hits_added_at_once_leave_the_rows_hits_one_at_a_time_leave(
             for _ in range(n):
                 await exact.hit(one_by_one)
             bucket = math.ceil(clock.now() / width)
-            (merged,) = await exact.add_hits([(at_once, {bucket: n})])
+            if step % 3 == 0:
+                # A hit counted, settled, then taken back (a locked key's), settled apart.
+                await exact.add_hits([(at_once, {bucket: n + 1})])
+                (merged,) = await exact.add_hits([(at_once, {bucket: -1})])
+            else:
+                (merged,) = await exact.add_hits([(at_once, {bucket: n})])
             (counted,) = await exact.add_hits([(one_by_one, {})])
             assert merged == counted, step
             assert await row(at_once.limit.name) == await row(one_by_one.limit.name), step

@@ -164,35 +164,63 @@ def hits_of(stored: str) -> list[tuple[int, int]]:
     return [(dense[0] + i, n) for i, n in enumerate(dense[1:]) if n]
 
 
+def _counting_from(first: int, width: float, start: float) -> int:
+    """The first bucket from ``first`` on whose end is after ``start``: a count whose newest
+    hit is after ``start`` holds in it and in every bucket after it hits that still count."""
+    index = max(first, math.floor(start / width))
+    while index * width <= start:
+        index += 1
+    while index > first and (index - 1) * width > start:
+        index -= 1
+    return index
+
+
 def merged_count(
     limit: catalog.RateLimit, kept: Kept, added: Mapping[int, int], now: float
 ) -> tuple[list[tuple[int, int]], str, float]:
     """A row's count (``kept``) with ``added`` (hits a bucket, fewer where negative, none
     below zero), counted elsewhere at or before ``now``: its hits as seen at ``now``, oldest
     first, and what the row keeps of them (``dense_hits``, ``expires_at``). What
-    ``kept_count``, the hits added and a ``BucketCount`` of the result make, in one pass: a
-    settlement merges a row for each budget a process counted."""
+    ``kept_count``, the hits added and a ``BucketCount`` of the result make, on the row's
+    dense hits as they are kept: a settlement merges a row for each budget a process counted,
+    and a budget counted all through its window holds a bucket of hits for every second."""
     window = float(limit.window_seconds)
     width = window / LIMIT_BUCKETS
     start = now - window
     stored, expires_at = kept
-    # The stored hits count while made after start, by the count's newest hit as kept; the
-    # added ones by now, the newest any hit of the count can be.
-    kept_newest = newest_of(limit, float(expires_at))
-    counts: dict[int, int] = {}
-    if stored:
+    # Bucket first + j holds counts[j]. The stored hits count while made after start, by the
+    # count's newest hit as kept; with the added ones, the newest is now or later.
+    first, counts = 0, []
+    if stored and newest_of(limit, float(expires_at)) > start:
         dense = orjson.loads(stored)
-        index = dense[0]
-        for n in itertools.islice(dense, 1, None):
-            if n and min(index * width, kept_newest) > start:
-                counts[index] = n
-            index += 1
+        if len(dense) > 1:
+            first = _counting_from(dense[0], width, start)
+            counts = dense[1 + first - dense[0] :]
     for index, n in added.items():
-        counts[index] = max(0, counts.get(index, 0) + n)
-    newest = max(kept_newest, now)
-    hits = sorted(hit for hit in counts.items() if hit[1] and min(hit[0] * width, newest) > start)
-    ends = min(hits[-1][0] * width, newest) + window if hits else now
-    return hits, dense_hits(hits), ends
+        if not counts:
+            first, counts = index, [0]
+        elif index < first:
+            counts[:0] = [0] * (first - index)
+            first = index
+        elif index >= first + len(counts):
+            counts.extend([0] * (index - first - len(counts) + 1))
+        counts[index - first] = max(0, counts[index - first] + n)
+    # Added hits that no longer count (a clock a window behind) are dropped, then the empty
+    # buckets at either end.
+    if counts:
+        drop = _counting_from(first, width, start) - first
+        counts, first = counts[drop:], first + drop
+    low = next((j for j, n in enumerate(counts) if n), len(counts))
+    high = len(counts)
+    while high > low and not counts[high - 1]:
+        high -= 1
+    if low == high:
+        return [], "[]", now
+    counts, first = counts[low:high], first + low
+    newest = max(newest_of(limit, float(expires_at)), now)
+    ends = min((first + len(counts) - 1) * width, newest) + window
+    hits = [(first + j, n) for j, n in enumerate(counts) if n]
+    return hits, orjson.dumps([first, *counts]).decode(), ends
 
 
 def refusal(counts: Sequence[BucketCount], budgets: Sequence[Budget]) -> Verdict | None:
