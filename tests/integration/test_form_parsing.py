@@ -5,7 +5,8 @@ The request class parses such a form itself, without quart's parser object (see
 quart-trio's plain one, in a request context of each, and must give the same fields in the same
 order: repeated and blank parameters, percent-escapes (also invalid UTF-8 in them), ``+`` for a
 space, a body that is not UTF-8 (an empty form for both), and a multipart form, which still goes
-to quart's parser. A NUL is refused by the application's class only (``test_nul_input.py``).
+to quart's parser. A NUL is refused by the application's class only (``test_nul_input.py``). A
+form that has all arrived is read without waiting; one still arriving, once it has.
 Parsing touches no storage: the table runs once, on SQLite.
 """
 
@@ -14,7 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 from quart_trio import QuartTrio
+from werkzeug.exceptions import RequestEntityTooLarge
 
 before_storage = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
@@ -124,3 +128,54 @@ async def test_a_nested_blueprints_chain_is_quarts(app: QuartTrio) -> None:
         assert type(request._get_current_object()) is app.request_class  # type: ignore[attr-defined]
         assert request.blueprints == ["outer.inner", "outer"]
         assert request.blueprints == TrioRequest.blueprints.fget(request)  # type: ignore[attr-defined]
+
+
+@before_storage
+async def test_a_form_that_has_all_arrived_is_read_without_waiting(app: QuartTrio) -> None:
+    """A small form comes with its request's head: it is read without a turn of the
+    scheduler (no checkpoint) and without the body timeout's cancel scope."""
+    async with app.test_request_context(
+        "/oauth/token", method="POST", data=b"a=1&b=2", headers={"Content-Type": URL_ENCODED}
+    ):
+        from quart import request
+
+        with trio.testing.assert_no_checkpoints():
+            form = await request.form
+        assert list(form.items(multi=True)) == [("a", "1"), ("b", "2")]
+
+
+@before_storage
+async def test_a_form_still_arriving_is_read_whole_once_it_has(app: QuartTrio) -> None:
+    async with app.test_request_context(
+        "/oauth/token", method="POST", headers={"Content-Type": URL_ENCODED}
+    ):
+        from quart import request
+
+        request.body = body = type(request.body)(None, None)
+        read: list[Any] = []
+
+        async def read_form() -> None:
+            read.append(await request.form)
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read_form)
+                body.append(b"a=1")
+                await trio.testing.wait_all_tasks_blocked()
+                assert not read, "the form waits for the body's end"
+                body.append(b"&b=2")
+                body.set_complete()
+        assert list(read[0].items(multi=True)) == [("a", "1"), ("b", "2")]
+
+
+@before_storage
+async def test_a_form_past_the_largest_body_is_refused_as_before(app: QuartTrio) -> None:
+    async with app.test_request_context(
+        "/oauth/token", method="POST", headers={"Content-Type": URL_ENCODED}
+    ):
+        from quart import request
+
+        request.body = body = type(request.body)(None, 4)
+        body.append(b"a=123")
+        with pytest.raises(RequestEntityTooLarge), trio.fail_after(5):
+            await request.form

@@ -4,16 +4,18 @@ A few modules replace or reach into code that their libraries do not promise to 
 
 - ``storage/_loop.py``: trio_asyncio's loop (``_main_loop_one``, ``_timer_handle_cancelled``,
   its ``_timers`` heap) and asyncio's ``TimerHandle._cancelled``;
-- ``http/_input.py``: Quart's form loading (``_load_form_data``, ``_form``, ``_files``) and
-  blueprint chain (``quart.helpers._split_blueprint_path``), quart-trio's form parser;
+- ``http/_input.py``: Quart's form loading (``_load_form_data``, ``_form``, ``_files``), its
+  body's state (``_data``, ``_complete``, ``_must_raise``) and blueprint chain
+  (``quart.helpers._split_blueprint_path``), quart-trio's form parser;
 - ``http/_json.py``: Quart's JSON provider, which is Flask's (``_app``,
   ``_prepare_response_obj``), and Quart-Schema's conversion of answers (``app.make_response``);
 - ``http/_document.py``: Quart-Schema's OpenAPI provider (``build_paths``, ``_app``);
 - ``http/_app.py``: the template context processor Flask's blueprint class gives each blueprint
   (``flask.templating._default_template_ctx_processor``), which it leaves out;
-- ``server/_wire.py``: quart-trio's ASGI connection (``__call__`` copied with one change) and
-  hypercorn's connection classes (``tests/unit/test_wire.py`` holds hypercorn's, with the lean
-  classes driven by hypercorn's own), ``serve.py`` hypercorn's worker on sockets of its own.
+- ``server/_wire.py``: quart-trio's ASGI connection (``__call__`` copied with one change, and
+  a body's messages added as ``handle_messages`` adds them) and hypercorn's connection classes
+  and task group (``tests/unit/test_wire.py`` holds hypercorn's, with the lean classes driven
+  by hypercorn's own), ``serve.py`` hypercorn's worker on sockets of its own.
 
 Each test is named for the behaviour relied on and asserts it on the library alone, so a release
 that changes it fails here, naming the module that relies on it, before a user's install does.
@@ -38,6 +40,8 @@ import flask.json.provider
 import flask.templating
 import hypercorn.config
 import hypercorn.trio.run
+import hypercorn.trio.task_group
+import hypercorn.trio.tcp_server
 import pydantic
 import pytest
 import quart
@@ -47,6 +51,7 @@ import trio
 import trio_asyncio
 import trio_asyncio._base as trio_asyncio_base
 from quart import Blueprint, Response, request
+from quart.asgi import ASGIHTTPConnection
 from quart_schema import QuartSchema
 from quart_schema.openapi import OpenAPIProvider
 from quart_trio import QuartTrio
@@ -54,6 +59,7 @@ from quart_trio.asgi import TrioASGIHTTPConnection
 from quart_trio.formparser import TrioFormDataParser
 from quart_trio.wrappers import TrioRequest
 from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing.rules import Rule
 
 TIMEOUT = 10.0
@@ -421,6 +427,113 @@ def test_quart_trio_http_connection_is_the_one_http_wire_copies() -> None:
         )
     creates = list(inspect.signature(TrioASGIHTTPConnection._create_request_from_scope).parameters)
     assert creates == ["self", "send"], _relied_on(WIRE, "_create_request_from_scope(send)")
+
+
+_POST_SCOPE = {
+    "type": "http",
+    "http_version": "1.1",
+    "asgi": {"spec_version": "2.1"},
+    "method": "POST",
+    "scheme": "http",
+    "path": "/",
+    "raw_path": b"/",
+    "query_string": b"",
+    "root_path": "",
+    "headers": [(b"host", b"127.0.0.1")],
+    "client": ("127.0.0.1", 50000),
+    "server": ("127.0.0.1", 8000),
+    "extensions": {},
+    "state": {},
+}
+
+
+async def test_quart_reads_a_body_by_appending_its_messages_and_completing_it_at_its_end() -> None:
+    """server/_wire.py's ``_take_arrived_body`` adds the body's messages that have already
+    arrived to the request as quart's ``handle_messages`` adds them: each message's ``body``
+    appended, the body complete at the one without ``more_body``, a disconnect ending the
+    reading. And the body keeps what arrived in ``_data``, tells it whole by ``_complete`` (an
+    event with ``is_set``) and holds in ``_must_raise`` the error an await raises (a body past
+    the largest allowed): server/_wire.py and http/_input.py's ``CheckedRequest._arrived`` read
+    those."""
+    app = QuartTrio("contracts")
+    app.config["MAX_CONTENT_LENGTH"] = 8
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": b"a=1&", "more_body": True},
+        {"type": "http.request", "more_body": True},
+        {"type": "http.request", "body": b"b=2", "more_body": False},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Any:
+        return messages.pop(0)
+
+    async def send(message: Any) -> None:
+        pass
+
+    async with app.test_request_context("/", method="POST"):
+        connection = TrioASGIHTTPConnection(app, _POST_SCOPE)  # type: ignore[arg-type]
+        made = connection._create_request_from_scope(send)
+        body = made.body
+        assert body._must_raise is None
+        assert not body._complete.is_set(), _relied_on(WIRE, "Body._complete unset until the end")
+        with trio.fail_after(TIMEOUT):
+            await ASGIHTTPConnection.handle_messages(connection, made, receive)
+        assert not messages, _relied_on(WIRE, "handle_messages returning at a disconnect")
+        assert body._complete.is_set(), _relied_on(WIRE, "set_complete at the body's end")
+        assert bytes(body._data) == b"a=1&b=2", _relied_on(
+            WIRE, "each message's body appended to Body._data, a missing one as none"
+        )
+        with trio.fail_after(TIMEOUT):
+            assert await body == b"a=1&b=2", _relied_on(INPUT, "an awaited body being _data")
+    large = TrioRequest.body_class(None, 8)
+    large.append(b"a=123456789")
+    assert large._complete.is_set()
+    assert isinstance(large._must_raise, RequestEntityTooLarge), _relied_on(
+        INPUT, "Body._must_raise holding the error of a body past the largest allowed"
+    )
+    with trio.fail_after(TIMEOUT), pytest.raises(RequestEntityTooLarge):
+        await large
+
+
+async def test_hypercorn_trio_task_group_queues_the_apps_messages_in_a_memory_channel() -> None:
+    """server/_wire.py's ``LeanTaskGroup`` and ``arrived`` (server/_asgi.py) take what
+    hypercorn's trio task group answers and hands the app apart: ``spawn_app`` answers a
+    trio memory channel's bound ``send`` and gives the app the bound ``receive`` of the same
+    channel, so a message put with ``send_nowait`` is the app's next and one queued can be
+    taken with ``receive_nowait``."""
+    config = hypercorn.config.Config()
+    received: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any, sync_spawn: Any, call_soon: Any) -> None:
+        received.append(receive)
+        received.append(await receive())
+
+    async def ignore(event: Any) -> None:
+        pass
+
+    async with hypercorn.trio.task_group.TaskGroup() as group:
+        put = await group.spawn_app(app, config, {"type": "http"}, ignore)  # type: ignore[arg-type]
+        assert isinstance(put.__self__, trio.MemorySendChannel), _relied_on(  # type: ignore[attr-defined]
+            WIRE, "spawn_app answering a trio memory channel's send"
+        )
+        put.__self__.send_nowait({"type": "http.request", "body": b"x"})  # type: ignore[attr-defined]
+    receive, message = received
+    assert isinstance(receive.__self__, trio.MemoryReceiveChannel), _relied_on(
+        WIRE, "the app's receive being a trio memory channel's"
+    )
+    assert message == {"type": "http.request", "body": b"x"}
+
+
+def test_hypercorn_trio_tcp_server_makes_a_connections_task_group_by_its_modules_name() -> None:
+    """server/_wire.py's ``lean_connections`` sets ``hypercorn.trio.tcp_server.TaskGroup``:
+    ``TCPServer.run`` must make each connection's task group by that name, when it runs."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(hypercorn.trio.tcp_server.TCPServer.run)))
+    calls = [
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    ]
+    assert "TaskGroup" in calls, _relied_on(WIRE, "TCPServer.run calling the module's TaskGroup")
 
 
 # Flask's JSON provider, as Quart's: http/_json.py ------------------------------------------------

@@ -1060,6 +1060,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "CoalescingH11Protocol",
         "IdleTimer",
         "LeanTCPServer",
+        "LeanTaskGroup",
         "OneTaskHTTPConnection",
         "lean_connections",
         "RequestTracker",

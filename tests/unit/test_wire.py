@@ -4,13 +4,16 @@
 writes: a whole answer in one, a streamed one with its head in the first part's write, never an
 empty write. ``IdleTimer`` keeps hypercorn's keep-alive rules (closed after the timeout idle, at
 once when the server stops while idle, after the answer when it stops while busy) with one task
-for the connection's life. Driven with hypercorn's own classes, the timer on trio's MockClock.
+for the connection's life. ``LeanTaskGroup`` queues a request's messages read together before
+the application runs, and still waits on a full queue; ``OneTaskHTTPConnection`` adds a body's
+messages that have arrived before the handler runs, and ``ConnectionGuard`` offers them except
+during a send. Driven with hypercorn's own classes, the timer on trio's MockClock.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import h11
@@ -18,6 +21,7 @@ import hypercorn.config
 import hypercorn.protocol
 import hypercorn.trio
 import hypercorn.trio.run
+import hypercorn.trio.tcp_server
 import pytest
 import trio
 import trio.testing
@@ -28,11 +32,14 @@ from hypercorn.trio.task_group import TaskGroup
 from hypercorn.trio.worker_context import EventWrapper, WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import wrap_app
+from quart import request
 from quart_trio import QuartTrio
 
 from ledgerport.server import (
     CoalescingH11Protocol,
+    ConnectionGuard,
     IdleTimer,
+    LeanTaskGroup,
     LeanTCPServer,
     OneTaskHTTPConnection,
     lean_connections,
@@ -302,7 +309,11 @@ async def test_one_task_keeps_the_time_of_every_request(
 def lean(monkeypatch: pytest.MonkeyPatch) -> None:
     """hypercorn serving with the lean classes (``lean_connections``) for the test, and its own
     classes put back after it."""
-    for module, name in ((hypercorn.trio.run, "TCPServer"), (hypercorn.protocol, "H11Protocol")):
+    for module, name in (
+        (hypercorn.trio.run, "TCPServer"),
+        (hypercorn.protocol, "H11Protocol"),
+        (hypercorn.trio.tcp_server, "TaskGroup"),
+    ):
         monkeypatch.setattr(module, name, getattr(module, name))
     lean_connections()
 
@@ -310,6 +321,7 @@ def lean(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("lean")
 def test_serving_uses_the_lean_classes_for_each_connection() -> None:
     assert getattr(hypercorn.trio.run, "TCPServer") is LeanTCPServer  # noqa: B009
+    assert getattr(hypercorn.trio.tcp_server, "TaskGroup") is LeanTaskGroup  # noqa: B009
     wrapper = hypercorn.protocol.ProtocolWrapper(
         wrap_app(_answer(200, b""), 0, "asgi"),
         Config(),
@@ -444,3 +456,245 @@ async def test_a_client_gone_mid_answer_holds_neither_connection_nor_shutdown() 
             stopped_at = trio.current_time()
             stop.set()
     assert trio.current_time() - stopped_at < 10
+
+
+POST = (
+    b"POST /form HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 7\r\n\r\na=1&b=2"
+)
+
+
+@pytest.mark.parametrize(
+    ("group_class", "queued"),
+    [(TaskGroup, {1, 2}), (LeanTaskGroup, {2})],
+    ids=["hypercorn", "lean"],
+)
+async def test_a_body_read_with_its_head_is_queued_whole_before_the_app_runs(
+    group_class: type[TaskGroup], queued: set[int]
+) -> None:
+    """hypercorn's protocol handing a request read in one piece (head, body, end), twenty
+    times: with hypercorn's task group the app's task may run after the body's message,
+    before its end's (a put takes a turn of the scheduler, whose order trio varies); with the
+    lean one both are queued whenever it first runs."""
+    seen: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(receive.__self__.statistics().current_buffer_used)
+        while (await receive()).get("more_body", False):
+            pass
+        await _answer(204, b"", [])(scope, receive, send)
+
+    config = Config()
+    for _ in range(20):
+        recycled = trio.Event()
+
+        async def send(event: Event, recycled: trio.Event = recycled) -> None:
+            if (isinstance(event, Updated) and event.idle) or isinstance(event, Closed):
+                recycled.set()
+
+        async with group_class() as group:
+            protocol = CoalescingH11Protocol(
+                wrap_app(app, config.wsgi_max_body_size, "asgi"),
+                config,
+                WorkerContext(None),
+                group,
+                ConnectionState({}),
+                False,
+                ("127.0.0.1", 50000),
+                ("127.0.0.1", 8000),
+                send,
+            )
+            await protocol.initiate()
+            await protocol.handle(RawData(POST))
+            with trio.fail_after(5):
+                await recycled.wait()
+            await protocol.handle(Closed())
+    assert set(seen) == queued
+
+
+async def test_a_lean_put_takes_no_turn_while_the_queue_has_room_and_waits_when_it_has_none(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Back-pressure is hypercorn's: a put into a full queue waits until the app takes one."""
+    config = Config()
+    config.max_app_queue_size = 1
+    release = trio.Event()
+    received: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any, sync_spawn: Any, call_soon: Any) -> None:
+        await release.wait()
+        received.extend([await receive(), await receive()])
+
+    async def ignore(event: Any) -> None:
+        pass
+
+    async with LeanTaskGroup() as group, trio.open_nursery() as nursery:
+        put = await group.spawn_app(app, config, {"type": "http"}, ignore)  # type: ignore[arg-type]
+        with trio.testing.assert_no_checkpoints():
+            await put({"type": "http.request", "body": b"a", "more_body": True})
+        second = trio.Event()
+
+        async def put_second() -> None:
+            await put({"type": "http.request", "body": b"b", "more_body": False})
+            second.set()
+
+        nursery.start_soon(put_second)
+        await trio.sleep(1)
+        assert not second.is_set(), "a put into a full queue waits"
+        release.set()
+        with trio.fail_after(5):
+            await second.wait()
+    assert [m["body"] for m in received] == [b"a", b"b"]
+
+
+def _form_app() -> tuple[QuartTrio, list[bool]]:
+    """An app answering ``POST /`` with its body; the list tells, for each request, whether the
+    body had all arrived when the handler started."""
+    app = QuartTrio("bodies")
+    app.asgi_http_class = OneTaskHTTPConnection
+    whole_at_start: list[bool] = []
+
+    @app.post("/")
+    async def echo() -> bytes:
+        whole_at_start.append(request.body._complete.is_set())
+        return await request.get_data(cache=True, as_text=False, parse_form_data=False)
+
+    return app, whole_at_start
+
+
+async def _call_queued(
+    app: QuartTrio, queued: list[dict[str, Any]], later: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """What ``app`` sends answering a ``POST /`` whose messages ``queued`` wait in hypercorn's
+    queue (a memory channel) before the app runs, and ``later`` come once the app waits."""
+    sent: list[dict[str, Any]] = []
+    put, take = trio.open_memory_channel[dict[str, Any]](10)
+    for message in queued:
+        put.send_nowait(message)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def arrive_later() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        for message in later:
+            await put.send(message)
+
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "asgi": {"spec_version": "2.1"},
+        "method": "POST",
+        "scheme": "http",
+        "path": "/",
+        "raw_path": b"/",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "extensions": {},
+        "state": {},
+    }
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(arrive_later)
+            await app(scope, take.receive, send)  # type: ignore[arg-type]
+    return sent
+
+
+def _body_of(sent: list[dict[str, Any]]) -> tuple[int, bytes]:
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+async def test_one_task_reads_a_body_that_has_arrived_before_the_handler_runs() -> None:
+    app, whole_at_start = _form_app()
+    sent = await _call_queued(
+        app,
+        [
+            {"type": "http.request", "body": b"a=1", "more_body": True},
+            {"type": "http.request", "body": b"&b=2", "more_body": True},
+            {"type": "http.request", "body": b"", "more_body": False},
+        ],
+    )
+    assert _body_of(sent) == (200, b"a=1&b=2")
+    assert whole_at_start == [True]
+
+
+async def test_one_task_a_body_still_arriving_is_read_whole_once_it_has() -> None:
+    app, whole_at_start = _form_app()
+    sent = await _call_queued(
+        app,
+        [{"type": "http.request", "body": b"a=1", "more_body": True}],
+        [
+            {"type": "http.request", "body": b"&b=2", "more_body": True},
+            {"type": "http.request", "body": b"", "more_body": False},
+        ],
+    )
+    assert _body_of(sent) == (200, b"a=1&b=2")
+    assert whole_at_start == [False]
+
+
+async def test_one_task_a_disconnect_that_arrived_with_the_body_still_cancels_the_answer() -> None:
+    app, whole_at_start = _form_app()
+    sent = await _call_queued(
+        app,
+        [{"type": "http.request", "body": b"a=1", "more_body": True}, {"type": "http.disconnect"}],
+    )
+    assert sent == []
+    assert whole_at_start == [False]
+
+
+async def test_one_task_a_body_that_arrived_past_the_largest_is_refused() -> None:
+    app, _ = _form_app()
+    app.config["MAX_CONTENT_LENGTH"] = 4
+    sent = await _call_queued(
+        app,
+        [
+            {"type": "http.request", "body": b"a=123", "more_body": True},
+            {"type": "http.request", "body": b"", "more_body": False},
+        ],
+    )
+    assert sent[0]["status"] == 413
+
+
+async def test_the_guard_offers_what_has_arrived_except_during_a_send() -> None:
+    """``ConnectionGuard``'s receive offers a message that has already arrived (``arrived``),
+    counting a body's end taken so as arrived (no ``Connection: close`` on the answer), and
+    nothing while a send is in progress, when a disconnect must wait for the send."""
+    put, take = trio.open_memory_channel[dict[str, Any]](10)
+    body = {"type": "http.request", "body": b"a=1", "more_body": False}
+    put.send_nowait(body)
+    put.send_nowait({"type": "http.disconnect"})
+    seen: list[Any] = []
+    started: list[dict[str, Any]] = []
+    sending, release = trio.Event(), trio.Event()
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(receive.arrived())
+
+        async def during() -> None:
+            await sending.wait()
+            seen.append(receive.arrived())
+            release.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(during)
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+        seen.append(receive.arrived())
+
+    async def send(message: dict[str, Any]) -> None:
+        started.append(message)
+        sending.set()
+        await release.wait()
+
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "headers": [(b"host", b"127.0.0.1"), (b"content-length", b"3")],
+    }
+    with trio.fail_after(5):
+        await ConnectionGuard(inner)(scope, take.receive, send)  # type: ignore[arg-type]
+    assert seen == [body, None, {"type": "http.disconnect"}]
+    assert (b"connection", b"close") not in started[0]["headers"]

@@ -11,9 +11,10 @@ failure (:class:`NulInText`), answered in the shape of the route: the envelope's
 the OAuth endpoints' ``invalid_request``, or the page's 400. Uploaded files are bytes, not text,
 and are not looked at.
 
-:class:`CheckedRequest` overrides private parts of Quart's request (its form loading and
-blueprint chain): tests/unit/test_dependency_contracts.py pins what it relies on, pyproject.toml
-bounds the release, and docs/upstream/quart.md is the report to Quart's maintainers.
+:class:`CheckedRequest` overrides private parts of Quart's request (its form loading, its body's
+state and its blueprint chain): tests/unit/test_dependency_contracts.py pins what it relies on,
+pyproject.toml bounds the release, and docs/upstream/quart.md is the report to Quart's
+maintainers.
 """
 
 from __future__ import annotations
@@ -141,7 +142,9 @@ class CheckedRequest(TrioRequest):
         if self._form is not None or self.mimetype not in _URL_ENCODED:
             await super()._load_form_data()
             return
-        raw = await self.get_data(cache=True, as_text=False, parse_form_data=False)
+        raw = self._arrived()
+        if raw is None:
+            raw = await self.get_data(cache=True, as_text=False, parse_form_data=False)
         try:
             pairs = parse_qsl(raw.decode(), keep_blank_values=True)
         except ValueError:
@@ -149,6 +152,15 @@ class CheckedRequest(TrioRequest):
         _refuse_nul_in_pairs(pairs, "form field")
         self._form = self.parameter_storage_class(pairs)
         self._files = self.parameter_storage_class()
+
+    def _arrived(self) -> bytes | None:
+        """The whole body when it has arrived (and is not too large) before it is asked for,
+        else None: what ``get_data`` answers, without the cancel scope of its timeout and its
+        turn of the scheduler, which cost a small form more than parsing it."""
+        body = self.body
+        if body._must_raise is None and body._complete.is_set():
+            return bytes(body._data)
+        return None
 
     @property
     def blueprints(self) -> list[str]:

@@ -12,6 +12,7 @@ from ._serving import AccessLog as AccessLog
 from ._serving import ConnectionGuard as ConnectionGuard
 from ._wire import CoalescingH11Protocol as CoalescingH11Protocol
 from ._wire import IdleTimer as IdleTimer
+from ._wire import LeanTaskGroup as LeanTaskGroup
 from ._wire import LeanTCPServer as LeanTCPServer
 from ._wire import OneTaskHTTPConnection as OneTaskHTTPConnection
 from ._wire import lean_connections as lean_connections

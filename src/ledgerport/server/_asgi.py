@@ -1,14 +1,36 @@
-"""The shape of the ASGI wrappers between hypercorn and the application."""
+"""The shape of the ASGI wrappers between hypercorn and the application, and what a wrapper's
+``receive`` offers beyond ASGI's (:func:`arrived`)."""
 
 from __future__ import annotations
 
+import trio
 from hypercorn.typing import (
     ASGIFramework,
     ASGIReceiveCallable,
+    ASGIReceiveEvent,
     ASGISendCallable,
     HTTPScope,
     Scope,
 )
+
+
+def arrived(receive: ASGIReceiveCallable) -> ASGIReceiveEvent | None:
+    """The request's next message when it has already arrived, taken from ``receive`` without
+    waiting, else None (none has, or ``receive`` cannot tell). ``receive`` is hypercorn's (a
+    trio memory channel's ``receive``; tests/unit/test_dependency_contracts.py pins it) or a
+    wrapper's that offers the same as its ``arrived`` attribute; any other tells nothing. A
+    message taken so is the caller's, to handle as if ``receive`` had answered it."""
+    own = getattr(receive, "arrived", None)
+    if own is not None:
+        return own()  # type: ignore[no-any-return]
+    channel = getattr(receive, "__self__", None)
+    if not isinstance(channel, trio.MemoryReceiveChannel):
+        return None
+    try:
+        return channel.receive_nowait()  # type: ignore[no-any-return]
+    except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+        # Nothing yet, or the end: ``receive`` answers those itself when awaited.
+        return None
 
 
 class HttpWrapper:

@@ -24,7 +24,7 @@ from hypercorn.typing import (
 
 from ledgerport.ops import loggable
 
-from ._asgi import HttpWrapper
+from ._asgi import HttpWrapper, arrived
 
 log = logging.getLogger("ledgerport.access")
 
@@ -52,6 +52,9 @@ class ConnectionGuard(HttpWrapper):
     than read the rest of the body: the client learns it from the response instead of from a
     failed reuse. The body is not awaited: answering without taking a possibly large upload is
     the point of an early answer.
+
+    Its ``receive`` offers what has already arrived (``arrived``), as hypercorn's does, except
+    while a ``send`` is in progress (a disconnect taken then would not wait for it).
     """
 
     async def http(
@@ -65,16 +68,29 @@ class ConnectionGuard(HttpWrapper):
         # header is forbidden.
         body_pending = scope["http_version"] in _HTTP1 and _declares_body(scope["headers"])
 
-        async def guarded_receive() -> ASGIReceiveEvent:
-            nonlocal body_pending, returned
-            message = await receive()
+        def seen(message: ASGIReceiveEvent) -> ASGIReceiveEvent:
+            nonlocal body_pending
             if message["type"] == "http.request" and not message.get("more_body", False):
                 body_pending = False
-            elif message["type"] == "http.disconnect":
+            return message
+
+        async def guarded_receive() -> ASGIReceiveEvent:
+            nonlocal returned
+            message = seen(await receive())
+            if message["type"] == "http.disconnect":
                 while sends:  # the send in progress, if any, has returned
                     returned = trio.Event()
                     await returned.wait()
             return message
+
+        def arrived_unless_sending() -> ASGIReceiveEvent | None:
+            # Nothing is taken while a send is in progress: a disconnect waits for it.
+            if sends:
+                return None
+            message = arrived(receive)
+            return None if message is None else seen(message)
+
+        guarded_receive.arrived = arrived_unless_sending  # type: ignore[attr-defined]
 
         async def guarded_send(message: ASGISendEvent) -> None:
             nonlocal sends

@@ -1,7 +1,7 @@
 """hypercorn's HTTP/1.1 connections, with less work for each request.
 
-Two costs every request paid in hypercorn, whatever the application did, and what replaces them
-(:func:`lean_connections` installs both; ``ledgerport serve`` calls it before it serves):
+Three costs every request paid in hypercorn, whatever the application did, and what replaces
+them (:func:`lean_connections` installs them; ``ledgerport serve`` calls it before it serves):
 
 - **A response in three sends.** hypercorn writes each event of a response to the socket as h11
   makes it: the status line and headers, then the body, then the end of the message. An answer
@@ -15,11 +15,19 @@ Two costs every request paid in hypercorn, whatever the application did, and wha
   a request arrives and starts it again when the response has gone, by cancelling one task and
   starting another. :class:`IdleTimer` is one task for the connection's life whose deadline the
   requests move.
+- **A turn of the scheduler for each message of a request.** hypercorn hands the application
+  its request's body and end through a trio memory channel, whose ``send`` takes a turn of the
+  scheduler after each message, so the application's task could run between the body and its
+  end. :class:`LeanTaskGroup` puts a message without that turn while the application's queue
+  has room (and waits as before when it has none).
 
-Together they were nearly a fifth of the instructions of a ``GET /healthz`` (docs/performance.md).
+The first two were nearly a fifth of the instructions of a ``GET /healthz`` (docs/performance.md).
 
 And in Quart, :class:`OneTaskHTTPConnection` answers each request in the task hypercorn gave it,
-where quart-trio started a task for it beside the one that listens for the client's disconnect.
+where quart-trio started a task for it beside the one that listens for the client's disconnect;
+and it adds to the request the messages of its body that have already arrived (all of a small
+one, which comes with its request's head) before the handler runs, so that the handler reads
+the body without waiting for that other task's turn.
 
 These subclass private parts of hypercorn and quart-trio: tests/unit/test_wire.py and
 tests/unit/test_dependency_contracts.py pin what they rely on, pyproject.toml bounds the
@@ -36,6 +44,8 @@ from typing import Any
 import h11
 import hypercorn.protocol
 import hypercorn.trio.run
+import hypercorn.trio.task_group
+import hypercorn.trio.tcp_server
 import trio
 from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol.events import Body, EndBody, Response
@@ -43,8 +53,11 @@ from hypercorn.protocol.events import Event as StreamEvent
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import TrioSingleTask
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, TaskGroup
+from hypercorn.typing import ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable, TaskGroup
+from quart.wrappers import Request
 from quart_trio.asgi import TrioASGIHTTPConnection
+
+from ._asgi import arrived
 
 
 class CoalescingH11Protocol(H11Protocol):
@@ -101,9 +114,59 @@ class OneTaskHTTPConnection(TrioASGIHTTPConnection):
 
     async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         request = self._create_request_from_scope(send)
+        receive = _take_arrived_body(request, receive)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.handle_messages, nursery, request, receive)
             await self.handle_request(nursery, request, send)
+
+
+def _take_arrived_body(request: Request, receive: ASGIReceiveCallable) -> ASGIReceiveCallable:
+    """The messages of ``request``'s body that have already arrived (``arrived``), added to it
+    as quart's ``handle_messages`` adds them, without waiting: a handler reading a body that
+    came with its request's head finds it whole, where it would wait for the task reading the
+    messages to have its turn. Answers what ``handle_messages`` is to read the rest from:
+    ``receive``, after any message taken here that was not the body's (a disconnect)."""
+    body = request.body
+    while not body._complete.is_set():
+        message = arrived(receive)
+        if message is None:
+            break
+        if message["type"] != "http.request":
+            return _replaying(message, receive)
+        body.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            body.set_complete()
+    return receive
+
+
+def _replaying(first: ASGIReceiveEvent, receive: ASGIReceiveCallable) -> ASGIReceiveCallable:
+    pending = [first]
+
+    async def replay() -> ASGIReceiveEvent:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replay
+
+
+class LeanTaskGroup(hypercorn.trio.task_group.TaskGroup):
+    """hypercorn's task group of a connection, whose ``spawn_app`` answers a put of the
+    request's messages that takes no turn of the scheduler while the application's queue has
+    room: a request's head, body and end, read from the socket together, are all queued before
+    the application's task first runs."""
+
+    async def spawn_app(self, *args: Any, **kwargs: Any) -> Callable[[Any], Awaitable[None]]:
+        put = await super().spawn_app(*args, **kwargs)
+        channel = put.__self__  # type: ignore[attr-defined]
+
+        async def put_at_once(message: Any) -> None:
+            try:
+                channel.send_nowait(message)
+            except trio.WouldBlock:
+                await put(message)
+
+        return put_at_once
 
 
 class IdleTimer(TrioSingleTask):
@@ -200,8 +263,9 @@ class LeanTCPServer(TCPServer):
 
 
 def lean_connections() -> None:
-    """Serve HTTP/1.1 connections with :class:`LeanTCPServer` and
-    :class:`CoalescingH11Protocol` (hypercorn looks both up by these names as each connection
+    """Serve HTTP/1.1 connections with :class:`LeanTCPServer`, :class:`CoalescingH11Protocol`
+    and :class:`LeanTaskGroup` (hypercorn looks each up by these names as each connection
     opens)."""
     hypercorn.trio.run.TCPServer = LeanTCPServer  # type: ignore[attr-defined]
+    hypercorn.trio.tcp_server.TaskGroup = LeanTaskGroup  # type: ignore[attr-defined]
     hypercorn.protocol.H11Protocol = CoalescingH11Protocol  # type: ignore[attr-defined]
