@@ -295,18 +295,18 @@ async def test_a_failed_settlement_keeps_its_hits(
     exact = auth.StoreRateLimiter(store, clock, keyring)
     limiter = auth.SettlingRateLimiter(exact, clock)
     budget = Budget(BIG, ip())
-    add_hits = exact.add_hits
+    merge_hits = exact.merge_hits
     failures = [StorageUnavailable("the database went away")]
 
     async def failing(counted: object) -> object:
         if failures:
             raise failures.pop()
-        return await add_hits(counted)  # type: ignore[arg-type]
+        return await merge_hits(counted)  # type: ignore[arg-type]
 
     with trio.fail_after(TIMEOUT):
         for _ in range(4):
             await limiter.take(budget)
-        monkeypatch.setattr(exact, "add_hits", failing)
+        monkeypatch.setattr(exact, "merge_hits", failing)
         with pytest.raises(StorageUnavailable):
             await limiter.settle()
         assert (await limiter.take(budget)).standings[0].remaining == BIG.limit - 5
@@ -350,16 +350,16 @@ async def test_many_budgets_settle_a_chunk_a_transaction(
     limiter = auth.SettlingRateLimiter(exact, clock)
     chunk = auth.SettlingRateLimiter.SETTLE_CHUNK
     budgets = [Budget(BIG, (f"203.0.113.{n}", str(n))) for n in range(2 * chunk + 10)]
-    add_hits = exact.add_hits
+    merge_hits = exact.merge_hits
     sizes: list[int] = []
 
     async def second_fails(counted: list[tuple[Budget, object]]) -> object:
         sizes.append(len(counted))
         if len(sizes) == 2:
             raise StorageUnavailable("the database went away")
-        return await add_hits(counted)  # type: ignore[arg-type]
+        return await merge_hits(counted)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(exact, "add_hits", second_fails)
+    monkeypatch.setattr(exact, "merge_hits", second_fails)
     with trio.fail_after(TIMEOUT):
         for budget in budgets:
             assert (await limiter.take(budget)).allowed

@@ -42,6 +42,7 @@ the OAuth endpoints) in the process instead, and settles them:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections import deque
@@ -72,6 +73,8 @@ SETTLE_CHUNK = 500
 limit however many budgets a process holds unsettled (after an outage of the database)."""
 SETTLE_TIMEOUT = 10.0
 """Seconds a settlement may take before it counts as failed (its hits kept to settle again)."""
+_FAR = 4 * LIMIT_BUCKETS
+"""Buckets (four windows) past which a view keeps no zeros between a hit and those it holds."""
 _SWEEP_EVERY = 1.0
 """Seconds between two sweeps of the views whose hits no longer count."""
 
@@ -91,19 +94,21 @@ class SettlementStatistics:
 
 
 class _View:
-    """What this process knows of one budget's count: ``buckets`` ([index, hits], oldest
-    first) as the budget's row held them when last settled, with this process's hits since;
-    ``unsettled`` the process's own hits not yet added to the row (by bucket), ``owed`` those
-    and the ones being added now; ``newest`` the latest its hits can have been made (the last
-    settlement's time, or this process's last hit), which ends the newest bucket as
-    ``BucketCount`` ends it."""
+    """What this process knows of one budget's count: ``counts``, the hits of bucket
+    ``first`` and of each bucket after it (oldest first, as a row keeps them dense), as the
+    budget's row held them when last settled, with this process's hits since; ``unsettled``
+    the process's own hits not yet added to the row (by bucket), ``owed`` those and the ones
+    being added now; ``newest`` the latest its hits can have been made (the last settlement's
+    time, or this process's last hit), which ends the newest bucket as ``BucketCount`` ends
+    it."""
 
-    __slots__ = ("buckets", "budget", "newest", "owed", "total", "unsettled", "width")
+    __slots__ = ("budget", "counts", "first", "newest", "owed", "total", "unsettled", "width")
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
         self.width = budget.limit.window_seconds / LIMIT_BUCKETS
-        self.buckets: deque[list[int]] = deque()
+        self.first = 0
+        self.counts: deque[int] = deque()
         self.total = 0
         self.unsettled: dict[int, int] = {}
         self.owed = 0
@@ -115,20 +120,32 @@ class _View:
     def expire(self, now: float) -> None:
         """Drop the buckets that no longer count at ``now`` (``BucketCount``'s rule)."""
         start = now - self.budget.limit.window_seconds
-        buckets = self.buckets
-        while buckets and self._last(buckets[0][0]) <= start:
-            self.total -= buckets.popleft()[1]
+        counts = self.counts
+        while counts and self._last(self.first) <= start:
+            self.total -= counts.popleft()
+            self.first += 1
 
     def add(self, index: int, n: int) -> None:
-        buckets = self.buckets
-        if buckets and buckets[-1][0] == index:
-            buckets[-1][1] += n
-        elif not buckets or buckets[-1][0] < index:
-            buckets.append([index, n])
+        counts = self.counts
+        if counts and index - (self.first + len(counts)) > _FAR:
+            # Every bucket held ended windows before this hit's: none counts any more (and the
+            # buckets between are not kept as zeros).
+            self.total -= sum(counts)
+            counts.clear()
+        if not counts:
+            self.first = index
+            counts.append(n)
+        elif index < self.first:
+            if self.first - index > _FAR:
+                return  # windows older than every bucket held: it counts no more
+            counts.extendleft(itertools.repeat(0, self.first - index - 1))
+            counts.appendleft(n)
+            self.first = index
         else:
-            counts = {i: c for i, c in buckets}
-            counts[index] = counts.get(index, 0) + n
-            self.buckets = deque([i, c] for i, c in sorted(counts.items()))
+            at = index - self.first
+            if at >= len(counts):
+                counts.extend(itertools.repeat(0, at - len(counts) + 1))
+            counts[at] += n
         self.total += n
 
     def count(self, now: float, n: int) -> None:
@@ -139,11 +156,12 @@ class _View:
         self.owed += n
         self.newest = max(self.newest, now)
 
-    def settled(self, hits: Sequence[tuple[int, int]], now: float) -> None:
-        """The row's hits as settled at ``now`` (made by then), and the unsettled hits counted
-        since on top."""
-        self.buckets = deque([index, n] for index, n in hits)
-        self.total = sum(n for _, n in hits)
+    def settled(self, first: int, counts: list[int], now: float) -> None:
+        """The row's hits as settled at ``now`` (made by then): ``counts`` of bucket ``first``
+        and each one after it, and the unsettled hits counted since on top."""
+        self.first = first
+        self.counts = deque(counts)
+        self.total = sum(counts)
         self.newest = max(self.newest, now)
         for index, n in self.unsettled.items():
             self.add(index, n)
@@ -151,14 +169,15 @@ class _View:
     def standing(self, now: float) -> Standing:
         limit = self.budget.limit
         reset = 0
-        if self.buckets:
+        if self.counts:
             reset = wait_within(self.expires_at() - now, limit.window_seconds)
         return Standing(limit.limit, max(0, limit.limit - self.total), reset)
 
     def expires_at(self) -> float:
-        if not self.buckets:
+        if not self.counts:
             return 0.0
-        return self._last(self.buckets[-1][0]) + self.budget.limit.window_seconds
+        newest_bucket = self.first + len(self.counts) - 1
+        return self._last(newest_bucket) + self.budget.limit.window_seconds
 
 
 class SettlingRateLimiter:
@@ -275,7 +294,9 @@ class SettlingRateLimiter:
             # Shielded: a request cancelled while its budgets settle leaves the rows and the
             # views agreeing (hits added once), not hits added and also kept.
             with trio.CancelScope(shield=True), trio.fail_after(SETTLE_TIMEOUT):
-                merged = await self._exact.add_hits([(view.budget, added) for view, added in batch])
+                merged = await self._exact.merge_hits(
+                    [(view.budget, added) for view, added in batch]
+                )
         except trio.TooSlowError as exc:
             self._failures += 1
             self._keep(batch)
@@ -288,11 +309,11 @@ class SettlingRateLimiter:
             raise
         self._settlements += 1
         now = self._clock.now()
-        for (view, added), hits in zip(batch, merged, strict=True):
+        for (view, added), (first, counts) in zip(batch, merged, strict=True):
             settled = sum(added.values())
             self._hits_settled += settled
             view.owed -= settled
-            view.settled(hits, now)
+            view.settled(first, counts, now)
 
     def _keep(self, batch: Sequence[tuple[_View, dict[int, int]]]) -> None:
         """A settlement's hits that did not reach their rows, kept to settle again."""

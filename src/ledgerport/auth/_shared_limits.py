@@ -175,19 +175,24 @@ def _counting_from(first: int, width: float, start: float) -> int:
     return index
 
 
+Dense = tuple[int, list[int]]
+"""A count's hits as a row keeps them: the first bucket with hits, and the hits of it and of
+each bucket after it up to the newest with hits (none: an empty list)."""
+
+
 def merged_count(
-    limit: catalog.RateLimit, kept: Kept, added: Mapping[int, int], now: float
-) -> tuple[list[tuple[int, int]], str, float]:
-    """A row's count (``kept``) with ``added`` (hits a bucket, fewer where negative, none
-    below zero), counted elsewhere at or before ``now``: its hits as seen at ``now``, oldest
-    first, and what the row keeps of them (``dense_hits``, ``expires_at``). What
+    limit: catalog.RateLimit, kept: Kept | None, added: Mapping[int, int], now: float
+) -> tuple[Dense, str, float]:
+    """A row's count (``kept``; None: no row) with ``added`` (hits a bucket, fewer where
+    negative, none below zero), counted elsewhere at or before ``now``: its hits as seen at
+    ``now``, dense, and what the row keeps of them (``dense_hits``, ``expires_at``). What
     ``kept_count``, the hits added and a ``BucketCount`` of the result make, on the row's
     dense hits as they are kept: a settlement merges a row for each budget a process counted,
     and a budget counted all through its window holds a bucket of hits for every second."""
     window = float(limit.window_seconds)
     width = window / LIMIT_BUCKETS
     start = now - window
-    stored, expires_at = kept
+    stored, expires_at = kept if kept is not None else ("", 0.0)
     # Bucket first + j holds counts[j]. The stored hits count while made after start, by the
     # count's newest hit as kept; with the added ones, the newest is now or later.
     first, counts = 0, []
@@ -215,12 +220,11 @@ def merged_count(
     while high > low and not counts[high - 1]:
         high -= 1
     if low == high:
-        return [], "[]", now
+        return (0, []), "[]", now
     counts, first = counts[low:high], first + low
     newest = max(newest_of(limit, float(expires_at)), now)
     ends = min((first + len(counts) - 1) * width, newest) + window
-    hits = [(first + j, n) for j, n in enumerate(counts) if n]
-    return hits, orjson.dumps([first, *counts]).decode(), ends
+    return (first, counts), orjson.dumps([first, *counts]).decode(), ends
 
 
 def refusal(counts: Sequence[BucketCount], budgets: Sequence[Budget]) -> Verdict | None:
@@ -623,18 +627,26 @@ class StoreRateLimiter:
     async def add_hits(
         self, counted: Sequence[tuple[Budget, Mapping[int, int]]]
     ) -> list[list[tuple[int, int]]]:
+        """:meth:`merge_hits`, each budget's hits answered as (bucket, hits) pairs, oldest
+        first, the empty buckets left out."""
+        return [
+            [(first + j, n) for j, n in enumerate(counts) if n]
+            for first, counts in await self.merge_hits(counted)
+        ]
+
+    async def merge_hits(self, counted: Sequence[tuple[Budget, Mapping[int, int]]]) -> list[Dense]:
         """Add hits counted elsewhere (in a process, :class:`~ledgerport.auth.
         SettlingRateLimiter`): for each budget, the hits to add in each bucket (fewer where
         negative, none below zero). Answers each budget's hits as its row holds them now,
-        oldest first, in the order given; the buckets no longer counting are dropped. One
+        dense, in the order given; the buckets no longer counting are dropped. One
         transaction, its rows locked in (budget, key) order as ``_lock_rows`` always locks
         them; with nothing to add, one read."""
         now = self._clock.now()
         keys = self._keys([budget for budget, _ in counted])
         if not any(added for _, added in counted):
-            stored = await self._read_hits(self._store.autocommit, keys)
+            read = await self._read_hits(self._store.autocommit, keys)
             return [
-                kept_count(budget.limit, stored.get(key), now).hits
+                merged_count(budget.limit, read.get(key), {}, now)[0]
                 for (budget, _), key in zip(counted, keys, strict=True)
             ]
         merged = []
@@ -642,11 +654,9 @@ class StoreRateLimiter:
             stored = await self._lock_rows(tx, keys, "hits")
             rows = []
             for (budget, added), (name, key) in zip(counted, keys, strict=True):
-                if not added:
-                    merged.append(kept_count(budget.limit, stored[name, key], now).hits)
-                    continue
                 hits, dense, expires_at = merged_count(budget.limit, stored[name, key], added, now)
-                rows.append((name, key, dense, expires_at))
+                if added:
+                    rows.append((name, key, dense, expires_at))
                 merged.append(hits)
             await self._write(tx, "hits", rows)
         await self._sweep(now)
