@@ -127,7 +127,7 @@ class Keyring:
     def hash_token(self, raw: str) -> str:
         """Keyed hash of a token or secret: what is stored and looked up. Any text hashes, also
         text no real token holds (a lone surrogate from a JSON escape): it just matches nothing."""
-        return hmac.digest(self._hash_key, _utf8(raw), "sha256").hex()
+        return hmac.new(self._hash_key, _utf8(raw), hashlib.sha256).hexdigest()
 
     def verify_token(self, raw: str, stored_hash: str) -> bool:
         return hmac.compare_digest(self.hash_token(raw), stored_hash)
