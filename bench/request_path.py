@@ -29,7 +29,10 @@ a business each) are provisioned through the operator API, one per worker.
      timing, as an embedded app gets one from the host page).
 
    Each figure is requests a second and the ratio to the same round's ``healthz``; the last
-   column is the median of a kind's ratios over the rounds.
+   column is the median of a kind's ratios over the rounds. Then the served process's CPU a
+   request of each kind over every round (from its CPU clock around each part), and
+   ``healthz``'s against it: the share of ``healthz``'s rate a kind can reach where that
+   process's CPU bounds it.
 
 2. **Pipeline**: one tenant with one webhook subscribed to ``invoice.created`` (the engine
    sends up to 8 attempts to it at once) and a receiver on loopback answering 200 at once;
