@@ -127,10 +127,16 @@ def create_app(platform: Platform) -> QuartTrio:
 
     @app.after_request
     async def _finish(response: Response) -> Response:
+        # The headers the answer lacks, added: werkzeug's setdefault makes and catches an HTTP
+        # error (BadRequestKeyError) for each header it does not find.
+        headers = response.headers
+        present = {name.lower() for name, _ in headers.items()}
         for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        is_html = response.mimetype == "text/html"
-        response.headers.setdefault("Content-Security-Policy", _PAGE_CSP if is_html else API_CSP)
+            if name.lower() not in present:
+                headers.add(name, value)
+        if "content-security-policy" not in present:
+            is_html = response.mimetype == "text/html"
+            headers.add("Content-Security-Policy", _PAGE_CSP if is_html else API_CSP)
         for name, value in (g.get("rate_limit_headers") or {}).items():
             response.headers[name] = value
         for name, value in (g.get("response_headers") or {}).items():
