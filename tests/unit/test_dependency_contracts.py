@@ -62,6 +62,8 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing.rules import Rule
 
+from ..asgi_scopes import http_scope
+
 TIMEOUT = 10.0
 
 
@@ -429,24 +431,6 @@ def test_quart_trio_http_connection_is_the_one_http_wire_copies() -> None:
     assert creates == ["self", "send"], _relied_on(WIRE, "_create_request_from_scope(send)")
 
 
-_POST_SCOPE = {
-    "type": "http",
-    "http_version": "1.1",
-    "asgi": {"spec_version": "2.1"},
-    "method": "POST",
-    "scheme": "http",
-    "path": "/",
-    "raw_path": b"/",
-    "query_string": b"",
-    "root_path": "",
-    "headers": [(b"host", b"127.0.0.1")],
-    "client": ("127.0.0.1", 50000),
-    "server": ("127.0.0.1", 8000),
-    "extensions": {},
-    "state": {},
-}
-
-
 async def test_quart_reads_a_body_by_appending_its_messages_and_completing_it_at_its_end() -> None:
     """server/_wire.py's ``_take_arrived_body`` adds the body's messages that have already
     arrived to the request as quart's ``handle_messages`` adds them: each message's ``body``
@@ -471,7 +455,7 @@ async def test_quart_reads_a_body_by_appending_its_messages_and_completing_it_at
         pass
 
     async with app.test_request_context("/", method="POST"):
-        connection = TrioASGIHTTPConnection(app, _POST_SCOPE)  # type: ignore[arg-type]
+        connection = TrioASGIHTTPConnection(app, http_scope("POST"))  # type: ignore[arg-type]
         made = connection._create_request_from_scope(send)
         body = made.body
         assert body._must_raise is None

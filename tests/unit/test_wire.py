@@ -45,6 +45,8 @@ from ledgerport.server import (
     lean_connections,
 )
 
+from ..asgi_scopes import http_scope
+
 App = Callable[[Any, Any, Any], Awaitable[None]]
 
 
@@ -81,10 +83,16 @@ HEAD = b"HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 async def _writes(
-    protocol_class: type[H11Protocol], app: App, request: bytes = GET, *, between: Any = None
+    protocol_class: type[H11Protocol],
+    app: App,
+    request: bytes = GET,
+    *,
+    between: Any = None,
+    group_class: type[TaskGroup] = TaskGroup,
 ) -> list[bytes]:
     """What ``protocol_class`` writes to the connection answering ``request`` with ``app``
-    (``between``: an async callable run once the first write is seen, before the answer ends)."""
+    (``between``: an async callable run once the first write is seen, before the answer ends),
+    the connection's tasks in a ``group_class``."""
     writes: list[bytes] = []
     recycled = trio.Event()
     first = trio.Event()
@@ -97,7 +105,7 @@ async def _writes(
             recycled.set()  # ready for the next request, or closing the connection
 
     config = Config()
-    async with TaskGroup() as group:
+    async with group_class() as group:
         protocol = protocol_class(
             wrap_app(app, config.wsgi_max_body_size, "asgi"),
             config,
@@ -361,22 +369,7 @@ async def _call(app: QuartTrio, messages: list[dict[str, Any]]) -> list[dict[str
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "asgi": {"spec_version": "2.1"},
-        "method": "GET",
-        "scheme": "http",
-        "path": "/",
-        "raw_path": b"/",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-        "extensions": {},
-        "state": {},
-    }
+    scope = http_scope("GET")
     with trio.fail_after(5):
         await app(scope, receive, send)  # type: ignore[arg-type]
     return sent
@@ -484,31 +477,8 @@ async def test_a_body_read_with_its_head_is_queued_whole_before_the_app_runs(
             pass
         await _answer(204, b"", [])(scope, receive, send)
 
-    config = Config()
     for _ in range(20):
-        recycled = trio.Event()
-
-        async def send(event: Event, recycled: trio.Event = recycled) -> None:
-            if (isinstance(event, Updated) and event.idle) or isinstance(event, Closed):
-                recycled.set()
-
-        async with group_class() as group:
-            protocol = CoalescingH11Protocol(
-                wrap_app(app, config.wsgi_max_body_size, "asgi"),
-                config,
-                WorkerContext(None),
-                group,
-                ConnectionState({}),
-                False,
-                ("127.0.0.1", 50000),
-                ("127.0.0.1", 8000),
-                send,
-            )
-            await protocol.initiate()
-            await protocol.handle(RawData(POST))
-            with trio.fail_after(5):
-                await recycled.wait()
-            await protocol.handle(Closed())
+        await _writes(CoalescingH11Protocol, app, POST, group_class=group_class)
     assert set(seen) == queued
 
 
@@ -580,22 +550,7 @@ async def _call_queued(
         for message in later:
             await put.send(message)
 
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "asgi": {"spec_version": "2.1"},
-        "method": "POST",
-        "scheme": "http",
-        "path": "/",
-        "raw_path": b"/",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-        "extensions": {},
-        "state": {},
-    }
+    scope = http_scope("POST")
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(arrive_later)
