@@ -29,7 +29,7 @@ from ledgerport.storage import (
     open_sqlite,
 )
 
-from ..stores import RecordedSyncs
+from ..stores import RecordedSyncs, fresh_database
 
 TIMEOUT = 30
 
@@ -468,6 +468,69 @@ async def test_a_sqlite_commit_is_synced_before_its_block_is_left(
             async with store.transaction() as tx:  # no row changed, the schema did
                 await tx.execute("CREATE TABLE test_synced (x INTEGER)")
             assert syncs.files == [path + "-wal"] * 3
+
+
+async def test_a_sqlite_commit_not_durable_waits_for_no_sync_and_the_next_covers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``durable=False``: the commit is in the WAL when the block ends, seen by every read
+    after it and by another connection (another process), and kept when the store closes; no
+    sync is made for it, nor for the reads after it. The next durable commit's sync covers
+    it."""
+    path = str(tmp_path / "not-durable.db")
+    with trio.fail_after(TIMEOUT):
+        async with open_sqlite(path) as store:
+            await store.migrate()
+            syncs = RecordedSyncs(monkeypatch)
+            async with store.transaction(durable=False) as tx:
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
+            assert (
+                await store.autocommit.fetchval("SELECT value FROM settings WHERE key = 'a'") == "1"
+            )
+            assert await _settings(store) == {"a": "1"}
+            with sqlite3.connect(path) as other:
+                assert other.execute("SELECT value FROM settings").fetchall() == [("1",)]
+            assert syncs.files == []
+            async with store.transaction() as tx:
+                await tx.execute("INSERT INTO settings (key, value) VALUES ('b', '2')")
+            assert syncs.files == [path + "-wal"]
+        async with open_sqlite(path) as reopened:
+            assert await _settings(reopened) == {"a": "1", "b": "2"}
+
+
+@pytest.mark.postgres
+async def test_a_postgres_unit_not_durable_commits_without_waiting_for_the_wal(
+    asyncio_loop: object,
+) -> None:
+    """``durable=False`` on PostgreSQL: the unit runs with ``synchronous_commit`` off, its own
+    setting only (the next unit on the same connection has the server's), and its commit is
+    seen by the reads after it."""
+    async with fresh_database() as url:
+        async with open_postgres(url, max_size=1) as setup:
+            await setup.migrate()
+            # The test databases commit without waiting for the WAL; this one as a server
+            # configured for durability does, for the connections opened after.
+            async with setup.transaction() as tx:
+                await tx.execute(
+                    "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = on',"
+                    " current_database()); END $$"
+                )
+        async with open_postgres(url, max_size=1) as store:
+            await _unit_not_durable(store)
+
+
+async def _unit_not_durable(store: Store) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with store.transaction(durable=False) as tx:
+            assert await tx.fetchval("SHOW synchronous_commit") == "off"
+            await tx.execute("INSERT INTO settings (key, value) VALUES ('a', '1')")
+        async with store.transaction() as tx:
+            assert await tx.fetchval("SHOW synchronous_commit") == "on"
+        async with store.transaction(durable=False, reads=True) as tx:
+            assert await tx.fetchval("SELECT value FROM settings") == "1"
+            await tx.execute("UPDATE settings SET value = '2'")
+            assert await tx.fetchval("SHOW synchronous_commit") == "off"
+        assert await _settings(store) == {"a": "2"}
 
 
 async def test_sqlite_commits_made_during_a_sync_share_the_next(

@@ -291,7 +291,7 @@ class Store(Protocol):
     def kind(self) -> Literal["sqlite", "postgresql"]: ...
 
     def transaction(
-        self, *, background: bool = False, reads: bool = False
+        self, *, background: bool = False, reads: bool = False, durable: bool = True
     ) -> AbstractAsyncContextManager[Transaction]:
         """A transaction; ``background`` marks one of the engine's loops rather than one a
         request waits for. Where the database has one writer (SQLite), a request's transaction
@@ -301,7 +301,15 @@ class Store(Protocol):
         PostgreSQL its reads run each on its own until its first write, which begins the
         transaction (READ COMMITTED gives each statement of a transaction a snapshot of its
         own anyway: only the BEGIN and COMMIT round trips go); on SQLite it begins deferred,
-        without the write lock, and one that wrote nothing ends on the event loop."""
+        without the write lock, and one that wrote nothing ends on the event loop.
+
+        ``durable=False`` marks a unit whose writes need outlive the service's process, not
+        the machine: a record kept for minutes, whose loss in a power cut or a crash of the
+        database's host costs nothing lasting (a DPoP proof's use). Its commit does not wait
+        for the disk: on PostgreSQL it commits with ``synchronous_commit`` off (a crash of
+        PostgreSQL loses at most its last such commits, never a part of one, and nothing
+        else); on SQLite its commit is in the WAL when the block ends, and neither it nor the
+        reads after it wait for a sync of the WAL, which the next durable commit makes."""
         ...
 
     def statistics(self) -> StoreStatistics:

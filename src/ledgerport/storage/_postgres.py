@@ -107,9 +107,11 @@ class _PostgresTransaction:
     json_object = "json_build_object"
     json_array_agg = "json_agg"
 
-    def __init__(self, store: PostgresStore, *, reads: bool = False) -> None:
+    def __init__(self, store: PostgresStore, *, reads: bool = False, durable: bool = True) -> None:
         self._store = store
         self._reads = reads
+        self._begin = "BEGIN" if durable else "BEGIN; SET LOCAL synchronous_commit TO OFF"
+        """The statement that begins the unit (``Store.transaction``'s ``durable``)."""
         """Reads before the first write run each on its own, outside the transaction."""
         self._conn: Any = None
         """The pool's connection, taken with the first statement (None until then)."""
@@ -124,7 +126,7 @@ class _PostgresTransaction:
         crossing from trio. The connection is the unit's as soon as it is taken, so whatever
         interrupts what follows, the unit's end rolls back and gives it back."""
         self._conn = await self._store._pool.acquire()
-        await self._conn.execute("BEGIN")
+        await self._conn.execute(self._begin)
         return await getattr(self._conn, method)(*args)
 
     async def _run(self, method: str, *args: Any) -> Any:
@@ -314,13 +316,13 @@ class PostgresStore:
 
     @asynccontextmanager
     async def transaction(
-        self, *, background: bool = False, reads: bool = False
+        self, *, background: bool = False, reads: bool = False, durable: bool = True
     ) -> AsyncIterator[_PostgresTransaction]:
         if not background:
-            async with self._transaction(reads) as unit:
+            async with self._transaction(reads, durable) as unit:
                 yield unit
             return
-        async with self._background, self._transaction(reads) as unit:
+        async with self._background, self._transaction(reads, durable) as unit:
             yield unit
 
     def statistics(self) -> StoreStatistics:
@@ -332,10 +334,12 @@ class PostgresStore:
         )
 
     @asynccontextmanager
-    async def _transaction(self, reads: bool) -> AsyncIterator[_PostgresTransaction]:
+    async def _transaction(
+        self, reads: bool, durable: bool = True
+    ) -> AsyncIterator[_PostgresTransaction]:
         """A unit whose connection and BEGIN come with its first statement (one crossing, not
         two), or with its first write (``reads``), so a unit that runs nothing costs nothing."""
-        unit = _PostgresTransaction(self, reads=reads)
+        unit = _PostgresTransaction(self, reads=reads, durable=durable)
         started = trio.current_time()
         try:
             yield unit

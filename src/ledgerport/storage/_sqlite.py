@@ -581,7 +581,7 @@ class SqliteStore:
 
     @asynccontextmanager
     async def transaction(
-        self, *, background: bool = False, reads: bool = False
+        self, *, background: bool = False, reads: bool = False, durable: bool = True
     ) -> AsyncIterator[_SqliteTransaction]:
         asked = trio.current_time()
         waited = self._turns.busy
@@ -603,8 +603,9 @@ class SqliteStore:
                 try:
                     if tx.begun and self._wal is not None:
                         await self._inline(self._conn.execute, "COMMIT")
-                        if tx.issued_writes or tx.wrote():
-                            # Synced to disk after the turn (WalSync.synced, below).
+                        if durable and (tx.issued_writes or tx.wrote()):
+                            # Synced to disk after the turn (WalSync.synced, below); a
+                            # commit not durable is left for the next sync to cover.
                             self._wal.committed()
                     elif tx.begun and tx.wrote():
                         await self._call(self._conn.execute, "COMMIT")  # synced to disk
@@ -617,7 +618,8 @@ class SqliteStore:
             finally:
                 if tx.begun:
                     self._statistics.count_transaction(trio.current_time() - started)
-        await self.durable()
+        if durable:
+            await self.durable()
         self._listeners.wake(tx._notified)
 
     async def durable(self) -> None:
