@@ -6,6 +6,11 @@ fresh, where every process serving the service looks: in Redis when the service 
 limits there (LEDGERPORT_REDIS_URL), else in the database (``dpop_proofs``, purged by the
 cleanup). The record is one conditional write, so of two processes given the same proof at
 once exactly one accepts it.
+
+A record is kept for the proof's freshness, minutes, and it need outlive the processes, not
+the machine: on SQLite it is committed without waiting for the disk (``Store.transaction``'s
+``durable=False``), as Redis keeps it without writing it to disk. After a power cut, a proof
+used in the last moments before it could be presented once more until it is no longer fresh.
 """
 
 from __future__ import annotations
@@ -130,7 +135,10 @@ class StoreProofLedger:
             for key, each in first_of.items():
                 each.first = key in recorded
             return
-        async with self._store.transaction() as tx:
+        # Not durable: a proof's record need outlive the process, not the machine (the proof
+        # is fresh for minutes), so its commit waits for no sync of SQLite's WAL, nor do the
+        # reads after it.
+        async with self._store.transaction(durable=False) as tx:
             firsts = {
                 key: bool(
                     await tx.execute(
