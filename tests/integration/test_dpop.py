@@ -166,6 +166,18 @@ RESOURCE_FAULTS: list[tuple[str, Callable[[DpopKey, str, FrozenClock], dict[str,
     ("mismatched htm", lambda k, t, c: dpop_call(k, t, c, claims={"htm": "POST"})),
     ("missing htu", lambda k, t, c: dpop_call(k, t, c, claims={"htu": DROP})),
     ("mismatched htu", lambda k, t, c: dpop_call(k, t, c, claims={"htu": f"{API}/customers"})),
+    (
+        "htu with a port out of range",
+        lambda k, t, c: dpop_call(k, t, c, claims={"htu": "https://api.example:99999/invoices"}),
+    ),
+    (
+        "htu with a port not a number",
+        lambda k, t, c: dpop_call(k, t, c, claims={"htu": "https://api.example:ab/invoices"}),
+    ),
+    (
+        "htu with an unclosed IPv6 host",
+        lambda k, t, c: dpop_call(k, t, c, claims={"htu": "https://[::1/invoices"}),
+    ),
     ("missing ath", lambda k, t, c: dpop_call(k, t, c, claims={"ath": DROP})),
     ("mismatched ath", lambda k, t, c: dpop_call(k, t, c, claims={"ath": "A" * 43})),
     ("stale iat", lambda k, t, c: dpop_call(k, t, c, claims={"iat": int(c.now() - 61)})),

@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import jwt
+import orjson
 
 from ledgerport import catalog
 from ledgerport.keys import Keyring
@@ -92,9 +93,12 @@ def jwk_thumbprint(jwk: dict[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024)
 def normalized_url(url: str) -> str:
     """``url`` as an ``htu`` is compared (RFC 9449 section 4.3): without query and fragment,
-    scheme and host in lower case, a default port dropped."""
+    scheme and host in lower case, a default port dropped. ValueError when it is not a URL
+    (a port out of range or not a number, a bracketed host left open). Kept: a client sends
+    the same few, and the server's own URLs are fewer still."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
@@ -168,7 +172,7 @@ def _decoded(segment: str) -> bytes:
 
 def _json_object(raw: bytes) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
+        value = orjson.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise InvalidDpopProof("the proof is not a JWT") from exc
     if not isinstance(value, dict):
@@ -248,7 +252,13 @@ def check_proof(
         raise InvalidDpopProof(f"the proof's jti must be a string of 1 to {_JTI_MAX_LENGTH}")
     if htm != method:
         raise InvalidDpopProof("the proof's htm is not this request's method")
-    if not isinstance(htu, str) or normalized_url(htu) != normalized_url(url):
+    if not isinstance(htu, str):
+        raise InvalidDpopProof("the proof's htu is not this request's URL")
+    try:
+        presented = normalized_url(htu)
+    except ValueError:
+        raise InvalidDpopProof("the proof's htu is not a URL") from None
+    if presented != normalized_url(url):
         raise InvalidDpopProof("the proof's htu is not this request's URL")
     if not isinstance(iat, int | float) or isinstance(iat, bool) or not math.isfinite(iat):
         raise InvalidDpopProof("the proof's iat must be a number")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from quart import g, request
 
 from ledgerport import apps, auth
+from ledgerport.platform import Platform
 
 from ._context import platform, presented_request
 
@@ -23,28 +24,29 @@ DPOP_NONCE_KEY = "dpop_nonce"
 """The request's ``g`` attribute holding the ``DPoP-Nonce`` its answer carries (``_app``)."""
 
 
-def _request_url() -> str:
-    return f"{platform().config.base_url}{presented_request()[1]}"
-
-
-def _proof_values() -> list[str]:
+def _proof_values(p: Platform) -> list[str]:
     values: list[str] = request.headers.getlist("DPoP")
-    nonces = platform().dpop_nonces
+    nonces = p.dpop_nonces
     if values and nonces is not None:
-        setattr(g, DPOP_NONCE_KEY, nonces.current(platform().now()))
+        setattr(g, DPOP_NONCE_KEY, nonces.current(p.now()))
     return values
 
 
 def token_request_proof() -> tuple[auth.Proof | None, auth.OAuthError | None]:
     """The token request's DPoP proof checked (not yet recorded): None when it carries none;
     the error to answer once the client is authenticated when it is refused."""
-    values = _proof_values()
+    p = platform()
+    values = _proof_values(p)
     if not values:
         return None, None
-    p = platform()
+    _, path, _ = presented_request()
     try:
         proof = auth.check_proof(
-            values, method=request.method, url=_request_url(), now=p.now(), nonces=p.dpop_nonces
+            values,
+            method=request.method,
+            url=f"{p.config.base_url}{path}",
+            now=p.now(),
+            nonces=p.dpop_nonces,
         )
     except auth.OAuthError as error:
         return None, error
@@ -70,11 +72,12 @@ def call_proof(token: str) -> auth.Proof:
     """The DPoP proof of a data API call presenting ``token`` as ``Authorization: DPoP``,
     checked (with its ``ath``), not yet recorded; refused with a DPoP challenge."""
     p = platform()
+    method, path, _ = presented_request()
     try:
         return auth.check_proof(
-            _proof_values(),
-            method=presented_request()[0],
-            url=_request_url(),
+            _proof_values(p),
+            method=method,
+            url=f"{p.config.base_url}{path}",
             now=p.now(),
             access_token=token,
             nonces=p.dpop_nonces,
