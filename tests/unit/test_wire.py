@@ -562,32 +562,28 @@ def _body_of(sent: list[dict[str, Any]]) -> tuple[int, bytes]:
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
 
-async def test_one_task_reads_a_body_that_has_arrived_before_the_handler_runs() -> None:
-    app, whole_at_start = _form_app()
-    sent = await _call_queued(
-        app,
-        [
-            {"type": "http.request", "body": b"a=1", "more_body": True},
-            {"type": "http.request", "body": b"&b=2", "more_body": True},
-            {"type": "http.request", "body": b"", "more_body": False},
-        ],
-    )
-    assert _body_of(sent) == (200, b"a=1&b=2")
-    assert whole_at_start == [True]
+_PARTS = [
+    {"type": "http.request", "body": b"a=1", "more_body": True},
+    {"type": "http.request", "body": b"&b=2", "more_body": True},
+    {"type": "http.request", "body": b"", "more_body": False},
+]
 
 
-async def test_one_task_a_body_still_arriving_is_read_whole_once_it_has() -> None:
-    app, whole_at_start = _form_app()
-    sent = await _call_queued(
-        app,
-        [{"type": "http.request", "body": b"a=1", "more_body": True}],
-        [
-            {"type": "http.request", "body": b"&b=2", "more_body": True},
-            {"type": "http.request", "body": b"", "more_body": False},
-        ],
-    )
+@pytest.mark.parametrize(
+    ("arrived", "whole_at_start"),
+    [(3, True), (1, False), (0, False)],
+    ids=["arrived-whole", "arriving", "not-yet"],
+)
+async def test_one_task_reads_the_body_that_arrived_before_the_handler_and_the_rest_after(
+    arrived: int, whole_at_start: bool
+) -> None:
+    """The body's messages queued before the app runs (``arrived`` of them) are the request's
+    when the handler starts; the rest come as they arrive. Either way the handler reads it
+    whole."""
+    app, seen = _form_app()
+    sent = await _call_queued(app, _PARTS[:arrived], _PARTS[arrived:])
     assert _body_of(sent) == (200, b"a=1&b=2")
-    assert whole_at_start == [False]
+    assert seen == [whole_at_start]
 
 
 async def test_one_task_a_disconnect_that_arrived_with_the_body_still_cancels_the_answer() -> None:
