@@ -93,7 +93,6 @@ def jwk_thumbprint(jwk: dict[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-@functools.lru_cache(maxsize=1024)
 def normalized_url(url: str) -> str:
     """``url`` as an ``htu`` is compared (RFC 9449 section 4.3): without query and fragment,
     scheme and host in lower case, a default port dropped. ValueError when it is not a URL
