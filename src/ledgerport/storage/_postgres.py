@@ -110,9 +110,9 @@ class _PostgresTransaction:
     def __init__(self, store: PostgresStore, *, reads: bool = False, durable: bool = True) -> None:
         self._store = store
         self._reads = reads
+        """Reads before the first write run each on its own, outside the transaction."""
         self._begin = "BEGIN" if durable else "BEGIN; SET LOCAL synchronous_commit TO OFF"
         """The statement that begins the unit (``Store.transaction``'s ``durable``)."""
-        """Reads before the first write run each on its own, outside the transaction."""
         self._conn: Any = None
         """The pool's connection, taken with the first statement (None until then)."""
         self._serialized: set[str] = set()
