@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def http_scope(method: str = "GET", path: str = "/") -> dict[str, Any]:
-    """The scope of an HTTP/1.1 request ``method path`` from a loopback client."""
+def http_scope(method: str = "GET", path: str = "/", **fields: Any) -> dict[str, Any]:
+    """The scope of an HTTP/1.1 request ``method path`` from a loopback client, with ``fields``
+    (its headers, query string, addresses) in place of those given here."""
     return {
         "type": "http",
         "http_version": "1.1",
@@ -23,4 +24,4 @@ def http_scope(method: str = "GET", path: str = "/") -> dict[str, Any]:
         "server": ("127.0.0.1", 8000),
         "extensions": {},
         "state": {},
-    }
+    } | fields

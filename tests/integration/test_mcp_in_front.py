@@ -14,6 +14,7 @@ import pytest
 
 from ledgerport.clock import FrozenClock
 
+from ..asgi_scopes import http_scope
 from ..dpop_keys import DpopKey
 from .data_api import Api, owner_api
 from .oauth_helpers import make_world
@@ -244,20 +245,15 @@ async def test_only_a_tool_call_that_makes_its_call_is_answered_in_front(
     extra = dict(extra)
     query = extra.pop("query", "")
     headers = {k.lower(): v for k, v in api.headers(HANDSHAKE).items()} | extra
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": query.encode(),
-        "root_path": "",
-        "headers": [(k.encode(), v.encode()) for k, v in headers.items()]
+    scope = http_scope(
+        "POST",
+        "/mcp",
+        query_string=query.encode(),
+        headers=[(k.encode(), v.encode()) for k, v in headers.items()]
         + [(b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 80),
-    }
+        client=("127.0.0.1", 5000),
+        server=("127.0.0.1", 80),
+    )
     sent: list[dict[str, Any]] = []
     # As a server sends a body: here its bytes, then its end (hypercorn, quart's test client).
     messages = [

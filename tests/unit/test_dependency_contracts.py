@@ -840,23 +840,17 @@ async def test_mcp_stateless_json_manager_runs_in_the_request_task_under_trio() 
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).encode()
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
+    scope = http_scope(
+        "POST",
+        "/mcp",
+        headers=[
             (b"content-type", b"application/json"),
             (b"accept", b"application/json"),
             (b"mcp-protocol-version", b"2025-11-25"),
         ],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 2),
-    }
+        client=("127.0.0.1", 1),
+        server=("127.0.0.1", 2),
+    )
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
