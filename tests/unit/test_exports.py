@@ -1055,6 +1055,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "MANAGEMENT",
         "MANAGEMENT_PATHS",
         "ManagementListener",
+        "replaying",
         "AccessLog",
         "ConnectionGuard",
         "CoalescingH11Protocol",

@@ -7,6 +7,7 @@ test_dependency_contracts.py name the behaviours relied on."""
 from ._asgi import MANAGEMENT as MANAGEMENT
 from ._asgi import MANAGEMENT_PATHS as MANAGEMENT_PATHS
 from ._asgi import ManagementListener as ManagementListener
+from ._asgi import replaying as replaying
 from ._drain import RequestTracker as RequestTracker
 from ._serving import AccessLog as AccessLog
 from ._serving import ConnectionGuard as ConnectionGuard

@@ -1,7 +1,10 @@
-"""The shape of the ASGI wrappers between hypercorn and the application, and what a wrapper's
-``receive`` offers beyond ASGI's (:func:`arrived`)."""
+"""The shape of the ASGI wrappers between hypercorn and the application, what a wrapper's
+``receive`` offers beyond ASGI's (:func:`arrived`), and a ``receive`` that gives back messages
+already taken (:func:`replaying`)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import trio
 from hypercorn.typing import (
@@ -31,6 +34,21 @@ def arrived(receive: ASGIReceiveCallable) -> ASGIReceiveEvent | None:
     except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
         # Nothing yet, or the end: ``receive`` answers those itself when awaited.
         return None
+
+
+def replaying(
+    taken: Sequence[ASGIReceiveEvent], receive: ASGIReceiveCallable
+) -> ASGIReceiveCallable:
+    """A ``receive`` answering the messages ``taken`` from ``receive`` first, in order, then
+    ``receive``'s own: for whoever reads the request after a look at its first messages."""
+    pending = list(reversed(taken))
+
+    async def replay() -> ASGIReceiveEvent:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replay
 
 
 class HttpWrapper:

@@ -53,11 +53,11 @@ from hypercorn.protocol.events import Event as StreamEvent
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import TrioSingleTask
-from hypercorn.typing import ASGIReceiveCallable, ASGIReceiveEvent, ASGISendCallable, TaskGroup
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, TaskGroup
 from quart.wrappers import Request
 from quart_trio.asgi import TrioASGIHTTPConnection
 
-from ._asgi import arrived
+from ._asgi import arrived, replaying
 
 
 class CoalescingH11Protocol(H11Protocol):
@@ -132,22 +132,11 @@ def _take_arrived_body(request: Request, receive: ASGIReceiveCallable) -> ASGIRe
         if message is None:
             break
         if message["type"] != "http.request":
-            return _replaying(message, receive)
+            return replaying([message], receive)
         body.append(message.get("body", b""))
         if not message.get("more_body", False):
             body.set_complete()
     return receive
-
-
-def _replaying(first: ASGIReceiveEvent, receive: ASGIReceiveCallable) -> ASGIReceiveCallable:
-    pending = [first]
-
-    async def replay() -> ASGIReceiveEvent:
-        if pending:
-            return pending.pop()
-        return await receive()
-
-    return replay
 
 
 class LeanTaskGroup(hypercorn.trio.task_group.TaskGroup):

@@ -34,7 +34,7 @@ import trio
 from quart import Quart
 from werkzeug.datastructures import Headers
 
-from ledgerport.server import MANAGEMENT
+from ledgerport.server import MANAGEMENT, replaying
 
 from .._context import PLATFORM_KEY
 from .._headers import API_CSP, SECURITY_HEADERS
@@ -86,15 +86,7 @@ class InFront:
             and await self._answer(scope, headers, b"".join(m.get("body", b"") for m in read), send)
         ):
             return
-        pending: list[dict[str, Any]] = list(reversed(read))
-
-        async def replay() -> dict[str, Any]:
-            if pending:
-                return pending.pop()
-            message: dict[str, Any] = await receive()
-            return message
-
-        await self._inner(scope, replay, send)
+        await self._inner(scope, replaying(read, receive), send)  # type: ignore[arg-type]
 
     async def _read_body(self, headers: Headers, receive: Any) -> list[dict[str, Any]]:
         """The messages of the request's body, read when it may be a tool call to answer here:
