@@ -168,24 +168,20 @@ async def _call_tool(
         body = envelope(404, f"Unknown tool: {params.name}")
         return _refused(body, orjson.dumps(body).decode())
     in_place = current.in_place
-    if in_place is not None:
-        answer = await _dispatch.call_data_api(
-            current.app,
-            tool,
-            params.arguments or {},
-            None,
-            current.scope,
-            in_place=(in_place.carried, in_place.presented),
-        )
-        if answer.made:
-            in_place.answer = answer
-    elif current.grant is None:
+    if in_place is None and current.grant is None:
         body = _refusal_envelope(current.refusal or auth.InvalidAccessToken("no token"))
         return _refused(body, orjson.dumps(body).decode())
-    else:
-        answer = await _dispatch.call_data_api(
-            current.app, tool, params.arguments or {}, current.grant, current.scope
-        )
+    # In front of the application the call authenticates its own token (no grant here).
+    answer = await _dispatch.call_data_api(
+        current.app,
+        tool,
+        params.arguments or {},
+        current.grant,
+        current.scope,
+        in_place=None if in_place is None else (in_place.carried, in_place.presented),
+    )
+    if in_place is not None and answer.made:
+        in_place.answer = answer
     if answer.status >= 300 or not answer.is_object:
         return _refused(answer.body, answer.text)
     # The result's wire form as a mapping: the SDK copies a mapping as it is, where a model's
