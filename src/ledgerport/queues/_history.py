@@ -14,6 +14,7 @@ app's: a delivery of another webhook is not found, whatever its id or its event.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -180,18 +181,9 @@ _DETAIL = (
 """A delivery whole with its app and its business's installation, which the redelivery rule
 reads (one installation at most: one an app and business)."""
 _DETAIL_WIDTH = _DETAIL.count(",") + 1
-_LOGGED = (
-    "attempt",
-    "started_at",
-    "duration_ms",
-    "response_code",
-    "response_body",
-    "response_truncated",
-    "error",
-    "request_headers",
-    "body_dropped_at",
-)
-"""The columns of an attempt in the log that :meth:`LoggedAttempt.from_row` reads."""
+_LOGGED = tuple(field.name for field in dataclasses.fields(LoggedAttempt))
+"""The columns of an attempt in the log that :meth:`LoggedAttempt.from_row` reads: its fields,
+each the column of its name."""
 
 
 def _delivery_whole(newest: int | None) -> str:
