@@ -31,6 +31,8 @@ from .developer import blueprint as developer_blueprint
 from .pages import PAGES, page_csp
 
 _PAGE_CSP = page_csp()
+_SECURITY_BY_LOWER = {name.lower(): (name, value) for name, value in SECURITY_HEADERS.items()}
+"""The security headers by their names in lower case, as an answer's present ones are read."""
 
 
 def use_platform(app: QuartTrio, platform: Platform) -> None:
@@ -131,8 +133,8 @@ def create_app(platform: Platform) -> QuartTrio:
         # error (BadRequestKeyError) for each header it does not find.
         headers = response.headers
         present = {name.lower() for name, _ in headers.items()}
-        for name, value in SECURITY_HEADERS.items():
-            if name.lower() not in present:
+        for lowered, (name, value) in _SECURITY_BY_LOWER.items():
+            if lowered not in present:
                 headers.add(name, value)
         if "content-security-policy" not in present:
             is_html = response.mimetype == "text/html"
