@@ -288,6 +288,35 @@ async def test_a_stopping_runner_gives_its_runs_back(
     assert row["next_attempt_at"] <= platform.now()
 
 
+async def test_a_claim_still_going_on_when_the_runner_is_left_starts_its_runs(
+    client: Any, admin_headers: dict[str, str], platform: Platform, store: Store
+) -> None:
+    """The claim loop, a task of the runner's nursery, may resume a claim when the body of
+    ``running()`` has already left (after a shielded checkpoint, taking a lock): what it
+    claims runs, and leaving waits for it."""
+    with trio.fail_after(TIMEOUT):
+        api = await owner_api(client, admin_headers)
+        console = await console_for(client, admin_headers, api)
+        late = "export function handler() { return 'late' }"
+        await console.ok("PUT", "/functions/f", {"source": late, "events": ["customer.created"]})
+        await api.customer()
+        async with engine_for(platform) as engine:
+            await engine.dispatch_once()
+        runner = FunctionRunner(platform, workers=1, limits=RunLimits())
+        claimed: list[int] = []
+        async with runner.running() as nursery:
+
+            async def claims_once_the_body_has_left() -> None:
+                await trio.lowlevel.checkpoint()  # the body has left by now
+                claimed.append(await runner.claim_once())
+
+            nursery.start_soon(claims_once_the_body_has_left)
+        async with store.transaction() as tx:
+            status = await tx.fetchval("SELECT status FROM function_runs")
+    assert claimed == [1]
+    assert status == "succeeded"
+
+
 PENDING_CALL_ATTACK = """
 export function handler(event, context) {
   context.api.get("/customers").then((page) => context.api.post("/customers",

@@ -196,13 +196,14 @@ class FunctionRunner:
         async with trio.open_nursery() as outer:
             await outer.start(self.pool.run)
             try:
+                # The nursery stays the runs' until it has closed: the claim loop, a task in
+                # it, may still be claiming when the body has left (a claim resumed after a
+                # shielded checkpoint), and starts what it claimed there, to be given back.
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
-                    try:
-                        yield nursery
-                    finally:
-                        self._nursery = None
+                    yield nursery
             finally:
+                self._nursery = None
                 await self._egress.aclose()
             outer.cancel_scope.cancel()
 

@@ -271,7 +271,8 @@ class SandboxPool:
                 await self._close(worker)
 
     async def _start(self) -> _Worker:
-        assert self._nursery is not None
+        if self._nursery is None:
+            raise WorkerStartFailed("the pool is stopping")
         process = await trio.lowlevel.open_process(
             [*self._worker_command, "--memory-mib", str(self._memory_mib)],
             stdin=subprocess.PIPE,
@@ -285,6 +286,10 @@ class SandboxPool:
         worker = _Worker(process, FrameReader(process.stdout))
         self._alive.add(worker)
         self._gauge()
+        if self._nursery is None:  # the pool stopped while the process started
+            self._kill(worker)
+            await self._close(worker)
+            raise WorkerStartFailed("the pool is stopping")
         self._nursery.start_soon(self._drain_stderr, worker)
         try:
             with trio.fail_after(START_TIMEOUT):
@@ -388,7 +393,10 @@ class SandboxPool:
             else:
                 await self._close(worker)  # the pool is stopping: no replacement
             raise
-        if worker.process.returncode is not None or worker.killed:
+        if self._nursery is None:  # the pool stopped as the run ended: no replacement
+            self._kill(worker)
+            await self._close(worker)
+        elif worker.process.returncode is not None or worker.killed:
             self._retire(worker, "killed" if worker.killed else "died")
         elif worker.unclean:
             self._retire(worker, "unclean")
