@@ -81,7 +81,7 @@ async def way_out(
     told: dict[str, list[str]] = {}
     egress = Egress(
         keyring=keyring,
-        note=lambda run_id, note, at: told.setdefault(run_id, []).append(note),
+        note=lambda run_id, note, at, after: told.setdefault(run_id, []).append(note),
         deadlines=deadlines,
         development=development,
         loopback=loopback,

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 WALL = 10.0
 RUN = RunRequest("run_limited", "fn:1", "", "{}")
-CALL = ApiCall("GET", "/customers", None)
+CALL = ApiCall("GET", "/customers", None, lines=1)
+"""A call the handler made after logging its line (``_ended``)."""
 REFUSAL = "Too many requests: retry after 30 seconds"
 THROWN = f"ApiError: GET /customers: 429 {REFUSAL}"
 """What the harness makes of the refusal, as a handler that throws it ends its run."""

@@ -79,6 +79,7 @@ async def test_a_fetch_goes_to_the_pool_as_written_and_its_answer_comes_back() -
 
     source = (
         "export async function handler(e, context) {"
+        " context.log('charging'); console.log('5');"
         " const answer = await context.fetch('https://api.example.com/v1/charges?x=1', {"
         "  method: 'POST', headers: {Authorization: 'Bearer ' + context.secret('API_KEY'),"
         "  'Content-Type': 'application/json'}, body: JSON.stringify({amount: 5}) });"
@@ -96,6 +97,7 @@ async def test_a_fetch_goes_to_the_pool_as_written_and_its_answer_comes_back() -
         [["Authorization", f"Bearer {PLACEHOLDER}"], ["Content-Type", "application/json"]],
         '{"amount":5}',
         call.at,
+        2,  # the lines logged before it
     )
     assert 0 <= call.at < 10_000  # on the handler's clock
     assert json.loads(outcome.result or "null") == {

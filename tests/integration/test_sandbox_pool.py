@@ -214,11 +214,12 @@ async def test_function_versions_never_share_state() -> None:
 
 
 async def test_api_calls_come_back_to_the_pool() -> None:
-    calls: list[tuple[str, str, str, Any]] = []
+    """Each with the lines the handler had logged when it called."""
+    calls: list[tuple[str, str, str, Any, int]] = []
 
     async def api(run: RunRequest, call: ApiCall) -> ApiAnswer:
         body = None if call.body is None else json.loads(call.body)
-        calls.append((run.run_id, call.method, call.path, body))
+        calls.append((run.run_id, call.method, call.path, body, call.lines))
         if call.path == "/missing":
             return ApiAnswer(404, {"statusCode": 404, "message": "Record missing not found"})
         return ApiAnswer(200, {"data": [call.path]})
@@ -228,6 +229,7 @@ async def test_api_calls_come_back_to_the_pool() -> None:
       const [a, b] = await Promise.all(
         [context.api.get("/customers"), context.api.get("/invoices")]);
       const made = await context.api.post("/customers", { name: "Acme" });
+      context.log("made");
       let missing = null;
       try { await context.api.get("/missing"); }
       catch (error) { missing = [error.name, error.status, error.message]; }
@@ -248,11 +250,11 @@ async def test_api_calls_come_back_to_the_pool() -> None:
     }
     assert sorted(calls) == sorted(
         [
-            (run.run_id, "GET", "/customers", None),
-            (run.run_id, "GET", "/invoices", None),
-            (run.run_id, "POST", "/customers", {"name": "Acme"}),
-            (run.run_id, "GET", "/missing", None),
-            (run.run_id, "DELETE", "/customers/cus_1", None),
+            (run.run_id, "GET", "/customers", None, 0),
+            (run.run_id, "GET", "/invoices", None, 0),
+            (run.run_id, "POST", "/customers", {"name": "Acme"}, 0),
+            (run.run_id, "GET", "/missing", None, 1),
+            (run.run_id, "DELETE", "/customers/cus_1", None, 1),
         ]
     )
 

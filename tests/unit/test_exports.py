@@ -768,6 +768,7 @@ PUBLIC_NAMES: dict[str, set[str]] = {
         "Recorder",
         "Refusal",
         "RunBook",
+        "RunNote",
         "ScheduleTicker",
         "Scheduler",
         "SendRate",

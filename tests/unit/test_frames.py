@@ -58,6 +58,7 @@ FRAMES: list[Frame] = [
         headers=[["Authorization", "Bearer lpsecret_" + "0" * 32]],
         body='{"a":1}',
         at=12,
+        lines=2,
     ),
     FetchResult(
         run="run_1",
@@ -129,6 +130,8 @@ REFUSED = {
     "headers that are a map": _map(FETCH, headers={"Authorization": "x"}),
     "a header value that is no string": _map(FETCH, headers=[["A", 1]]),
     "a time that is a boolean": _map(FETCH, at=True),
+    "a count of lines that is a boolean": _map(FETCH, lines=True),
+    "a count of lines that is text": _map(API, lines="2"),
     "secrets that are no strings": _map(RUN, secrets={"KEY": 1}),
     "secrets that are a list": _map(RUN, secrets=["KEY"]),
 }

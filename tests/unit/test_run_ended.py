@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ledgerport import queues
-from ledgerport.engine import RUN_RETRY_DELAYS, run_ended
+from ledgerport.engine import RUN_RETRY_DELAYS, RunNote, run_ended
 from ledgerport.runtime import RunLimits, RunOutcome
 
 NOW = 1_790_000_000.0
@@ -46,7 +46,7 @@ def _ended(
     outcome: RunOutcome,
     attempts: int = 0,
     held_back: dict[str | None, float] | None = None,
-    notes: list[tuple[int, str]] | None = None,
+    notes: list[RunNote] | None = None,
 ) -> queues.RunEnded:
     return run_ended(
         _run(attempts),
@@ -107,7 +107,7 @@ def test_a_run_that_fails_for_its_own_reason_after_a_refusal_is_not_retried() ->
 
 
 def test_the_platforms_notes_join_the_log_in_the_order_written() -> None:
-    notes = [(1, "[ledgerport] first"), (9, "[ledgerport] last")]
+    notes = [RunNote(1, 0, "[ledgerport] first"), RunNote(9, 1, "[ledgerport] last")]
 
     ended = _ended(_outcome(), notes=notes)
 
@@ -115,8 +115,49 @@ def test_the_platforms_notes_join_the_log_in_the_order_written() -> None:
     assert list(ended.log_times) == [1, 5, 9]
 
 
+# Lines "a", "b", "c" logged at 10, 10 and 12 ms; a note about a call made after ``after`` of
+# them, answered ``at``. A note's time is the call's on the handler's clock plus the whole
+# milliseconds it took: never later than a line logged once it was answered, often the same.
+@pytest.mark.parametrize(
+    ("at", "after", "logs"),
+    [
+        # Called before any line, answered before "a" at the same millisecond.
+        (10, 0, ["note", "a", "b", "c"]),
+        # Called after "a", answered in its millisecond: "b", at 10, came after the answer.
+        (10, 1, ["a", "note", "b", "c"]),
+        # Called after "b", answered at once: after both, though "b" is at 10 too.
+        (10, 2, ["a", "b", "note", "c"]),
+        # Called after "a" and answered at 11: "b", logged at 10 meanwhile, comes first.
+        (11, 1, ["a", "b", "note", "c"]),
+        # Called after every line: last, whatever its time.
+        (12, 3, ["a", "b", "c", "note"]),
+        # A count past the lines kept (the rest left out for the log limit): last.
+        (0, 9, ["a", "b", "c", "note"]),
+    ],
+)
+def test_a_note_goes_after_the_lines_before_its_call_and_before_those_after_its_answer(
+    at: int, after: int, logs: list[str]
+) -> None:
+    outcome = _outcome(logs=("a", "b", "c"), log_times=(10, 10, 12))
+
+    ended = _ended(outcome, notes=[RunNote(at, after, "note")])
+
+    assert list(ended.logs) == logs
+    assert len(ended.log_times) == 4
+
+
+def test_notes_at_one_place_go_in_their_times_order_then_as_told() -> None:
+    notes = [RunNote(20, 0, "late"), RunNote(11, 1, "early"), RunNote(11, 0, "told after")]
+    outcome = _outcome(logs=("a", "b"), log_times=(10, 30))
+
+    ended = _ended(outcome, notes=notes)
+
+    assert list(ended.logs) == ["a", "early", "told after", "late", "b"]
+    assert list(ended.log_times) == [10, 11, 11, 20, 30]
+
+
 def test_without_the_lines_times_the_notes_come_after_them_untimed() -> None:
-    notes = [(1, "[ledgerport] first")]
+    notes = [RunNote(1, 0, "[ledgerport] first")]
 
     ended = _ended(_outcome(logs=("a", "b"), log_times=()), notes=notes)
 

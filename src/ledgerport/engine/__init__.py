@@ -6,7 +6,8 @@ Besides the workers, the parts of the delivery engine that have tests of their o
 here: the bookkeeping (``DeliveryBook``, ``Shares``), one attempt's pure parts
 (``request_headers``, ``attempt_error``, ``attempt_outcome``), the send-time check's freshness
 (``Planned``, ``check_stands``), the actors and the recorder; and how a function run ended
-(``run_ended``), and a run's way out (``Egress``: its fetches and secrets)."""
+(``run_ended``, with the platform's ``RunNote``s in its log), and a run's way out
+(``Egress``: its fetches and secrets)."""
 
 from ._actors import Actors as Actors
 from ._attempt import attempt_outcome as attempt_outcome
@@ -48,6 +49,7 @@ from ._run_book import DueRuns as DueRuns
 from ._run_book import RunBook as RunBook
 from ._run_book import half_share as half_share
 from ._run_outcome import RUN_RETRY_DELAYS as RUN_RETRY_DELAYS
+from ._run_outcome import RunNote as RunNote
 from ._run_outcome import run_ended as run_ended
 from ._scheduler import Scheduler as Scheduler
 from ._schedules import ScheduleTicker as ScheduleTicker

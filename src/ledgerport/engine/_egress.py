@@ -119,15 +119,16 @@ class _Target:
 
 
 class Egress:
-    """The fetches of the runs going on (see the module docstring). ``note(run_id, text, at)``
-    tells a run's log as the platform, ``at`` milliseconds after its handler was called;
-    ``deadlines`` are the runs' wall deadlines (trio's clock), by run id."""
+    """The fetches of the runs going on (see the module docstring). ``note(run_id, text, at,
+    after)`` tells a run's log as the platform, ``at`` milliseconds after its handler was called
+    and after its first ``after`` lines; ``deadlines`` are the runs' wall deadlines (trio's
+    clock), by run id."""
 
     def __init__(
         self,
         *,
         keyring: Keyring,
-        note: Callable[[str, str, int], None],
+        note: Callable[[str, str, int, int], None],
         deadlines: Mapping[str, float],
         development: bool,
         loopback: bool,
@@ -255,10 +256,11 @@ class Egress:
                 self._waiting(run_id, False)
 
     def _note(self, request: RunRequest, call: FetchCall, started: float, note: str) -> None:
-        """Tell the run's log ``note`` as the fetch ends: on the guest's clock, the time it
-        called plus the time the fetch took."""
-        took = round((time.perf_counter() - started) * 1000)
-        self._note_to(request.run_id, note, call.at + took)
+        """Tell the run's log ``note`` as the fetch ends: after the lines the guest had logged
+        when it called, and on its clock the time it called plus the whole milliseconds the
+        fetch took (never later than a line it logs once answered)."""
+        took = int((time.perf_counter() - started) * 1000)
+        self._note_to(request.run_id, note, call.at + took, call.lines)
 
     def _count(self, outcome: str) -> None:
         if self._metrics is not None:

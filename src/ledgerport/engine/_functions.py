@@ -126,7 +126,7 @@ class FunctionRunner:
         """The runs' data API calls, and what the platform tells their logs."""
         self._egress = Egress(
             keyring=platform.keyring,
-            note=lambda run_id, note, at: self._calls.note(run_id, note, at=at),
+            note=lambda run_id, note, at, after: self._calls.note(run_id, note, at=at, after=after),
             deadlines=self._deadlines,
             development=platform.config.development,
             loopback=platform.config.loopback_webhooks,

@@ -19,6 +19,8 @@ import trio
 from ledgerport import catalog
 from ledgerport.runtime import ApiAnswer, ApiCall, DataApi, RunLimits, RunRequest, bounded
 
+from ._run_outcome import RunNote
+
 MAX_NOTES = 80
 """What the platform adds to one run's log at most: room for a line per fetch a run may make
 (``_egress.py``, 50 at most) beside the notes of its data API calls."""
@@ -41,16 +43,15 @@ class RunCalls:
         self._limits = limits
         self._tokens = tokens
         self._deadlines = deadlines
-        self._notes: dict[str, list[tuple[int, str]]] = {}
-        """What the platform tells a run's log (a rate-limited call), by run id, each with when
-        it was told (milliseconds after the run started)."""
+        self._notes: dict[str, list[RunNote]] = {}
+        """What the platform tells a run's log (a rate-limited call), by run id."""
         self._held_back: dict[str, dict[str | None, float]] = {}
         """Runs whose call was refused for a rate limit they could not wait out: by the error
         the handler's throwing that refusal ends the run with, its Retry-After, after which
         such a failed run goes again."""
 
-    def notes(self, run_id: str) -> list[tuple[int, str]]:
-        """What the platform told the run's log so far, each with when."""
+    def notes(self, run_id: str) -> list[RunNote]:
+        """What the platform told the run's log so far."""
         return self._notes.get(run_id, [])
 
     def held_back(self, run_id: str) -> Mapping[str | None, float]:
@@ -65,12 +66,13 @@ class RunCalls:
 
     async def call(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
         """Answer a call of the run ``request`` (see the module docstring). What the platform
-        tells the run's log about it goes at the call's time on the handler's clock, plus the
-        time since it was made."""
+        tells the run's log about it goes after the lines the handler had logged when it
+        called, at the call's time on its clock plus the whole milliseconds since it was made
+        (never later than a line it logs once answered)."""
         made = trio.current_time()
 
         def at() -> int:
-            return call.at + round((trio.current_time() - made) * 1000)
+            return call.at + int((trio.current_time() - made) * 1000)
 
         answer = await self._call_once(request, call)
         while answer.status == 429 and answer.retry_after is not None:
@@ -85,12 +87,14 @@ class RunCalls:
                     " wall limit: answered to the handler, and a run that fails by throwing it"
                     " goes again after it",
                     at=at(),
+                    after=call.lines,
                 )
                 return answer
             self.note(
                 request.run_id,
                 f"{refused}; waited {answer.retry_after:g} s for its budget and called again",
                 at=at(),
+                after=call.lines,
             )
             await trio.sleep(answer.retry_after)
             answer = await self._call_once(request, call)
@@ -111,15 +115,16 @@ class RunCalls:
         error = f"ApiError: {call.method} {call.path}: {answer.status} {shown}"
         return bounded(self._limits, ok=False, result=None, logs=[], error=error, limit=None).error
 
-    def note(self, run_id: str, note: str, *, at: int | None = None) -> None:
+    def note(self, run_id: str, note: str, *, at: int | None = None, after: int = 0) -> None:
         """Tell the run's log ``note``, as the platform (MAX_NOTES at most), written ``at``
-        milliseconds after the run started (default: now)."""
+        milliseconds after the run started (default: now), after the run's first ``after``
+        lines."""
         notes = self._notes.setdefault(run_id, [])
         if len(notes) < MAX_NOTES:
             if at is None:
                 started = self._deadlines.get(run_id, trio.current_time()) - self._limits.wall
                 at = max(round((trio.current_time() - started) * 1000), 0)
-            notes.append((at, f"[ledgerport] {note}"))
+            notes.append(RunNote(at, after, f"[ledgerport] {note}"))
 
     async def _call_once(self, request: RunRequest, call: ApiCall) -> ApiAnswer:
         token = self._tokens.get(request.run_id)

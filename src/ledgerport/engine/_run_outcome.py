@@ -12,6 +12,7 @@ platform's notes join the run's log in the order they were written.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from ledgerport import apps, queues
 from ledgerport.runtime import RunLimits, RunOutcome, recheck
@@ -68,12 +69,12 @@ def run_ended(
     started_at: float,
     now: float,
     held_back: Mapping[str | None, float],
-    notes: Sequence[tuple[int, str]],
+    notes: Sequence[RunNote],
 ) -> queues.RunEnded:
     """How a run of the function's ``version`` that started at ``started_at`` ended at ``now``
     with the pool's ``outcome`` (see the module docstring). ``held_back``: the errors a handler
     ends its run with by throwing a rate limit's refusal, each with its Retry-After; ``notes``:
-    what the platform told the run's log, each with when (milliseconds after the start)."""
+    what the platform told the run's log."""
     attempts = run.attempts + 1
     # Checked once more before anything is stored: nothing of the guest's is believed.
     kept = recheck(limits, outcome)
@@ -110,12 +111,39 @@ def run_ended(
     )
 
 
+class RunNote(NamedTuple):
+    """A line the platform tells a run's log about a call of the run: written ``at``
+    milliseconds after the handler was called (on its clock), after the ``after`` lines it had
+    logged when it made the call."""
+
+    at: int
+    after: int
+    text: str
+
+
 def with_notes(
-    logs: list[str], times: list[int], notes: Sequence[tuple[int, str]]
+    logs: list[str], times: list[int], notes: Sequence[RunNote]
 ) -> tuple[list[str], list[int]]:
     """The run's log lines and the platform's notes in the order they were written, with their
-    times; the notes after the lines, and no times, when the lines' times are not known."""
+    times; the notes after the lines, and no times, when the lines' times are not known.
+
+    A note goes after the lines logged before its call, and before the first line after them
+    whose time is not earlier than its own: the note's time is never later than that of a line
+    logged once the call was answered, so it comes first on a tie."""
     if len(times) != len(logs):
-        return [*logs, *(note for _, note in notes)], []
-    merged = sorted([*zip(times, logs, strict=True), *notes], key=lambda line: line[0])
-    return [line for _, line in merged], [at for at, _ in merged]
+        return [*logs, *(note.text for note in notes)], []
+    placed = [
+        (next((i for i in range(n.after, len(times)) if times[i] >= n.at), len(times)), n)
+        for n in notes
+    ]
+    placed.sort(key=lambda pair: (pair[0], pair[1].at))
+    merged_logs: list[str] = []
+    merged_times: list[int] = []
+    line = 0
+    for place, note in placed:
+        merged_logs += logs[line:place]
+        merged_times += times[line:place]
+        line = max(line, place)
+        merged_logs.append(note.text)
+        merged_times.append(note.at)
+    return [*merged_logs, *logs[line:]], [*merged_times, *times[line:]]

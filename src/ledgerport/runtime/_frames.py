@@ -81,6 +81,8 @@ class Api:
     """JSON text, or None."""
     at: int = 0
     """When the guest called, in milliseconds after its handler was called."""
+    lines: int = 0
+    """How many lines the guest had logged when it called."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,8 @@ class Fetch:
     at: int = 0
     """When the guest called it, in milliseconds after its handler was called (its log's
     clock, so the platform's line about the fetch goes in its place among the guest's)."""
+    lines: int = 0
+    """How many lines the guest had logged when it called."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ _FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
         "path": str,
         "body": (str, type(None)),
         "at": int,
+        "lines": int,
     },
     ApiResult: {"run": str, "call": int, "status": int, "body": _ANY},
     Fetch: {
@@ -189,6 +194,7 @@ _FIELD_TYPES: dict[type[Frame], dict[str, Any]] = {
         "headers": list,
         "body": (str, type(None)),
         "at": int,
+        "lines": int,
     },
     FetchResult: {
         "run": str,

@@ -115,6 +115,9 @@ class ApiCall:
     at: int = 0
     """When the guest called, in milliseconds after its handler was called (its log's clock,
     so the platform's line about the call goes in its place among the guest's)."""
+    lines: int = 0
+    """How many lines the guest had logged when it called: the platform's line about the call
+    comes after them."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,9 @@ class FetchCall:
     body: str | None
     at: int = 0
     """When the guest called it, in milliseconds after its handler was called."""
+    lines: int = 0
+    """How many lines the guest had logged when it called: the platform's line about the call
+    comes after them."""
 
 
 @dataclass(frozen=True)
@@ -538,7 +544,7 @@ class SandboxPool:
     async def _answer(self, worker: _Worker, request: RunRequest, frame: Api) -> None:
         try:
             answer = await self._api(
-                request, ApiCall(frame.method, frame.path, frame.body, frame.at)
+                request, ApiCall(frame.method, frame.path, frame.body, frame.at, frame.lines)
             )
         except Exception:
             log.exception("sandbox pool: an API call of run %s", request.run_id)
@@ -553,7 +559,10 @@ class SandboxPool:
     async def _answer_fetch(self, worker: _Worker, request: RunRequest, frame: Fetch) -> None:
         try:
             answer = await self._fetch(
-                request, FetchCall(frame.method, frame.url, frame.headers, frame.body, frame.at)
+                request,
+                FetchCall(
+                    frame.method, frame.url, frame.headers, frame.body, frame.at, frame.lines
+                ),
             )
         except Exception:
             # The exception's text is not the guest's to read: it may carry what was sent.

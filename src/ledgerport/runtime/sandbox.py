@@ -250,7 +250,7 @@ _HARNESS = r"""
         call('{"kind":"api","run":' + quote(runId) + ',"id":' + toText(id) + ',"method":'
           + quote(method) + ',"path":' + quote(target) + ',"body":'
           + (bodyText === null ? "null" : quote(bodyText)) + ',"at":'
-          + toText(dateNow() - startedAt) + "}");
+          + toText(dateNow() - startedAt) + ',"lines":' + toText(logCount) + "}");
       });
     };
     const api = freeze({
@@ -326,7 +326,8 @@ _HARNESS = r"""
         });
         call('{"kind":"fetch","run":' + quote(runId) + ',"id":' + toText(id) + ',"method":'
           + quote(method) + ',"url":' + quote(target) + ',"headers":' + headerText + ',"body":'
-          + bodyText + ',"at":' + toText(dateNow() - startedAt) + "}");
+          + bodyText + ',"at":' + toText(dateNow() - startedAt) + ',"lines":'
+          + toText(logCount) + "}");
       });
     };
     const context = freeze({
@@ -593,7 +594,17 @@ class _Worker:
             self._unclean = True
             return
         call = self._waiting(isolate, number, ApiResult)
-        self.send(Api(run=run.run, call=call, method=method, path=path, body=body, at=_at(message)))
+        self.send(
+            Api(
+                run=run.run,
+                call=call,
+                method=method,
+                path=path,
+                body=body,
+                at=_at(message),
+                lines=_lines(message),
+            )
+        )
 
     def _fetch_call(self, isolate: _Isolate, run: Run, message: dict[str, Any]) -> None:
         """``context.fetch``'s way out: the pool has the engine make the request, and its
@@ -614,6 +625,7 @@ class _Worker:
                 headers=pairs,
                 body=body,
                 at=_at(message),
+                lines=_lines(message),
             )
         )
 
@@ -734,6 +746,13 @@ def _at(message: dict[str, Any]) -> int:
     """When the guest made a call, as the harness wrote it (0 when it is not a time)."""
     given = message.get("at")
     return given if type(given) is int and 0 <= given <= LOG_TIME_MAX else 0
+
+
+def _lines(message: dict[str, Any]) -> int:
+    """How many lines the guest had logged when it made a call, as the harness wrote it (0 when
+    it is not a count)."""
+    given = message.get("lines")
+    return given if type(given) is int and 0 <= given < 2**31 else 0
 
 
 def _call_of(text: Any) -> dict[str, Any] | None:
