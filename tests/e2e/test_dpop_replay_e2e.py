@@ -199,4 +199,4 @@ def test_a_proof_used_at_one_process_is_refused_at_the_other(ledger: str, tmp_pa
         recorded = _recorded_proofs(url)
         logs = first.output() + second.output()
     assert recorded == (accepted if ledger == "database" else 0)
-    assert "Traceback" not in logs
+    assert "Traceback" not in logs, logs

@@ -450,7 +450,7 @@ def test_the_rate_limit_holds_across_two_processes_on_one_database(tmp_path: Pat
         assert 0 <= request.arrived - _signed_second(request) < 1 + ARRIVAL_LAG
     assert sum(shares) == RATED_EVENTS
     assert min(shares) > 0, f"one process sent everything: {shares}"
-    assert "Traceback" not in logs
+    assert "Traceback" not in logs, logs
 
 
 # --- 4. the event cursor --------------------------------------------------------------------------
