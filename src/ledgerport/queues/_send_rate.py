@@ -21,15 +21,12 @@ async def take_sends(
         webhook_id,
         second,
     )
-    await tx.execute(
-        "INSERT INTO webhook_send_counts (webhook_id, second, started) VALUES ($1, $2, 0)"
-        " ON CONFLICT (webhook_id, second) DO NOTHING",
-        webhook_id,
-        second,
-    )
+    # One statement makes the row or locks the one there: made, then read and locked apart,
+    # it could be deleted in between by another process passing the second.
     started = await tx.fetchval(
-        "SELECT started FROM webhook_send_counts WHERE webhook_id = $1 AND second = $2"
-        + tx.row_lock,
+        "INSERT INTO webhook_send_counts (webhook_id, second, started) VALUES ($1, $2, 0)"
+        " ON CONFLICT (webhook_id, second) DO UPDATE SET started = webhook_send_counts.started"
+        " RETURNING started",
         webhook_id,
         second,
     )
