@@ -14,6 +14,9 @@ import bisect
 import math
 import random
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import pytest
 import trio
@@ -23,7 +26,7 @@ from ledgerport import auth, catalog
 from ledgerport.auth import Budget, Locked, LockoutRule, Verdict
 from ledgerport.clock import FrozenClock
 from ledgerport.ops import Metrics
-from ledgerport.storage import StorageUnavailable, Store
+from ledgerport.storage import StorageUnavailable, Store, Transaction
 
 TIMEOUT = 60
 BIG = catalog.RateLimit("test-settled-600", 600, 60, "ip")
@@ -315,6 +318,59 @@ async def test_a_failed_settlement_keeps_its_hits(
         assert limiter.statistics() == auth.SettlementStatistics(
             settlements=1, failures=1, hits=5, views=1
         )
+
+
+class _SweepFails:
+    """``store``, where deleting the counts that no longer count fails (the sweep that follows
+    a settlement's commit)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.failed = 0
+
+    @asynccontextmanager
+    async def transaction(self, **options: Any) -> AsyncIterator[Any]:
+        async with self._store.transaction(**options) as tx:
+            yield _FailingSweep(tx, self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class _FailingSweep:
+    def __init__(self, tx: Transaction, store: _SweepFails) -> None:
+        self._tx = tx
+        self._store = store
+
+    async def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("DELETE FROM rate_limits"):
+            self._store.failed += 1
+            raise StorageUnavailable("the database went away")
+        return await self._tx.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+
+async def test_a_settlement_whose_sweep_fails_counts_its_hits_once(
+    store: Store, clock: FrozenClock, keyring: auth.Keyring
+) -> None:
+    """The sweep follows the settlement's commit: its failure is not the settlement's, whose
+    hits, kept to settle again, would count twice."""
+    failing = _SweepFails(store)
+    limiter = auth.SettlingRateLimiter(
+        auth.StoreRateLimiter(cast(Store, failing), clock, keyring), clock
+    )
+    budget = Budget(BIG, ip())
+    with trio.fail_after(TIMEOUT):
+        for _ in range(4):
+            await limiter.take(budget)
+        await limiter.settle()
+        await limiter.settle()
+        in_the_row = await in_row(store, clock, keyring, budget)
+    assert failing.failed == 1
+    assert in_the_row == 4
+    assert limiter.statistics().failures == 0
 
 
 async def test_views_are_forgotten_once_their_windows_pass(

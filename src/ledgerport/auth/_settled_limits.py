@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import trio
 
 from ledgerport.clock import Clock
-from ledgerport.storage import Reader, Row, StorageUnavailable
+from ledgerport.storage import Reader, Row, StorageError, StorageUnavailable
 
 from ._limits import Budget, Locked, LockoutRule, Lookup, Standing, Verdict, wait_within
 from ._shared_limits import LIMIT_BUCKETS, StoreRateLimiter
@@ -347,10 +347,15 @@ class SettlingRateLimiter:
                 await trio.sleep(SETTLE_EVERY)
                 try:
                     await self.settle()
-                except Exception:
+                except Exception as exc:
                     # Kept unsettled; a budget with a slice unsettled counts in the database,
-                    # which answers as the store does while it is down.
-                    log.warning("settling the rate limits' counts failed", exc_info=True)
+                    # which answers as the store does while it is down. The store's trouble is
+                    # told in a line; anything else with its traceback.
+                    log.warning(
+                        "settling the rate limits' counts failed: %s",
+                        exc,
+                        exc_info=not isinstance(exc, StorageError),
+                    )
                 if trio.current_time() - swept >= _SWEEP_EVERY:
                     swept = trio.current_time()
                     self.sweep()
@@ -358,8 +363,12 @@ class SettlingRateLimiter:
             with trio.CancelScope(shield=True), trio.move_on_after(SETTLE_TIMEOUT):
                 try:
                     await self.settle()
-                except Exception:
-                    log.warning("settling the counts at the stop failed", exc_info=True)
+                except Exception as exc:
+                    log.warning(
+                        "settling the counts at the stop failed: %s",
+                        exc,
+                        exc_info=not isinstance(exc, StorageError),
+                    )
 
     async def take(self, *budgets: Budget) -> Verdict:
         now = self._clock.now()

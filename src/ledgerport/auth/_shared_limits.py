@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,7 +33,7 @@ import orjson
 from ledgerport import catalog
 from ledgerport.clock import Clock
 from ledgerport.keys import Keyring
-from ledgerport.storage import Reader, Row, Store, Transaction
+from ledgerport.storage import Reader, Row, StorageError, Store, Transaction
 
 from ._limits import (
     Budget,
@@ -47,6 +48,8 @@ from ._limits import (
     take_unless_locked_then_read_in_turn,
     wait_within,
 )
+
+log = logging.getLogger(__name__)
 
 LIMIT_BUCKETS = 60
 """Buckets per window in shared counters; a bucket's width bounds how late a hit is forgotten."""
@@ -691,15 +694,20 @@ class StoreRateLimiter:
         """Delete, at most once a minute, the rows whose counts no longer count.
 
         On PostgreSQL rows another transaction holds are skipped (they are in use, and waiting
-        for them could deadlock with a take locking them in another order).
+        for them could deadlock with a take locking them in another order). It follows the
+        caller's commit: its failure is only told, never the caller's (hits settled again
+        because of it would count twice); the rows go at the next sweep.
         """
         if now < self._next_sweep:
             return
         self._next_sweep = now + _SWEEP_INTERVAL
         skip_locked = " FOR UPDATE SKIP LOCKED" if self._store.kind == "postgresql" else ""
-        async with self._store.transaction() as tx:
-            await tx.execute(
-                "DELETE FROM rate_limits WHERE (budget, key) IN"
-                f" (SELECT budget, key FROM rate_limits WHERE expires_at < $1{skip_locked})",
-                now,
-            )
+        try:
+            async with self._store.transaction() as tx:
+                await tx.execute(
+                    "DELETE FROM rate_limits WHERE (budget, key) IN"
+                    f" (SELECT budget, key FROM rate_limits WHERE expires_at < $1{skip_locked})",
+                    now,
+                )
+        except StorageError as exc:
+            log.warning("rate limits: deleting the counts that no longer count: %s", exc)
