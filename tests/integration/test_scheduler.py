@@ -1,9 +1,15 @@
-"""The scheduler's cleanup removes what expired and keeps what is live."""
+"""The scheduler's cleanup removes what expired and keeps what is live; the scheduler goes on
+through the store's trouble."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import trio
+
 from ledgerport import auth, catalog
 from ledgerport.engine import Scheduler
+from ledgerport.storage import StorageUnavailable
 
 from .oauth_helpers import device_authorize, full_grant, make_world
 
@@ -70,3 +76,52 @@ async def test_cleanup_publishes_the_next_signing_key_ahead_of_rotation(
         keys = await auth.published_keys(tx, now=clock.now())
     assert len(keys) == 2
     assert keys[1].activates_at == first[0].retires_at
+
+
+class _Troubled:
+    """``store`` whose transactions fail as they begin while ``away`` (PostgreSQL gone); it
+    counts those that began."""
+
+    def __init__(self, store):
+        self._store = store
+        self.away = True
+        self.began = 0
+
+    def transaction(self, **options):
+        if self.away:
+            raise StorageUnavailable("the database went away")
+        self.began += 1
+        return self._store.transaction(**options)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+async def _until(holds):
+    """Look every 50 ms until ``holds()`` (what it reads signals nothing)."""
+    while True:
+        if holds():
+            return
+        await trio.sleep(0.05)
+
+
+async def test_the_scheduler_goes_on_through_the_stores_trouble(platform, caplog):
+    """The cleanup, the trimming and the endpoints' check each tell the store's trouble and
+    try again at their next turn: the scheduler does not end (to be started again by its
+    supervisor, with a traceback in the log)."""
+    troubled = _Troubled(platform.store)
+    scheduler = Scheduler(
+        dataclasses.replace(platform, store=troubled), interval=0.05, trim_interval=0.05
+    )
+
+    def told(part):
+        return any(part in record.getMessage() for record in caplog.records)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(scheduler.run)
+            await _until(lambda: told("scheduler: cleaning up") and told("scheduler: trimming"))
+            troubled.away = False
+            await _until(lambda: troubled.began >= 10)  # the cleanup and the trimming went on
+            nursery.cancel_scope.cancel()
+    assert told("scheduler: checking failing endpoints")

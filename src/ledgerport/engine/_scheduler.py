@@ -167,7 +167,10 @@ class Scheduler:
 
     async def _trimming(self) -> None:
         while True:
-            await self.trim_once()
+            try:
+                await self.trim_once()
+            except StorageError as exc:
+                log.warning("scheduler: trimming what apps keep over their quota: %s", exc)
             await trio.sleep(self._trim_interval)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -177,6 +180,9 @@ class Scheduler:
             await nursery.start(self.schedules.run)
             task_status.started()
             while True:
-                await self.cleanup_once()
-                await self.mark_overdue()
+                try:
+                    await self.cleanup_once()
+                    await self.mark_overdue()
+                except StorageError as exc:
+                    log.warning("scheduler: cleaning up: %s", exc)  # again at the next turn
                 await trio.sleep(self._interval)
