@@ -264,6 +264,22 @@ def test_an_outcome_waits_for_its_fan_out_and_is_dropped_when_it_did_not_commit(
     assert book.attempt_ended("dlv_2", "kept 2") is Verdict.DROP
 
 
+def test_a_delivery_fanned_out_again_while_its_first_attempt_went_on_records_both() -> None:
+    """The first fan-out failed while the delivery's attempt went on; the next one (the same
+    delivery id) started it again: both attempts wait for that fan-out, and are recorded when
+    it commits."""
+    book = _book(total=8, per_developer=8, per_webhook=8)
+    failed = book.fan_out_began()
+    book.awaits_commit("dlv_1", failed)
+    assert book.fan_out_ended(failed, committed=False) == []
+    again = book.fan_out_began()
+    book.awaits_commit("dlv_1", again)
+    assert book.attempt_ended("dlv_1", "first") is Verdict.WAIT
+    assert book.attempt_ended("dlv_1", "second") is Verdict.WAIT
+    assert book.fan_out_ended(again, committed=True) == ["first", "second"]
+    assert book.attempt_ended("dlv_1", "later") is Verdict.RECORD
+
+
 def test_the_outcomes_of_a_failed_write_are_written_again_first() -> None:
     book = _book(total=8, per_developer=8, per_webhook=8)
     for index in range(5):

@@ -315,11 +315,14 @@ class DeliveryBook(Generic[Ended, Outcome]):
 
     def fan_out_ended(self, fan_out: FanOut[Ended], *, committed: bool) -> list[Ended]:
         """``fan_out``'s transaction ended (committed or not): the attempts that waited for
-        it, whose verdict is now RECORD when it committed and DROP when it did not."""
+        it, whose verdict is now RECORD when it committed and DROP when it did not. A delivery
+        fanned out again (its first fan-out failed while its attempt went on) waits here once
+        for each attempt."""
         fan_out.ended, fan_out.committed = True, committed
         waiting, fan_out.waiting = fan_out.waiting, []
         for delivery_id, _ in waiting:
-            del self._fan_outs[delivery_id]
+            if self._fan_outs.get(delivery_id) is fan_out:
+                del self._fan_outs[delivery_id]
         return [ended for _, ended in waiting]
 
     # --- the outcome buffer --------------------------------------------------------------------
