@@ -16,7 +16,15 @@ import pytest
 import trio
 
 from ledgerport.apps import compile_module
-from ledgerport.runtime import ApiAnswer, ApiCall, RunLimits, RunOutcome, RunRequest, SandboxPool
+from ledgerport.runtime import (
+    ApiAnswer,
+    ApiCall,
+    RunLimits,
+    RunOutcome,
+    RunRequest,
+    SandboxPool,
+    WorkerStartFailed,
+)
 
 TIMEOUT = 60
 EVENT = {"id": "dlv_1", "type": "invoice.created", "businessId": "biz_1", "data": {"id": "inv_1"}}
@@ -54,6 +62,15 @@ SHAPES = {
         42,
     ),
 }
+
+
+async def test_a_worker_whose_process_cannot_start_is_a_failed_start() -> None:
+    """What the pool tries again when it replaces a worker, and reports at its start."""
+    pool = SandboxPool(size=1, worker_command=("/nonexistent/sandbox-worker",))
+    with trio.fail_after(TIMEOUT), pytest.raises(ExceptionGroup) as caught:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pool.run)
+    assert caught.group_contains(WorkerStartFailed, match="could not start")
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

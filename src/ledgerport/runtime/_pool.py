@@ -279,12 +279,15 @@ class SandboxPool:
     async def _start(self) -> _Worker:
         if self._nursery is None:
             raise WorkerStartFailed("the pool is stopping")
-        process = await trio.lowlevel.open_process(
-            [*self._worker_command, "--memory-mib", str(self._memory_mib)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        try:
+            process = await trio.lowlevel.open_process(
+                [*self._worker_command, "--memory-mib", str(self._memory_mib)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as exc:  # no process (the system's limits, its memory): tried again
+            raise WorkerStartFailed(f"sandbox worker could not start: {exc}") from exc
         assert process.stdout is not None
         niceness = min(os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS, LOWEST_PRIORITY)
         with contextlib.suppress(ProcessLookupError):
