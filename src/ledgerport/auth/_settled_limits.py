@@ -345,30 +345,23 @@ class SettlingRateLimiter:
         try:
             while True:
                 await trio.sleep(SETTLE_EVERY)
-                try:
-                    await self.settle()
-                except Exception as exc:
-                    # Kept unsettled; a budget with a slice unsettled counts in the database,
-                    # which answers as the store does while it is down. The store's trouble is
-                    # told in a line; anything else with its traceback.
-                    log.warning(
-                        "settling the rate limits' counts failed: %s",
-                        exc,
-                        exc_info=not isinstance(exc, StorageError),
-                    )
+                await self._settle_or_tell("settling the rate limits' counts failed")
                 if trio.current_time() - swept >= _SWEEP_EVERY:
                     swept = trio.current_time()
                     self.sweep()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(SETTLE_TIMEOUT):
-                try:
-                    await self.settle()
-                except Exception as exc:
-                    log.warning(
-                        "settling the counts at the stop failed: %s",
-                        exc,
-                        exc_info=not isinstance(exc, StorageError),
-                    )
+                await self._settle_or_tell("settling the counts at the stop failed")
+
+    async def _settle_or_tell(self, failed: str) -> None:
+        """Settle, or tell why not (``failed``, then the error): the hits stay unsettled, and
+        a budget with a slice unsettled counts in the database, which answers as the store does
+        while it is down. The store's trouble is told in a line; anything else with its
+        traceback."""
+        try:
+            await self.settle()
+        except Exception as exc:
+            log.warning("%s: %s", failed, exc, exc_info=not isinstance(exc, StorageError))
 
     async def take(self, *budgets: Budget) -> Verdict:
         now = self._clock.now()
